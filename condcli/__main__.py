@@ -1,0 +1,5 @@
+"""``python -m condcli``."""
+
+from condcli.cli import run
+
+run()
