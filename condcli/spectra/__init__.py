@@ -1,0 +1,83 @@
+"""condcli's float64 spectral core: pure torch, batched over leading dims, device-agnostic, no I/O.
+
+The four names of SPEC §8 — :func:`singular_values`, :func:`condition_number`,
+:func:`shifted_condition_number` and :func:`corrected_condition_number` — are a public contract.
+"""
+
+from condcli.spectra.aggregate import (
+    Aggregate,
+    ScalarStream,
+    SpectrumBand,
+    SpectrumStream,
+    aggregate,
+    json_float,
+    spectrum_band,
+)
+from condcli.spectra.bounds import (
+    mu_linear_attention,
+    mu_softmax_attention,
+    supplement_estimate,
+    supplement_lambda_for_target,
+    weyl_bound,
+    weyl_lambda_for_target,
+)
+from condcli.spectra.core import (
+    GRAM_MAX_KAPPA,
+    SpectrumSummary,
+    below_precision,
+    condition_number,
+    kappa_from_sigma,
+    numerical_rank,
+    precision_tolerance,
+    singular_values,
+    summarize,
+)
+from condcli.spectra.ranks import (
+    collapse_residual,
+    effective_rank,
+    effective_rank_of_spectrum,
+    stable_rank,
+    stable_rank_of_spectrum,
+)
+from condcli.spectra.shift import (
+    corrected_condition_number,
+    correction,
+    identity_k,
+    shift,
+    shifted_condition_number,
+)
+
+__all__ = [
+    "GRAM_MAX_KAPPA",
+    "Aggregate",
+    "ScalarStream",
+    "SpectrumBand",
+    "SpectrumStream",
+    "SpectrumSummary",
+    "aggregate",
+    "below_precision",
+    "collapse_residual",
+    "condition_number",
+    "corrected_condition_number",
+    "correction",
+    "effective_rank",
+    "effective_rank_of_spectrum",
+    "identity_k",
+    "json_float",
+    "kappa_from_sigma",
+    "mu_linear_attention",
+    "mu_softmax_attention",
+    "numerical_rank",
+    "precision_tolerance",
+    "shift",
+    "shifted_condition_number",
+    "singular_values",
+    "spectrum_band",
+    "stable_rank",
+    "stable_rank_of_spectrum",
+    "summarize",
+    "supplement_estimate",
+    "supplement_lambda_for_target",
+    "weyl_bound",
+    "weyl_lambda_for_target",
+]

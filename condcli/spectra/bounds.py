@@ -1,0 +1,89 @@
+"""Bounds on κ(X + λI_k) and the attention-conditioning bounds μ (SPEC §2, §3).
+
+A note on the supplement's Theorem B.1. Its step (11), σ_k(X + λI_k) ≥ λ − σ_k(X), is not a Weyl
+inequality and fails in general: for X = diag(−a, ε), X + aI is singular, yet (σ_1+λ)/(λ−σ_k) is finite at
+λ = a. Weyl's inequality |σ_i(A+B) − σ_i(A)| ≤ σ_1(B) with A = λI_k, B = X gives
+σ_k(X + λI_k) ≥ λ − σ_1(X), hence the bound condcli reports as *the* Weyl bound:
+
+    κ(X + λI_k) ≤ (σ_1 + λ) / (λ − σ_1)   for λ > σ_1.
+
+The supplement's expression is kept as :func:`supplement_estimate`, labelled as an estimate, because users
+will want to compare with the paper; it is never presented as a guarantee.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from condcli.errors import InputError
+
+ArrayLike = torch.Tensor | float
+
+
+def _f64(v: ArrayLike) -> torch.Tensor:
+    return torch.as_tensor(v, dtype=torch.float64)
+
+
+def _check_target(target: float) -> None:
+    if not target > 1:
+        raise InputError(f"target κ must be > 1, got {target}", "κ ≥ 1 always; pick e.g. --target-kappa 2")
+
+
+def weyl_bound(sigma_max: ArrayLike, lambdas: ArrayLike) -> torch.Tensor:
+    """Guaranteed κ(X + λI_k) ≤ (σ_1 + λ)/(λ − σ_1) for λ > σ_1; ``inf`` (no bound) for λ ≤ σ_1.
+
+    ``sigma_max`` (...,) and ``lambdas`` (L,) broadcast to (..., L); scalars give scalars.
+    """
+    s1, lam = _f64(sigma_max), _f64(lambdas)
+    if lam.ndim:
+        s1 = s1.unsqueeze(-1)
+    valid = lam > s1
+    den = torch.where(valid, lam - s1, torch.ones_like(lam - s1))
+    return torch.where(valid, (s1 + lam) / den, torch.full_like(den, torch.inf))
+
+
+def weyl_lambda_for_target(sigma_max: ArrayLike, target: float) -> torch.Tensor:
+    """Smallest λ at which :func:`weyl_bound` reaches ``target``: λ* = σ_1 (t + 1)/(t − 1)."""
+    _check_target(target)
+    return _f64(sigma_max) * (target + 1) / (target - 1)
+
+
+def supplement_estimate(sigma_max: ArrayLike, sigma_min: ArrayLike, lambdas: ArrayLike) -> torch.Tensor:
+    """The supplement's (σ_1 + λ)/(λ − σ_k) for λ > σ_k (``inf`` otherwise). An estimate, NOT a bound.
+
+    It equals the true κ(X + λI_k) only for special X and can undershoot it arbitrarily (module docstring).
+    """
+    s1, sk, lam = _f64(sigma_max), _f64(sigma_min), _f64(lambdas)
+    if lam.ndim:
+        s1, sk = s1.unsqueeze(-1), sk.unsqueeze(-1)
+    valid = lam > sk
+    den = torch.where(valid, lam - sk, torch.ones_like(lam - sk))
+    return torch.where(valid, (s1 + lam) / den, torch.full_like(den, torch.inf))
+
+
+def supplement_lambda_for_target(sigma_max: ArrayLike, sigma_min: ArrayLike, target: float) -> torch.Tensor:
+    """Smallest λ at which :func:`supplement_estimate` reaches ``target``: (σ_1 + t σ_k)/(t − 1)."""
+    _check_target(target)
+    return (_f64(sigma_max) + target * _f64(sigma_min)) / (target - 1)
+
+
+def _kappas(*factors: ArrayLike) -> list[torch.Tensor]:
+    out = [_f64(f) for f in factors]
+    for f in out:
+        if bool(torch.isnan(f).any()) or bool((f < 1).any()):
+            raise InputError("condition numbers must be ≥ 1 (or inf)", "pass κ values from condition_number")
+    return out
+
+
+def mu_linear_attention(
+    kappa_wq: ArrayLike, kappa_wk: ArrayLike, kappa_wv: ArrayLike, kappa_x: ArrayLike
+) -> torch.Tensor:
+    """μ(LA) = κ(W_Q) κ(W_K) κ(W_V) κ(X)³ (Proposition 4.2); ``inf`` if any factor is, or on overflow."""
+    wq, wk, wv, x = _kappas(kappa_wq, kappa_wk, kappa_wv, kappa_x)
+    return wq * wk * wv * x**3
+
+
+def mu_softmax_attention(kappa_p: ArrayLike, kappa_x: ArrayLike, kappa_wv: ArrayLike) -> torch.Tensor:
+    """μ(A) = κ(P) κ(X) κ(W_V) with P the attention probabilities; ``inf`` if any factor is."""
+    p, x, wv = _kappas(kappa_p, kappa_x, kappa_wv)
+    return p * x * wv

@@ -1,0 +1,136 @@
+"""The paper's two fixes for ill-conditioned X: the shift λ·I_k and the Theorem 4.4 correction C (SPEC §2).
+
+I_k is the N×d matrix with ones at (i, i), i < k = min(N, d). κ(X + λI_k) is computed exactly — its
+singular vectors differ from X's, so it is NOT (σ_1+λ)/(σ_k+λ).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from condcli.errors import InputError, UsageError
+from condcli.spectra._tensor import Tensorish, as_float64
+from condcli.spectra.core import Method, gram_trustworthy, kappa_from_sigma
+
+
+def identity_k(
+    N: int, d: int, *, dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu"
+) -> torch.Tensor:
+    """I_k: the N×d matrix with ones on the main k×k diagonal, zeros elsewhere."""
+    return torch.eye(N, d, dtype=dtype, device=device)
+
+
+def shift(X: Tensorish, lam: float) -> torch.Tensor:
+    """X + λ·I_k in float64 (batched over leading dims)."""
+    x = as_float64(X)
+    return x + lam * identity_k(x.shape[-2], x.shape[-1], device=x.device)
+
+
+def _lambda_vector(lambdas: float | Sequence[float] | Tensorish) -> tuple[torch.Tensor, bool]:
+    """(1-D float64 λ tensor, whether the caller gave a scalar)."""
+    t = (
+        torch.as_tensor(np.asarray(lambdas, dtype=np.float64))
+        if not isinstance(lambdas, torch.Tensor)
+        else lambdas
+    )
+    t = t.detach().to("cpu", torch.float64)
+    if t.ndim > 1:
+        raise UsageError(
+            f"λ must be a number or a 1-D grid, got shape {tuple(t.shape)}", "pass a flat list of λ"
+        )
+    if t.numel() == 0:
+        raise UsageError("the λ grid is empty", "give at least one λ")
+    if not bool(torch.isfinite(t).all()):
+        raise InputError("λ must be finite", "give finite λ values, e.g. --range 1 20")
+    return t.reshape(-1), t.ndim == 0
+
+
+def _shift_gram_parts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """G0 and the symmetric λ-coefficient S + Sᵀ of the exact Gram update of X + λI_k.
+
+    N ≤ d: (X+λI_k)(X+λI_k)ᵀ = X Xᵀ + λ(X[:, :N] + X[:, :N]ᵀ) + λ² I_N.
+    N > d: (X+λI_k)ᵀ(X+λI_k) = XᵀX + λ(X[:d, :] + X[:d, :]ᵀ) + λ² I_d.
+    """
+    N, d = x.shape[-2:]
+    if N <= d:
+        G0, S = x @ x.mT, x[..., :, :N]
+    else:
+        G0, S = x.mT @ x, x[..., :d, :]
+    return G0, S + S.mT
+
+
+def _shifted_kappa_svd(x: torch.Tensor, lams: torch.Tensor) -> torch.Tensor:
+    """κ(X + λI_k) by one float64 SVD per λ — the reference path. Shape (..., L)."""
+    N, d = x.shape[-2:]
+    eye = identity_k(N, d, device=x.device)
+    out = [kappa_from_sigma(torch.linalg.svdvals(x + float(lam) * eye), (N, d)) for lam in lams]
+    return torch.stack(out, dim=-1)
+
+
+def shifted_kappa_gram(x: torch.Tensor, lams: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """κ(X + λI_k) for every λ from the exact Gram update, and where that estimate is trustworthy.
+
+    Returns ``(kappa, ok)``, both of shape (..., L). ``x`` must already be float64. Forming
+    G0 + λ(S + Sᵀ) + λ²I rounds at the scale (σ_1(X) + |λ|)², not σ_1(X + λI_k)² — when X ≈ −λI_k the terms
+    cancel — so trust is judged by (σ_1(X) + |λ|)/σ_k(X + λI_k) ≤ GRAM_MAX_KAPPA, which bounds the relative
+    error of σ_k like κ does for an unshifted Gram matrix.
+    """
+    N, d = x.shape[-2:]
+    k = min(N, d)
+    G0, S2 = _shift_gram_parts(x)
+    sigma1 = torch.linalg.eigvalsh(G0)[..., -1].clamp_min(0).sqrt()  # (...,) σ_1(X), accurate via Gram
+    eye = torch.eye(k, dtype=x.dtype, device=x.device)
+    kappas, scaled = [], []
+    for lam in lams.tolist():
+        ev = torch.linalg.eigvalsh(G0 + lam * S2 + (lam * lam) * eye)  # (..., k) ascending
+        sigma = ev.clamp_min(0).sqrt().flip(-1)
+        kappas.append(kappa_from_sigma(sigma, (N, d)))
+        scaled.append(kappa_from_sigma(torch.stack([sigma1 + abs(lam), sigma[..., -1]], -1), (N, d)))
+    return torch.stack(kappas, dim=-1), gram_trustworthy(torch.stack(scaled, dim=-1))
+
+
+def shifted_condition_number(
+    X: Tensorish, lambdas: float | Sequence[float] | Tensorish, *, method: Method = "auto"
+) -> torch.Tensor:
+    """Exact κ(X + λ·I_k) per matrix: shape (...,) for a scalar λ, (..., L) for a 1-D grid of L values.
+
+    ``"auto"`` (default) evaluates the grid through the exact Gram update (one X Xᵀ, then one k×k eigvalsh
+    per λ) and recomputes by SVD each (sample, λ) whose Gram κ exceeds the accuracy limit
+    (:data:`~condcli.spectra.core.GRAM_MAX_KAPPA`); ``"svd"`` is one SVD per λ.
+    """
+    x = as_float64(X)
+    lams, scalar = _lambda_vector(lambdas)
+    if method == "svd":
+        kappa = _shifted_kappa_svd(x, lams)
+    elif method == "auto":
+        kappa, ok = shifted_kappa_gram(x, lams)
+        if not bool(ok.all()):
+            eye = identity_k(x.shape[-2], x.shape[-1], device=x.device)
+            for j, lam in enumerate(lams.tolist()):
+                redo = ~ok[..., j]
+                if bool(redo.any()):
+                    sig = torch.linalg.svdvals(x[redo] + lam * eye)
+                    kappa[..., j][redo] = kappa_from_sigma(sig, (x.shape[-2], x.shape[-1]))
+    else:
+        raise UsageError(f"unknown method {method!r}", "use auto or svd")
+    return kappa[..., 0] if scalar else kappa
+
+
+def correction(X: Tensorish) -> torch.Tensor:
+    """Theorem 4.4's C = U S̃ Vᵀ with S̃ = σ_1 on all k diagonal entries, i.e. σ_1·U_k V_kᵀ. Shape of X."""
+    x = as_float64(X)
+    U, S, Vh = torch.linalg.svd(x, full_matrices=False)  # (..., N, k), (..., k), (..., k, d)
+    C: torch.Tensor = S[..., :1].unsqueeze(-1) * (U @ Vh)
+    return C
+
+
+def corrected_condition_number(X: Tensorish) -> torch.Tensor:
+    """κ(X + C) = 2σ_1/(σ_1 + σ_k) ≤ 2 (Theorem 4.4); ``inf`` for a zero matrix (X + C = 0)."""
+    sigma = torch.linalg.svdvals(as_float64(X))
+    s1, sk = sigma[..., 0], sigma[..., -1]
+    zero = s1 == 0
+    denom = torch.where(zero, torch.ones_like(s1), s1 + sk)
+    return torch.where(zero, torch.full_like(s1, torch.inf), 2 * s1 / denom)

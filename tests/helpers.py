@@ -1,0 +1,45 @@
+"""Independent float64 NumPy references and matrix builders for the tests (never condcli's own code)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+EPS = np.finfo(np.float64).eps
+
+
+def np_sigma(X: np.ndarray) -> np.ndarray:
+    return np.linalg.svd(np.asarray(X, dtype=np.float64), compute_uv=False)
+
+
+def np_kappa(X: np.ndarray) -> np.ndarray:
+    """σ_1/σ_k per matrix with SPEC §2's inf rule, via NumPy's LAPACK SVD."""
+    X = np.asarray(X, dtype=np.float64)
+    s = np_sigma(X)
+    tol = max(X.shape[-2:]) * EPS * s[..., 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(s[..., -1] <= tol, np.inf, s[..., 0] / s[..., -1])
+
+
+def np_shifted_kappa(X: np.ndarray, lam: float) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    return np_kappa(X + lam * np.eye(*X.shape[-2:]))
+
+
+def orthonormal(rng: np.random.Generator, n: int, k: int, batch: tuple[int, ...] = ()) -> np.ndarray:
+    q, _ = np.linalg.qr(rng.standard_normal((*batch, n, k)))
+    return q
+
+
+def prescribed(
+    rng: np.random.Generator, N: int, d: int, sigma: np.ndarray, batch: tuple[int, ...] = ()
+) -> np.ndarray:
+    """Matrices U diag(σ) Vᵀ with random orthonormal U (N×k), V (d×k)."""
+    k = min(N, d)
+    assert len(sigma) == k
+    U, V = orthonormal(rng, N, k, batch), orthonormal(rng, d, k, batch)
+    return (U * sigma) @ np.swapaxes(V, -1, -2)
+
+
+def geometric_sigma(k: int, kappa: float) -> np.ndarray:
+    """k singular values from 1 down to 1/κ, evenly spaced in log."""
+    return np.logspace(0, -np.log10(kappa), k) if k > 1 else np.ones(1)

@@ -1,0 +1,137 @@
+"""Singular values, κ, numerical rank and the below-precision flag against NumPy float64 SVD (SPEC §2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from condcli import spectra
+from tests.helpers import EPS, geometric_sigma, np_kappa, np_sigma, prescribed
+
+SHAPES = [(5, 9), (9, 5), (7, 7), (1, 6), (6, 1), (1, 1), (197, 64)]
+METHODS = ["auto", "svd"]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_singular_values_match_numpy(shape: tuple[int, int]) -> None:
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((2, 3, *shape))
+    got = spectra.singular_values(X)
+    assert got.dtype == torch.float64
+    assert got.shape == (2, 3, min(shape))
+    np.testing.assert_allclose(got.numpy(), np_sigma(X), rtol=1e-12, atol=1e-13)
+    assert bool((got[..., :-1] >= got[..., 1:]).all()), "descending"
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("method", ["auto", "svd"])
+def test_condition_number_matches_numpy(shape: tuple[int, int], method: str) -> None:
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((4, *shape))
+    got = spectra.condition_number(X, method=method)  # type: ignore[arg-type]
+    np.testing.assert_allclose(got.numpy(), np_kappa(X), rtol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(40, 90), (90, 40), (60, 60)])
+@pytest.mark.parametrize("kappa", [1.0, 1e3, 1e6, 1e9])
+def test_prescribed_kappa(shape: tuple[int, int], kappa: float) -> None:
+    N, d = shape
+    rng = np.random.default_rng(3)
+    X = prescribed(rng, N, d, geometric_sigma(min(N, d), kappa), batch=(3,))
+    got = spectra.condition_number(X).numpy()  # auto: Gram where accurate, SVD above
+    # Against the prescribed value: the matrix itself carries rounding of size ~eps·σ_1.
+    np.testing.assert_allclose(got, kappa, rtol=max(N, d) * EPS * kappa + 1e-12)
+    # Against an independent LAPACK SVD of the same matrix.
+    np.testing.assert_allclose(got, np_kappa(X), rtol=1e-10 + 10 * EPS * kappa)
+
+
+def test_single_matrix_gives_scalar_and_float32_input_is_upcast_exactly() -> None:
+    rng = np.random.default_rng(4)
+    X32 = torch.from_numpy(rng.standard_normal((8, 12)).astype(np.float32))
+    got = spectra.condition_number(X32)
+    assert got.shape == () and got.dtype == torch.float64
+    np.testing.assert_allclose(float(got), np_kappa(X32.numpy().astype(np.float64)), rtol=1e-12)
+
+
+def _rank_deficient_cases() -> list[tuple[str, np.ndarray]]:
+    rng = np.random.default_rng(5)
+    dup = rng.standard_normal((6, 10))
+    dup[3] = dup[1]  # N < d, two equal tokens
+    tall = rng.standard_normal((10, 6))
+    tall[:, 2] = 2.0 * tall[:, 4]  # N > d, dependent columns
+    zero_row = rng.standard_normal((7, 7))
+    zero_row[-1] = 0.0
+    low = rng.standard_normal((12, 3)) @ rng.standard_normal((3, 20))  # rank 3 of 12
+    return [
+        ("dup", dup),
+        ("tall", tall),
+        ("zero_row", zero_row),
+        ("low_rank", low),
+        ("zero", np.zeros((4, 9))),
+    ]
+
+
+@pytest.mark.parametrize(("name", "X"), _rank_deficient_cases())
+@pytest.mark.parametrize("method", METHODS)
+def test_rank_deficient_is_inf_never_a_large_finite_number(name: str, X: np.ndarray, method: str) -> None:
+    # NumPy's matrix_rank uses the same tolerance convention: a rank below k must mean κ = inf.
+    assert np.linalg.matrix_rank(X) < min(X.shape)
+    kappa = float(spectra.condition_number(X, method=method))  # type: ignore[arg-type]
+    assert kappa == np.inf, f"{name}: {kappa}"
+    s = spectra.summarize(X)
+    assert float(s.kappa) == np.inf
+    assert bool(s.below_precision)
+    assert int(s.numerical_rank) == np.linalg.matrix_rank(X)
+
+
+def test_numerical_rank_and_flag_follow_capture_dtype() -> None:
+    rng = np.random.default_rng(6)
+    N, d = 30, 50
+    sigma = np.r_[np.ones(25), np.full(5, 1e-6)]  # κ = 1e6: real in float64, noise in float32/bf16
+    X = prescribed(rng, N, d, sigma, batch=(2,))
+    for dtype, eps in [
+        (torch.float64, EPS),
+        (torch.float32, np.finfo(np.float32).eps),
+        ("bfloat16", 2.0**-7),
+    ]:
+        s = spectra.summarize(X, capture_dtype=dtype)
+        tol = max(N, d) * eps * np_sigma(X)[..., 0]
+        ref_rank = [np.linalg.matrix_rank(x, tol=t) for x, t in zip(X, tol, strict=True)]
+        assert s.numerical_rank.tolist() == ref_rank
+        np.testing.assert_allclose(s.tolerance.numpy(), tol, rtol=1e-12)
+        assert s.below_precision.tolist() == [r < min(N, d) for r in ref_rank]
+        np.testing.assert_allclose(s.kappa.numpy(), 1e6, rtol=1e-8)  # κ itself is the float64 value
+    assert spectra.summarize(X, torch.float64).below_precision.tolist() == [False, False]
+    assert spectra.summarize(X, torch.float32).below_precision.tolist() == [True, True]
+    assert spectra.numerical_rank(X, "float32").tolist() == [25, 25]
+    assert spectra.below_precision(X, torch.float32).tolist() == [True, True]
+
+
+def test_capture_dtype_defaults_to_the_tensor_dtype() -> None:
+    rng = np.random.default_rng(7)
+    X = torch.from_numpy(prescribed(rng, 10, 20, np.r_[np.ones(9), 1e-5])).to(torch.float32)
+    s = spectra.summarize(X)
+    assert s.capture_dtype == "float32"
+    assert bool(s.below_precision) == (float(np_sigma(X.double().numpy())[-1]) <= 20 * 1.1920929e-07)
+
+
+def test_unknown_method_and_dtype_are_clear_errors() -> None:
+    from condcli.errors import InputError, UsageError
+
+    with pytest.raises(UsageError, match="unknown method"):
+        spectra.condition_number(np.eye(3), method="gram")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="unknown floating dtype"):
+        spectra.summarize(np.eye(3), capture_dtype="float33")
+
+
+@pytest.mark.parametrize("bad", [np.zeros(5), np.zeros((0, 4)), np.zeros((3, 0)), np.ones((2, 2)) * 1j])
+def test_bad_shapes_are_input_errors(bad: np.ndarray) -> None:
+    from condcli.errors import InputError
+
+    with pytest.raises(InputError):
+        spectra.condition_number(bad)
+
+
+def test_empty_batch_gives_empty_result() -> None:
+    assert spectra.condition_number(np.zeros((0, 4, 5))).shape == (0,)
