@@ -135,3 +135,27 @@ def test_bad_shapes_are_input_errors(bad: np.ndarray) -> None:
 
 def test_empty_batch_gives_empty_result() -> None:
     assert spectra.condition_number(np.zeros((0, 4, 5))).shape == (0,)
+
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_results_stay_on_the_input_device_and_match_numpy(device: str) -> None:
+    rng = np.random.default_rng(8)
+    X_np = rng.standard_normal((3, 9, 14))
+    X_np[1] = prescribed(rng, 9, 14, geometric_sigma(9, 1e5))  # forces the SVD fallback for one sample
+    X = torch.from_numpy(X_np).to(device=device, dtype=torch.float32)
+    ref64 = X.double().cpu().numpy()
+    outs = {
+        "sigma": spectra.singular_values(X),
+        "kappa": spectra.condition_number(X),
+        "shifted": spectra.shifted_condition_number(X, [0.0, 1.0, 10.0]),
+        "corrected": spectra.corrected_condition_number(X),
+    }
+    for name, out in outs.items():
+        assert out.device.type == device and out.dtype == torch.float64, name
+    np.testing.assert_allclose(outs["sigma"].cpu().numpy(), np_sigma(ref64), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(outs["kappa"].cpu().numpy(), np_kappa(ref64), rtol=1e-10)
+    s = spectra.summarize(X)
+    assert s.kappa.device.type == device and s.capture_dtype == "float32"
