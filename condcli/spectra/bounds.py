@@ -29,17 +29,22 @@ def _check_target(target: float) -> None:
         raise InputError(f"target κ must be > 1, got {target}", "κ ≥ 1 always; pick e.g. --target-kappa 2")
 
 
+def _shift_ratio(sigma_max: ArrayLike, floor: ArrayLike, lambdas: ArrayLike) -> torch.Tensor:
+    """(σ_1 + λ)/(λ − floor) where λ > floor, ``inf`` elsewhere; (...,) × (L,) broadcast to (..., L)."""
+    s1, fl, lam = _f64(sigma_max), _f64(floor), _f64(lambdas)
+    if lam.ndim:
+        s1, fl = s1.unsqueeze(-1), fl.unsqueeze(-1)
+    valid = lam > fl
+    den = torch.where(valid, lam - fl, torch.ones_like(lam - fl))
+    return torch.where(valid, (s1 + lam) / den, torch.full_like(den, torch.inf))
+
+
 def weyl_bound(sigma_max: ArrayLike, lambdas: ArrayLike) -> torch.Tensor:
     """Guaranteed κ(X + λI_k) ≤ (σ_1 + λ)/(λ − σ_1) for λ > σ_1; ``inf`` (no bound) for λ ≤ σ_1.
 
     ``sigma_max`` (...,) and ``lambdas`` (L,) broadcast to (..., L); scalars give scalars.
     """
-    s1, lam = _f64(sigma_max), _f64(lambdas)
-    if lam.ndim:
-        s1 = s1.unsqueeze(-1)
-    valid = lam > s1
-    den = torch.where(valid, lam - s1, torch.ones_like(lam - s1))
-    return torch.where(valid, (s1 + lam) / den, torch.full_like(den, torch.inf))
+    return _shift_ratio(sigma_max, sigma_max, lambdas)
 
 
 def weyl_lambda_for_target(sigma_max: ArrayLike, target: float) -> torch.Tensor:
@@ -53,12 +58,7 @@ def supplement_estimate(sigma_max: ArrayLike, sigma_min: ArrayLike, lambdas: Arr
 
     It equals the true κ(X + λI_k) only for special X and can undershoot it arbitrarily (module docstring).
     """
-    s1, sk, lam = _f64(sigma_max), _f64(sigma_min), _f64(lambdas)
-    if lam.ndim:
-        s1, sk = s1.unsqueeze(-1), sk.unsqueeze(-1)
-    valid = lam > sk
-    den = torch.where(valid, lam - sk, torch.ones_like(lam - sk))
-    return torch.where(valid, (s1 + lam) / den, torch.full_like(den, torch.inf))
+    return _shift_ratio(sigma_max, sigma_min, lambdas)
 
 
 def supplement_lambda_for_target(sigma_max: ArrayLike, sigma_min: ArrayLike, target: float) -> torch.Tensor:
