@@ -81,8 +81,9 @@ def test_weyl_bound_and_correction_property(X: np.ndarray) -> None:
 @settings(max_examples=60, deadline=None)
 @given(batches(), st.integers(1, 3))
 def test_aggregate_split_invariance_property(X: np.ndarray, batch: int) -> None:
-    whole, split = spectra.ScalarStream(), spectra.ScalarStream()
-    whole.extend(spectra.condition_number(X))
-    for i in range(0, len(X), batch):
-        split.extend(spectra.condition_number(X[i : i + batch]))
-    assert whole.result() == split.result()
+    for fn in (spectra.condition_number, lambda x: spectra.shifted_condition_number(x, [0.5, 10.0])):
+        whole, split = spectra.ScalarStream(), spectra.ScalarStream()
+        whole.extend(fn(X))
+        for i in range(0, len(X), batch):
+            split.extend(fn(X[i : i + batch]))
+        assert whole.result() == split.result()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,30 @@ def as_float64(X: Tensorish, *, min_ndim: int = 2) -> torch.Tensor:
     t = t.detach().to(torch.float64)
     check_finite(t)
     return t
+
+
+def guarded_ratio(num: torch.Tensor, den: torch.Tensor, valid: torch.Tensor, fill: float) -> torch.Tensor:
+    """num/den where ``valid``, ``fill`` elsewhere — without ever dividing by the invalid denominators."""
+    ratio = num / torch.where(valid, den, torch.ones_like(den))
+    return torch.where(valid, ratio, torch.full_like(ratio, fill))
+
+
+def per_matrix(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """``fn`` applied to each (N, d) matrix of ``x`` (..., N, d) on its own, results stacked back.
+
+    Batched linear algebra is not bitwise batch-invariant (measured here on CPU: batched matmul and
+    eigvalsh differ in the last digits from one-matrix calls), and SPEC §6 wants results identical
+    whatever the batch split. Every decomposition therefore goes through this one place.
+    """
+    lead = x.shape[:-2]
+    flat = x.reshape(-1, *x.shape[-2:])
+    out = fn(flat) if flat.shape[0] == 0 else torch.stack([fn(m) for m in flat])
+    return out.reshape(tuple(lead) + tuple(out.shape[1:]))
+
+
+def svdvals(x: torch.Tensor) -> torch.Tensor:
+    """Singular values of each matrix, descending, computed one matrix at a time (batch-invariant)."""
+    return per_matrix(torch.linalg.svdvals, x)
 
 
 def check_finite(t: torch.Tensor) -> None:

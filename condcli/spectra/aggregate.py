@@ -135,7 +135,8 @@ class SpectrumStream:
 
     def extend(self, batch: torch.Tensor | Iterable[torch.Tensor | np.ndarray[Any, Any]]) -> None:
         if isinstance(batch, torch.Tensor):
-            self._rows.extend(_floats(r) for r in batch.reshape(-1, batch.shape[-1]))
+            table = batch.detach().to("cpu", torch.float64).reshape(-1, batch.shape[-1]).numpy()
+            self._rows.extend(table)
         else:
             self._rows.extend(_floats(r) for r in batch)
 

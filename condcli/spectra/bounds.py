@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from condcli.errors import InputError
+from condcli.spectra._tensor import guarded_ratio
 
 ArrayLike = torch.Tensor | float
 
@@ -34,9 +35,7 @@ def _shift_ratio(sigma_max: ArrayLike, floor: ArrayLike, lambdas: ArrayLike) -> 
     s1, fl, lam = _f64(sigma_max), _f64(floor), _f64(lambdas)
     if lam.ndim:
         s1, fl = s1.unsqueeze(-1), fl.unsqueeze(-1)
-    valid = lam > fl
-    den = torch.where(valid, lam - fl, torch.ones_like(lam - fl))
-    return torch.where(valid, (s1 + lam) / den, torch.full_like(den, torch.inf))
+    return guarded_ratio(s1 + lam, lam - fl, lam > fl, torch.inf)
 
 
 def weyl_bound(sigma_max: ArrayLike, lambdas: ArrayLike) -> torch.Tensor:

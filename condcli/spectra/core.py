@@ -12,7 +12,15 @@ from typing import Literal
 import torch
 
 from condcli.errors import UsageError
-from condcli.spectra._tensor import EPS64, Tensorish, as_float64, machine_eps
+from condcli.spectra._tensor import (
+    EPS64,
+    Tensorish,
+    as_float64,
+    guarded_ratio,
+    machine_eps,
+    per_matrix,
+    svdvals,
+)
 
 Method = Literal["auto", "svd"]
 
@@ -26,8 +34,7 @@ GRAM_MAX_KAPPA = 300.0
 
 def singular_values(X: Tensorish) -> torch.Tensor:
     """All k singular values of each matrix, descending, float64 — shape ``(..., k)``."""
-    sigma: torch.Tensor = torch.linalg.svdvals(as_float64(X))
-    return sigma
+    return svdvals(as_float64(X))
 
 
 def kappa_from_sigma(sigma: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
@@ -36,9 +43,13 @@ def kappa_from_sigma(sigma: torch.Tensor, shape: tuple[int, int]) -> torch.Tenso
     ``shape`` is (N, d) of the matrices the spectra came from. A zero matrix has κ = inf.
     """
     s1, sk = sigma[..., 0], sigma[..., -1]
-    singular = sk <= max(shape) * EPS64 * s1
-    safe = torch.where(singular, torch.ones_like(sk), sk)
-    return torch.where(singular, torch.full_like(s1, torch.inf), s1 / safe)
+    return guarded_ratio(s1, sk, sk > max(shape) * EPS64 * s1, torch.inf)
+
+
+def gram_matrix(X: torch.Tensor) -> torch.Tensor:
+    """The k×k Gram matrix: X Xᵀ for N ≤ d, Xᵀ X for N > d (same nonzero spectrum, σ_i²)."""
+    N, d = X.shape[-2:]
+    return X @ X.mT if N <= d else X.mT @ X  # (..., k, k)
 
 
 def gram_eigen_spectrum(X: torch.Tensor) -> torch.Tensor:
@@ -46,9 +57,7 @@ def gram_eigen_spectrum(X: torch.Tensor) -> torch.Tensor:
 
     Accurate for σ_i ≫ sqrt(eps)·σ_1 only; negative rounding noise is clamped to 0.
     """
-    N, d = X.shape[-2:]
-    G = X @ X.mT if N <= d else X.mT @ X  # (..., k, k)
-    ev: torch.Tensor = torch.linalg.eigvalsh(G)  # ascending
+    ev = per_matrix(lambda m: torch.linalg.eigvalsh(gram_matrix(m)), X)  # ascending
     return ev.clamp_min(0).sqrt().flip(-1)
 
 
@@ -68,13 +77,13 @@ def condition_number(X: Tensorish, *, method: Method = "auto") -> torch.Tensor:
     x = as_float64(X)
     shape = (x.shape[-2], x.shape[-1])
     if method == "svd":
-        return kappa_from_sigma(torch.linalg.svdvals(x), shape)
+        return kappa_from_sigma(svdvals(x), shape)
     if method != "auto":
         raise UsageError(f"unknown method {method!r}", "use auto or svd")
     kappa = kappa_from_sigma(gram_eigen_spectrum(x), shape)
     redo = ~gram_trustworthy(kappa)
     if bool(redo.any()):
-        kappa[redo] = kappa_from_sigma(torch.linalg.svdvals(x[redo]), shape)
+        kappa[redo] = kappa_from_sigma(svdvals(x[redo]), shape)
     return kappa
 
 
@@ -116,7 +125,7 @@ def summarize(X: Tensorish, capture_dtype: torch.dtype | str | None = None) -> S
         capture_dtype = X.dtype if isinstance(X, torch.Tensor) else torch.float64
     x = as_float64(X)
     shape = (x.shape[-2], x.shape[-1])
-    sigma = torch.linalg.svdvals(x)
+    sigma = svdvals(x)
     tol = precision_tolerance(sigma[..., 0], shape, capture_dtype)
     rank = (sigma > tol.unsqueeze(-1)).sum(-1)
     name = capture_dtype if isinstance(capture_dtype, str) else str(capture_dtype).removeprefix("torch.")

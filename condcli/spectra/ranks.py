@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from condcli.spectra._tensor import Tensorish, as_float64
+from condcli.spectra._tensor import Tensorish, as_float64, guarded_ratio, per_matrix, svdvals
 
 RANKME_EPS = 1e-7  # the additive constant of RankMe (Garrido et al. 2023)
 
@@ -12,28 +12,25 @@ RANKME_EPS = 1e-7  # the additive constant of RankMe (Garrido et al. 2023)
 def effective_rank_of_spectrum(sigma: torch.Tensor) -> torch.Tensor:
     """RankMe: p_i = σ_i/Σσ + 1e-7, erank = exp(−Σ p_i log p_i). A zero spectrum has erank 0."""
     total = sigma.sum(-1, keepdim=True)
-    zero = total.squeeze(-1) == 0
-    p = sigma / torch.where(total == 0, torch.ones_like(total), total) + RANKME_EPS
+    p = guarded_ratio(sigma, total, total > 0, 0.0) + RANKME_EPS
     erank = torch.exp(-(p * torch.log(p)).sum(-1))
-    return torch.where(zero, torch.zeros_like(erank), erank)
+    return torch.where(total.squeeze(-1) > 0, erank, torch.zeros_like(erank))
 
 
 def stable_rank_of_spectrum(sigma: torch.Tensor) -> torch.Tensor:
     """Σσ_i²/σ_1² (= ‖X‖_F²/‖X‖_2²). A zero spectrum has stable rank 0."""
     s1 = sigma[..., 0]
-    zero = s1 == 0
-    sr = (sigma**2).sum(-1) / torch.where(zero, torch.ones_like(s1), s1) ** 2
-    return torch.where(zero, torch.zeros_like(sr), sr)
+    return guarded_ratio((sigma**2).sum(-1), s1**2, s1 > 0, 0.0)
 
 
 def effective_rank(X: Tensorish) -> torch.Tensor:
     """RankMe effective rank of each (uncentered) matrix, float64 — shape (...,)."""
-    return effective_rank_of_spectrum(torch.linalg.svdvals(as_float64(X)))
+    return effective_rank_of_spectrum(svdvals(as_float64(X)))
 
 
 def stable_rank(X: Tensorish) -> torch.Tensor:
     """Stable rank ‖X‖_F²/σ_1² of each matrix — shape (...,)."""
-    return stable_rank_of_spectrum(torch.linalg.svdvals(as_float64(X)))
+    return stable_rank_of_spectrum(svdvals(as_float64(X)))
 
 
 def collapse_residual(X: Tensorish) -> torch.Tensor:
@@ -42,7 +39,6 @@ def collapse_residual(X: Tensorish) -> torch.Tensor:
     0 when all tokens are equal (full collapse), including the zero matrix.
     """
     x = as_float64(X)
-    resid = torch.linalg.matrix_norm(x - x.mean(dim=-2, keepdim=True))
-    norm = torch.linalg.matrix_norm(x)
-    zero = norm == 0
-    return torch.where(zero, torch.zeros_like(norm), resid / torch.where(zero, torch.ones_like(norm), norm))
+    resid = per_matrix(lambda m: torch.linalg.matrix_norm(m - m.mean(dim=0, keepdim=True)), x)
+    norm = per_matrix(torch.linalg.matrix_norm, x)
+    return guarded_ratio(resid, norm, norm > 0, 0.0)

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 
 from condcli.errors import InputError, UsageError
-from condcli.spectra._tensor import Tensorish, as_float64
-from condcli.spectra.core import Method, gram_trustworthy, kappa_from_sigma
+from condcli.spectra._tensor import Tensorish, as_float64, guarded_ratio, per_matrix, svdvals
+from condcli.spectra.core import Method, gram_matrix, gram_trustworthy, kappa_from_sigma
 
 
 def identity_k(
@@ -49,24 +49,21 @@ def _lambda_vector(lambdas: float | Sequence[float] | Tensorish) -> tuple[torch.
 
 
 def _shift_gram_parts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """G0 and the symmetric λ-coefficient S + Sᵀ of the exact Gram update of X + λI_k.
+    """G0 and the symmetric λ-coefficient S + Sᵀ of the exact Gram update of X + λI_k (one matrix or a batch).
 
     N ≤ d: (X+λI_k)(X+λI_k)ᵀ = X Xᵀ + λ(X[:, :N] + X[:, :N]ᵀ) + λ² I_N.
     N > d: (X+λI_k)ᵀ(X+λI_k) = XᵀX + λ(X[:d, :] + X[:d, :]ᵀ) + λ² I_d.
     """
     N, d = x.shape[-2:]
-    if N <= d:
-        G0, S = x @ x.mT, x[..., :, :N]
-    else:
-        G0, S = x.mT @ x, x[..., :d, :]
-    return G0, S + S.mT
+    S = x[..., :, :N] if N <= d else x[..., :d, :]  # (..., k, k)
+    return gram_matrix(x), S + S.mT
 
 
 def _shifted_kappa_svd(x: torch.Tensor, lams: torch.Tensor) -> torch.Tensor:
     """κ(X + λI_k) by one float64 SVD per λ — the reference path. Shape (..., L)."""
     N, d = x.shape[-2:]
     eye = identity_k(N, d, device=x.device)
-    out = [kappa_from_sigma(torch.linalg.svdvals(x + float(lam) * eye), (N, d)) for lam in lams]
+    out = [kappa_from_sigma(svdvals(x + float(lam) * eye), (N, d)) for lam in lams]
     return torch.stack(out, dim=-1)
 
 
@@ -76,20 +73,23 @@ def shifted_kappa_gram(x: torch.Tensor, lams: torch.Tensor) -> tuple[torch.Tenso
     Returns ``(kappa, ok)``, both of shape (..., L). ``x`` must already be float64. Forming
     G0 + λ(S + Sᵀ) + λ²I rounds at the scale (σ_1(X) + |λ|)², not σ_1(X + λI_k)² — when X ≈ −λI_k the terms
     cancel — so trust is judged by (σ_1(X) + |λ|)/σ_k(X + λI_k) ≤ GRAM_MAX_KAPPA, which bounds the relative
-    error of σ_k like κ does for an unshifted Gram matrix.
+    error of σ_k like κ does for an unshifted Gram matrix. Each sample is one eigvalsh batched over the
+    λ grid, so a sample's result does not depend on which other samples share its batch.
     """
     N, d = x.shape[-2:]
-    k = min(N, d)
-    G0, S2 = _shift_gram_parts(x)
-    sigma1 = torch.linalg.eigvalsh(G0)[..., -1].clamp_min(0).sqrt()  # (...,) σ_1(X), accurate via Gram
-    eye = torch.eye(k, dtype=x.dtype, device=x.device)
-    kappas, scaled = [], []
-    for lam in lams.tolist():
-        ev = torch.linalg.eigvalsh(G0 + lam * S2 + (lam * lam) * eye)  # (..., k) ascending
+    lam = lams.to(x.device)[:, None, None]  # (L, 1, 1)
+    eye = torch.eye(min(N, d), dtype=x.dtype, device=x.device)
+
+    def one(m: torch.Tensor) -> torch.Tensor:  # (N, d) → (2, L): κ estimate, scale-aware κ
+        G0, S2 = _shift_gram_parts(m)
+        sigma1 = torch.linalg.eigvalsh(G0)[-1].clamp_min(0).sqrt()  # σ_1(X), accurate via Gram
+        ev = torch.linalg.eigvalsh(G0 + lam * S2 + lam * lam * eye)  # (L, k) ascending
         sigma = ev.clamp_min(0).sqrt().flip(-1)
-        kappas.append(kappa_from_sigma(sigma, (N, d)))
-        scaled.append(kappa_from_sigma(torch.stack([sigma1 + abs(lam), sigma[..., -1]], -1), (N, d)))
-    return torch.stack(kappas, dim=-1), gram_trustworthy(torch.stack(scaled, dim=-1))
+        scale = torch.stack([sigma1 + lams.to(x.device).abs(), sigma[:, -1]], -1)  # (L, 2)
+        return torch.stack([kappa_from_sigma(sigma, (N, d)), kappa_from_sigma(scale, (N, d))])
+
+    both = per_matrix(one, x)  # (..., 2, L)
+    return both[..., 0, :], gram_trustworthy(both[..., 1, :])
 
 
 def shifted_condition_number(
@@ -107,13 +107,10 @@ def shifted_condition_number(
         kappa = _shifted_kappa_svd(x, lams)
     elif method == "auto":
         kappa, ok = shifted_kappa_gram(x, lams)
-        if not bool(ok.all()):
-            eye = identity_k(x.shape[-2], x.shape[-1], device=x.device)
-            for j, lam in enumerate(lams.tolist()):
-                redo = ~ok[..., j]
-                if bool(redo.any()):
-                    sig = torch.linalg.svdvals(x[redo] + lam * eye)
-                    kappa[..., j][redo] = kappa_from_sigma(sig, (x.shape[-2], x.shape[-1]))
+        for j in range(len(lams)):
+            redo = ~ok[..., j]
+            if bool(redo.any()):
+                kappa[..., j][redo] = _shifted_kappa_svd(x[redo], lams[j : j + 1])[..., 0]
     else:
         raise UsageError(f"unknown method {method!r}", "use auto or svd")
     return kappa[..., 0] if scalar else kappa
@@ -121,16 +118,17 @@ def shifted_condition_number(
 
 def correction(X: Tensorish) -> torch.Tensor:
     """Theorem 4.4's C = U S̃ Vᵀ with S̃ = σ_1 on all k diagonal entries, i.e. σ_1·U_k V_kᵀ. Shape of X."""
-    x = as_float64(X)
-    U, S, Vh = torch.linalg.svd(x, full_matrices=False)  # (..., N, k), (..., k), (..., k, d)
-    C: torch.Tensor = S[..., :1].unsqueeze(-1) * (U @ Vh)
-    return C
+
+    def one(m: torch.Tensor) -> torch.Tensor:
+        U, S, Vh = torch.linalg.svd(m, full_matrices=False)  # (N, k), (k,), (k, d)
+        C: torch.Tensor = S[0] * (U @ Vh)
+        return C
+
+    return per_matrix(one, as_float64(X))
 
 
 def corrected_condition_number(X: Tensorish) -> torch.Tensor:
     """κ(X + C) = 2σ_1/(σ_1 + σ_k) ≤ 2 (Theorem 4.4); ``inf`` for a zero matrix (X + C = 0)."""
-    sigma = torch.linalg.svdvals(as_float64(X))
+    sigma = svdvals(as_float64(X))
     s1, sk = sigma[..., 0], sigma[..., -1]
-    zero = s1 == 0
-    denom = torch.where(zero, torch.ones_like(s1), s1 + sk)
-    return torch.where(zero, torch.full_like(s1, torch.inf), 2 * s1 / denom)
+    return guarded_ratio(2 * s1, s1 + sk, s1 > 0, torch.inf)
