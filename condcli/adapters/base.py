@@ -1,0 +1,210 @@
+"""What every family adapter tells condcli about a model (SPEC §1, §3), as plain typed objects.
+
+An adapter never runs the analysis. It names: where X is taken (:class:`EmbeddingPoint`), the attention
+layers (:class:`LayerSpec`) and, for each, three :class:`Probe` s — the residual stream X_l entering the
+block, the attention input A_l, and the attention probabilities P as the family really computes them —
+plus the per-head projection weights (:class:`HeadWeights`). :mod:`condcli.capture` turns probes into hooks.
+
+Shapes every probe returns (B = batch, G = attention groups, e.g. Swin windows; 1 for global attention):
+X_l ``(B, N, d)``, A_l ``(B, G, n, c)``, P ``(B, G, H, q, k)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+Layout = Literal["tokens", "nhwc", "nchw"]  # (B, N, d) · (B, H, W, d) · (B, d, H, W)
+
+# take(args, kwargs, output, batch_size) -> tensor; output is None for a pre-forward probe.
+Take = Callable[[tuple[Any, ...], dict[str, Any], Any, int], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Read one tensor from one module call: before it runs (``after=False``) or from its output."""
+
+    module: nn.Module
+    take: Take
+    after: bool
+
+
+def first_input(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
+    """The module's first positional input (or its ``hidden_states`` keyword)."""
+    x = args[0] if args else kwargs["hidden_states"]
+    assert isinstance(x, torch.Tensor)
+    return x
+
+
+def first_output(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
+    """The module's output (its first element when it returns a tuple)."""
+    out = output[0] if isinstance(output, tuple | list) else output
+    assert isinstance(out, torch.Tensor)
+    return out
+
+
+def to_tokens(x: torch.Tensor, layout: Layout) -> torch.Tensor:
+    """Any supported layout → (B, N, d), tokens in row-major spatial order."""
+    if layout == "tokens":
+        return x
+    if layout == "nhwc":
+        return x.reshape(x.shape[0], -1, x.shape[-1])
+    return x.flatten(2).transpose(1, 2)  # nchw
+
+
+def from_tokens(tokens: torch.Tensor, like: torch.Tensor, layout: Layout) -> torch.Tensor:
+    """Inverse of :func:`to_tokens`: put (B, N, d) back into the layout (and shape) of ``like``."""
+    if layout == "tokens":
+        return tokens
+    if layout == "nhwc":
+        return tokens.reshape(like.shape)
+    return tokens.transpose(1, 2).reshape(like.shape)
+
+
+def group_tokens(x: torch.Tensor, batch: int) -> torch.Tensor:
+    """(B·G, n, c) attention input (windows, B outermost as timm partitions them) → (B, G, n, c)."""
+    return x.reshape(batch, -1, *x.shape[-2:])
+
+
+def group_probs(p: torch.Tensor, batch: int) -> torch.Tensor:
+    """(B·G, H, q, k) probabilities → (B, G, H, q, k)."""
+    return p.reshape(batch, -1, *p.shape[-3:])
+
+
+@dataclass(frozen=True)
+class EmbeddingPoint:
+    """Where X is taken: the output of ``module`` (path ``name``), in ``layout``."""
+
+    module: nn.Module
+    name: str
+    description: str  # shown to the user, e.g. "output of pos_drop (patch + position embedding)"
+    layout: Layout = "tokens"
+    after_position_encoding: bool = True  # False: the family has none; X is the first-block input
+    at_input: bool = False  # X is the module's first input instead of its output (generic adapter)
+
+
+@dataclass(frozen=True)
+class HeadWeights:
+    """Per-head projection slices, float64: W (H, d, d_h) such that q_h = A_l W_Q[h] + b_Q[h]."""
+
+    wq: torch.Tensor
+    wk: torch.Tensor
+    wv: torch.Tensor
+    bq: torch.Tensor | None = None  # (H, d_h)
+    bk: torch.Tensor | None = None
+    bv: torch.Tensor | None = None
+
+    @property
+    def heads(self) -> int:
+        return int(self.wq.shape[0])
+
+    def full(self, which: Literal["q", "k", "v"]) -> torch.Tensor:
+        """The whole d × (H·d_h) projection, heads side by side (the matrix the family multiplies by)."""
+        w = {"q": self.wq, "k": self.wk, "v": self.wv}[which]
+        return w.permute(1, 0, 2).reshape(w.shape[1], -1)
+
+
+def split_heads(w_t: torch.Tensor, heads: int) -> torch.Tensor:
+    """A d × (H·d_h) right-multiplying matrix → (H, d, d_h), float64 (heads contiguous)."""
+    d, hd = w_t.shape
+    return w_t.detach().to(torch.float64).reshape(d, heads, hd // heads).permute(1, 0, 2).contiguous()
+
+
+def split_bias(b: torch.Tensor | None, heads: int) -> torch.Tensor | None:
+    return None if b is None else b.detach().to(torch.float64).reshape(heads, -1)
+
+
+def linear_qkv(weight: torch.Tensor, bias: torch.Tensor | None, heads: int) -> HeadWeights:
+    """timm-style fused ``qkv`` nn.Linear: weight (3·H·d_h, d) ordered [Q|K|V], heads contiguous."""
+    wq, wk, wv = weight.chunk(3, dim=0)
+    bq, bk, bv = bias.chunk(3) if bias is not None else (None, None, None)
+    return HeadWeights(
+        split_heads(wq.T, heads),
+        split_heads(wk.T, heads),
+        split_heads(wv.T, heads),
+        split_bias(bq, heads),
+        split_bias(bk, heads),
+        split_bias(bv, heads),
+    )
+
+
+def separate_qkv(q: nn.Linear, k: nn.Linear, v: nn.Linear, heads: int) -> HeadWeights:
+    """Three nn.Linear projections (BERT, HF ViT, Nyströmformer)."""
+    return HeadWeights(
+        split_heads(q.weight.T, heads),
+        split_heads(k.weight.T, heads),
+        split_heads(v.weight.T, heads),
+        split_bias(q.bias, heads),
+        split_bias(k.bias, heads),
+        split_bias(v.bias, heads),
+    )
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One attention layer of the model."""
+
+    index: int
+    name: str  # module path of the block
+    attention: str  # what P is, in words: "softmax over tokens", "softmax in 7×7 windows", …
+    heads: int
+    x_in: Probe  # → (B, N, d): residual stream entering the block
+    attn_in: Probe  # → (B, G, n, c): input of the attention operator (after pre-norm)
+    probs: Probe | None  # → (B, G, H, q, k); None where the family's P cannot be observed
+    weights: Callable[[], HeadWeights]
+    approximation: bool = False  # P is an approximation of softmax attention (Nyströmformer)
+
+
+@dataclass
+class Adapter:
+    """A model's analysable structure. Families build one in :mod:`condcli.adapters`."""
+
+    family: str  # registry key, e.g. "timm-vit"
+    model: nn.Module
+    embedding: EmbeddingPoint
+    layers: list[LayerSpec]
+    input_kind: Literal["images", "text"]
+    notes: list[str] = field(default_factory=list)  # what could not be found, shown to the user
+    forward: Callable[[dict[str, torch.Tensor]], Any] | None = None  # default: model(**inputs)
+    fused_flags: list[tuple[nn.Module, str]] = field(default_factory=list)  # (module, attr) set False
+
+    def run(self, inputs: dict[str, torch.Tensor]) -> Any:
+        """One forward pass of the model on a batch's inputs."""
+        if self.forward is not None:
+            return self.forward(inputs)
+        return self.model(**inputs)
+
+    @contextmanager
+    def eager_attention(self) -> Iterator[None]:
+        """Turn fused attention off (so P is materialised) and restore every flag afterwards."""
+        saved = [(m, a, getattr(m, a)) for m, a in self.fused_flags]
+        hf_impl = _hf_attn_impl(self.model)
+        try:
+            for m, a, _ in saved:
+                setattr(m, a, False)
+            if hf_impl is not None and hf_impl != "eager":
+                self.model.set_attn_implementation("eager")  # type: ignore[operator]
+            yield
+        finally:
+            for m, a, v in saved:
+                setattr(m, a, v)
+            if hf_impl is not None and hf_impl != "eager":
+                self.model.set_attn_implementation(hf_impl)  # type: ignore[operator]
+
+
+def _hf_attn_impl(model: nn.Module) -> str | None:
+    config = getattr(model, "config", None)
+    impl = getattr(config, "_attn_implementation", None) if config is not None else None
+    if impl is None or not hasattr(model, "set_attn_implementation"):
+        return None
+    return str(impl)
+
+
+def fused_flags(model: nn.Module) -> list[tuple[nn.Module, str]]:
+    """Every timm module that carries a ``fused_attn`` switch."""
+    return [(m, "fused_attn") for m in model.modules() if isinstance(getattr(m, "fused_attn", None), bool)]

@@ -1,0 +1,166 @@
+"""Fallback for other models: find a stack of blocks with Q/K/V projections and say what is missing.
+
+X is the first block's input (the family's own embedding point is unknown, so no claim is made that it
+follows a position encoding). P is captured only where the attention exposes an ``nn.Softmax`` module.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import torch
+from torch import nn
+
+from condcli.adapters.base import (
+    Adapter,
+    EmbeddingPoint,
+    HeadWeights,
+    LayerSpec,
+    Probe,
+    first_input,
+    fused_flags,
+    linear_qkv,
+    separate_qkv,
+)
+from condcli.errors import InputError
+
+SEPARATE = (
+    ("q", "k", "v"),
+    ("query", "key", "value"),
+    ("q_proj", "k_proj", "v_proj"),
+    ("q_lin", "k_lin", "v_lin"),
+    ("wq", "wk", "wv"),
+)
+FUSED = ("qkv", "in_proj", "Wqkv", "qkv_proj")
+HEAD_ATTRS = ("num_heads", "num_attention_heads", "n_head", "n_heads", "nhead", "heads")
+
+
+def _projections(module: nn.Module) -> tuple[str, tuple[nn.Module, ...]] | None:
+    """("separate", (q, k, v)) or ("fused", (qkv,)) when ``module`` itself holds the projections."""
+    children = dict(module.named_children())
+    for names in SEPARATE:
+        if all(isinstance(children.get(n), nn.Linear) for n in names):
+            return "separate", tuple(children[n] for n in names)
+    for name in FUSED:
+        lin = children.get(name)
+        if isinstance(lin, nn.Linear) and lin.out_features % 3 == 0:
+            return "fused", (lin,)
+    if isinstance(module, nn.MultiheadAttention) and module.in_proj_weight is not None:
+        return "mha", (module,)
+    return None
+
+
+def _attention_in(block: nn.Module) -> nn.Module | None:
+    for sub in block.modules():
+        if _projections(sub) is not None:
+            return sub
+    return None
+
+
+def _blocks(model: nn.Module) -> tuple[str, nn.ModuleList] | None:
+    """The longest ModuleList/Sequential whose every element contains an attention module."""
+    best: tuple[str, nn.ModuleList] | None = None
+    for name, mod in model.named_modules():
+        if not isinstance(mod, nn.ModuleList | nn.Sequential) or len(mod) == 0:
+            continue
+        if all(_attention_in(b) is not None for b in mod) and (best is None or len(mod) > len(best[1])):
+            best = (name, mod)  # type: ignore[assignment]
+    return best
+
+
+def _heads(attn: Any) -> int | None:
+    for name in HEAD_ATTRS:
+        value = getattr(attn, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _weights(attn: Any, heads: int) -> HeadWeights:
+    found = _projections(attn)
+    assert found is not None
+    kind, mods = found
+    if kind == "separate":
+        q, k, v = mods
+        return separate_qkv(q, k, v, heads)  # type: ignore[arg-type]
+    m: Any = mods[0]
+    if kind == "mha":
+        return linear_qkv(m.in_proj_weight, m.in_proj_bias, heads)
+    return linear_qkv(m.weight, m.bias, heads)
+
+
+def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
+    x = args[0] if args else next(v for v in kwargs.values() if isinstance(v, torch.Tensor))
+    if x.ndim != 3:
+        raise InputError(
+            f"the generic adapter expected (B, N, d) token tensors, got shape {tuple(x.shape)}",
+            "this model's layout is not supported yet; open an issue with the model name",
+        )
+    return x.unsqueeze(1)
+
+
+def _probs(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
+    p: torch.Tensor = output
+    return p.reshape(batch, -1, *p.shape[-3:])
+
+
+def matches(model: nn.Module) -> bool:
+    return True
+
+
+def build(model: nn.Module) -> Adapter:
+    found = _blocks(model)
+    name = type(model).__name__
+    if found is None:
+        raise InputError(
+            f"condcli does not know the family of {name} and found no stack of blocks with Q/K/V projections",
+            "supported: timm ViT/DeiT/Swin/XCiT/DaViT, HF BERT/RoBERTa/GPT-2/ViT/Nyströmformer;"
+            " open an issue for others",
+        )
+    path, blocks = found
+    notes = [f"generic adapter: {name} is not a known family; blocks found at '{path}' ({len(blocks)})"]
+    notes.append("X is the first block's input (where position encoding happens was not identified)")
+    layers: list[LayerSpec] = []
+    for i, block in enumerate(blocks):
+        attn = _attention_in(block)
+        assert attn is not None
+        heads = _heads(attn)
+        if heads is None:
+            heads = 1
+            notes.append(f"{path}.{i}: number of heads not found; W_Q/W_K/W_V treated as one head")
+        softmax = next((m for m in attn.modules() if isinstance(m, nn.Softmax)), None)
+        probs = Probe(softmax, _probs, after=True) if softmax is not None else None
+        if probs is None and i == 0:
+            notes.append("P not captured: the attention computes its softmax without a module to observe")
+        layers.append(
+            LayerSpec(
+                index=i,
+                name=f"{path}.{i}",
+                attention="softmax attention (generic; details unknown)",
+                heads=heads,
+                x_in=Probe(block, first_input, after=False),
+                attn_in=Probe(attn, _tokens, after=False),
+                probs=probs,
+                weights=partial(_weights, attn, heads),
+            )
+        )
+    is_hf = hasattr(model, "config") and getattr(model, "main_input_name", "") == "input_ids"
+    images = getattr(model, "main_input_name", "pixel_values") == "pixel_values"
+    first = blocks[0]
+    return Adapter(
+        family="generic",
+        model=model,
+        embedding=EmbeddingPoint(
+            first,
+            f"{path}.0",
+            "input of the first block (generic adapter)",
+            after_position_encoding=False,
+            at_input=True,
+        ),
+        layers=layers,
+        input_kind="images" if images and not is_hf else "text",
+        notes=notes,
+        forward=None if hasattr(model, "config") else (lambda inputs: model(inputs["pixel_values"])),
+        fused_flags=fused_flags(model),
+    )

@@ -1,0 +1,79 @@
+"""timm VisionTransformer (ViT, DeiT and their variants): global softmax attention over all tokens."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import torch
+from torch import nn
+
+from condcli.adapters.base import (
+    Adapter,
+    EmbeddingPoint,
+    HeadWeights,
+    LayerSpec,
+    Probe,
+    first_input,
+    fused_flags,
+    linear_qkv,
+)
+
+
+def matches(model: nn.Module) -> bool:
+    from timm.layers.attention import Attention
+    from timm.models.vision_transformer import VisionTransformer
+
+    return isinstance(model, VisionTransformer) and all(isinstance(b.attn, Attention) for b in model.blocks)
+
+
+def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
+    return first_input(args, kwargs, output, batch).unsqueeze(1)  # (B, N, d) → (B, 1, N, d)
+
+
+def _probs(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
+    return first_input(args, kwargs, output, batch).unsqueeze(1)  # attn_drop input (B, H, N, N)
+
+
+def _weights(attn: Any) -> HeadWeights:
+    return linear_qkv(attn.qkv.weight, attn.qkv.bias, int(attn.num_heads))
+
+
+def build(model: nn.Module) -> Adapter:
+    m: Any = model  # timm internals are untyped
+    layers: list[LayerSpec] = []
+    notes: list[str] = []
+    for i, block in enumerate(m.blocks):
+        attn = block.attn
+        if not isinstance(attn.q_norm, nn.Identity):
+            notes.append(
+                f"blocks.{i}: q/k are normalised per head (qk_norm); P is not a function of W_Q, W_K alone"
+            )
+        layers.append(
+            LayerSpec(
+                index=i,
+                name=f"blocks.{i}",
+                attention="softmax over all tokens",
+                heads=int(attn.num_heads),
+                x_in=Probe(block, first_input, after=False),
+                attn_in=Probe(attn, _tokens, after=False),
+                probs=Probe(attn.attn_drop, _probs, after=False),
+                weights=partial(_weights, attn),
+            )
+        )
+    if not isinstance(m.norm_pre, nn.Identity):
+        notes.append("norm_pre sits between X (pos_drop output) and the first block")
+    return Adapter(
+        family="timm-vit",
+        model=model,
+        embedding=EmbeddingPoint(
+            m.pos_drop,
+            "pos_drop",
+            "output of pos_drop (patch embedding + class token + position embedding)",
+        ),
+        layers=layers,
+        input_kind="images",
+        notes=notes,
+        forward=lambda inputs: model(inputs["pixel_values"]),
+        fused_flags=fused_flags(model),
+    )

