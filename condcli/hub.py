@@ -1,0 +1,88 @@
+"""Talking to the Hugging Face Hub (timm and transformers both download from it) — or failing in one line.
+
+Offline, huggingface_hub retries each file for about a minute before it gives up. condcli checks once
+whether the Hub answers (2 s); when it does not, loading runs in the Hub's offline mode, so that a model
+already in the local cache still loads and anything else fails at once with a clear error.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from urllib.parse import urlparse
+
+from condcli.errors import InputError
+
+PROBE_TIMEOUT_S = 2.0
+CONFIG_FIX = (
+    "an HF id needs its config.json even for random weights: pass a local folder holding it as MODEL"
+    " (and --checkpoint FILE for weights), or use a timm name with --weights random"
+)
+FIX = "use --weights random for a random-init model, or --checkpoint FILE with weights you have"
+
+
+@lru_cache(maxsize=1)
+def reachable() -> bool:
+    """Whether the Hub's endpoint accepts a TCP connection (cached for the process)."""
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
+            return True
+    except OSError:
+        return False
+
+
+def offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "") in {"1", "true", "TRUE"}
+
+
+@contextmanager
+def loading(what: str, remote: bool, fix: str = FIX) -> Iterator[None]:
+    """Wrap one load of ``what``; ``remote``: it may need the Hub; ``fix``: what to tell the user offline."""
+    from huggingface_hub import constants
+
+    _quiet()
+    saved = constants.HF_HUB_OFFLINE
+    go_offline = remote and (offline() or not reachable())
+    if go_offline:
+        constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    except ValueError as e:
+        if "trust_remote_code" in str(e):
+            raise InputError(
+                f"{what} needs to run code from its repository to load",
+                "pass --trust-remote-code if you trust that code",
+            ) from e
+        raise
+    except (OSError, ConnectionError) as e:  # includes huggingface_hub's LocalEntryNotFoundError
+        if remote:
+            why = "the Hugging Face Hub is not reachable" if go_offline else _short(e)
+            raise InputError(f"cannot fetch {what}: {why} and it is not in the local cache", fix) from e
+        raise InputError(f"cannot load {what}: {_short(e)}", "check the folder and its files") from e
+    finally:
+        constants.HF_HUB_OFFLINE = saved
+
+
+@lru_cache(maxsize=1)
+def _quiet() -> None:
+    """No download/loading progress bars or advice on stderr: condcli prints its own lines."""
+    from huggingface_hub.utils import disable_progress_bars  # type: ignore[attr-defined]
+    from transformers.utils import logging
+
+    disable_progress_bars()
+    logging.disable_progress_bar()
+    logging.set_verbosity_error()
+
+
+def _short(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return text[:200] + ("…" if len(text) > 200 else "")

@@ -1,0 +1,124 @@
+"""The model's own preprocessing: timm's data config + transforms, or the HF tokenizer / image processor.
+
+Never hand-written resizing or normalisation: when a model ships no preprocessing config, the family's
+library defaults are used and the description says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from condcli.inputs import Preprocessing
+
+HUGE = 1_000_000  # tokenizers without a real limit report model_max_length ≈ 1e30
+
+
+def timm_preprocessing(model: nn.Module) -> Preprocessing:
+    """Eval transforms from the model's pretrained_cfg (timm.data.resolve_data_config + create_transform)."""
+    from timm.data import create_transform, resolve_data_config
+
+    cfg = resolve_data_config(model=model)
+    built = getattr(getattr(model, "patch_embed", None), "img_size", None)  # the size the model was built for
+    resized = ""
+    if isinstance(built, tuple | list) and len(built) == 2 and tuple(cfg["input_size"][1:]) != tuple(built):
+        resized = f" (built for {built[0]}×{built[1]}; its pretrained config says {cfg['input_size'][1]}×…)"
+        cfg = resolve_data_config({"input_size": (3, int(built[0]), int(built[1]))}, model=model)
+    transform = create_transform(**cfg)
+    _, h, w = cfg["input_size"]
+    mean = ", ".join(f"{v:.3g}" for v in cfg["mean"])
+    std = ", ".join(f"{v:.3g}" for v in cfg["std"])
+    describe = (
+        f"timm data config: input {h}×{w}{resized}, {cfg['interpolation']} interpolation, "
+        f"crop_pct {cfg['crop_pct']}, "
+        f"mean ({mean}), std ({std})"
+    )
+    return Preprocessing("images", describe, image_transform=transform, image_size=(h, w))
+
+
+def _image_processor(source: str | Path | None, config: Any, trust: bool) -> tuple[Any, str]:
+    from transformers import AutoImageProcessor, ViTImageProcessor
+
+    if source is not None:
+        try:
+            proc = AutoImageProcessor.from_pretrained(str(source), trust_remote_code=trust)
+            return proc, f"{type(proc).__name__} from {source}"
+        except (OSError, ValueError, KeyError):
+            pass
+    size = int(getattr(config, "image_size", 224))
+    proc = ViTImageProcessor(size={"height": size, "width": size})
+    return proc, f"ViTImageProcessor defaults at {size}×{size} (the model has no preprocessor config)"
+
+
+def hf_image_preprocessing(source: str | Path | None, config: Any, trust: bool = False) -> Preprocessing:
+    proc, describe = _image_processor(source, config, trust)
+
+    def transform(image: Any) -> torch.Tensor:
+        pixels: torch.Tensor = proc(image, return_tensors="pt")["pixel_values"][0]
+        return pixels
+
+    size = int(getattr(config, "image_size", 224))
+    return Preprocessing("images", describe, image_transform=transform, image_size=(size, size))
+
+
+def _max_positions(config: Any) -> int:
+    for name in ("max_position_embeddings", "n_positions", "max_seq_len"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            if getattr(config, "model_type", "") in {"roberta", "xlm-roberta", "camembert"}:
+                return value - 2  # positions start after the padding index
+            return value
+    return 512
+
+
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
+
+
+def _has_tokenizer_files(source: str | Path) -> bool:
+    """A local folder must hold tokenizer files (transformers would otherwise build an empty tokenizer)."""
+    folder = Path(source)
+    if not folder.is_dir():
+        return True  # a hub id: the hub decides
+    return any((folder / name).is_file() for name in TOKENIZER_FILES)
+
+
+def hf_text_preprocessing(source: str | Path | None, config: Any, trust: bool = False) -> Preprocessing:
+    """The model's tokenizer (right padding, so that the attention mask marks the tail) or none."""
+    from transformers import AutoTokenizer
+
+    limit = _max_positions(config)
+    pad_to = getattr(config, "segment_means_seq_len", None) if config.model_type == "nystromformer" else None
+    vocab = int(getattr(config, "vocab_size", 0) or 0)
+    tokenizer = None
+    if source is not None and _has_tokenizer_files(source):
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(source), trust_remote_code=trust)
+        except (OSError, ValueError, KeyError, TypeError):
+            tokenizer = None
+    if tokenizer is None:
+        return Preprocessing(
+            "text", "no tokenizer found: random token ids", max_length=limit, pad_to=pad_to, vocab_size=vocab
+        )
+    tokenizer.padding_side = "right"
+    if tokenizer.pad_token is None:  # GPT-2 style: padding is masked out of X anyway
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    max_len = int(tokenizer.model_max_length) if tokenizer.model_max_length < HUGE else limit
+    describe = f"{type(tokenizer).__name__} from {source} (max {min(max_len, limit)} tokens, right padding)"
+    return Preprocessing(
+        "text",
+        describe,
+        tokenizer=tokenizer,
+        max_length=min(max_len, limit),
+        pad_to=pad_to,
+        vocab_size=vocab or len(tokenizer),
+    )

@@ -1,0 +1,56 @@
+"""``[tool.condcli]`` in the current directory's pyproject.toml, and the default MODEL (SPEC §8)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from condcli.errors import InputError, UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+DEFAULT_SAMPLE = "vit-plain"  # the shipped sample ViT (sample_checkpoints/vit-plain)
+
+
+def tool_config(path: Path | None = None) -> dict[str, Any]:
+    """The ``[tool.condcli]`` table ({} when there is no pyproject.toml or no such table)."""
+    file = path or Path.cwd() / "pyproject.toml"
+    if not file.is_file():
+        return {}
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise UsageError(
+            f"{file} is not valid TOML ({e})", "fix the file or run condcli from another folder"
+        ) from e
+    table = data.get("tool", {}).get("condcli", {})
+    if not isinstance(table, dict):
+        raise UsageError(
+            f"[tool.condcli] in {file} is not a table", "write it as [tool.condcli] with keys below"
+        )
+    return table
+
+
+def resolve_model(given: str | None, path: Path | None = None) -> tuple[str, str]:
+    """(MODEL, where it came from): the argument, ``[tool.condcli] model``, or the shipped sample ViT."""
+    if given:
+        return given, "command line"
+    model = tool_config(path).get("model")
+    if model is not None:
+        if not isinstance(model, str) or not model.strip():
+            raise UsageError(
+                "[tool.condcli] model must be a non-empty string", 'e.g. model = "vit_base_patch16_224"'
+            )
+        return model, "[tool.condcli] model in pyproject.toml"
+    from condcli.sources import sample_names
+
+    if DEFAULT_SAMPLE not in sample_names():
+        raise InputError(
+            f"no MODEL given and the default sample checkpoint {DEFAULT_SAMPLE!r} is not installed",
+            "pass MODEL, e.g. 'vit_tiny_patch16_224 --weights random'",
+        )
+    return DEFAULT_SAMPLE, "the shipped sample ViT (default)"

@@ -1,0 +1,247 @@
+"""MODEL spec → :class:`LoadedModel`: a model in eval mode, its adapter and its own preprocessing (SPEC §8).
+
+MODEL may be a timm name (``vit_base_patch16_224``, ``timm:NAME``), a Hugging Face id (``hf:ID`` or an id
+with a slash), a local folder (HF layout: config.json with ``model_type``; timm layout: config.json with
+``architecture``, as ``timm.models.save_for_hf`` writes), a .safetensors file inside such a folder, or the
+name of a shipped sample checkpoint.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from condcli import hub
+from condcli.adapters import Adapter, adapter_for
+from condcli.checkpoints import load_into, read_state_dict
+from condcli.devices import resolve_device, resolve_dtype
+from condcli.errors import InputError, UsageError
+from condcli.inputs import Preprocessing
+from condcli.preprocessing import hf_image_preprocessing, hf_text_preprocessing, timm_preprocessing
+
+SourceKind = Literal["timm", "hf", "local"]
+Weights = Literal["pretrained", "random", "file"]
+SAMPLES_ENV = "CONDCLI_SAMPLES"
+
+
+def samples_dir() -> Path:
+    """Where the shipped sample checkpoints live (``$CONDCLI_SAMPLES`` overrides)."""
+    env = os.environ.get(SAMPLES_ENV)
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "sample_checkpoints"
+
+
+def sample_names() -> list[str]:
+    root = samples_dir()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "config.json").is_file())
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed MODEL argument."""
+
+    text: str  # what the user typed
+    kind: Literal["timm", "hf", "local"]
+    target: str  # timm name, hub id, or folder path
+    weights_file: Path | None = None  # MODEL was a weights file inside a model folder
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    weights: Literal["pretrained", "random"] = "pretrained"
+    checkpoint: Path | None = None
+    seed: int = 0
+    device: str = "auto"
+    dtype: str | None = None  # None: the model's own dtype
+    trust_remote_code: bool = False
+
+
+@dataclass
+class LoadedModel:
+    """Everything the analysis needs about one model."""
+
+    spec: str
+    source: SourceKind
+    weights: Weights
+    model: nn.Module
+    adapter: Adapter
+    preprocessing: Preprocessing
+    device: torch.device
+    dtype: torch.dtype
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def family(self) -> str:
+        return self.adapter.family
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.adapter.layers)
+
+
+def parse_spec(text: str) -> ModelSpec:
+    """Decide what kind of MODEL ``text`` names (without loading anything)."""
+    import timm
+
+    raw = text.strip()
+    if not raw:
+        raise UsageError("MODEL is empty", "give a timm name, a Hugging Face id, a folder or a sample name")
+    if raw.startswith("timm:"):
+        return ModelSpec(raw, "timm", raw[len("timm:") :])
+    if raw.startswith("hf:"):
+        return ModelSpec(raw, "hf", raw[len("hf:") :])
+    path = Path(raw).expanduser()
+    if path.exists():
+        return _local_spec(raw, path)
+    if raw in sample_names():
+        return ModelSpec(raw, "local", str(samples_dir() / raw))
+    if raw.startswith((".", "/", "~")) or raw.endswith((".safetensors", ".pt", ".pth", ".bin")):
+        raise InputError(f"{raw}: no such file or folder", "check the path")
+    if "/" in raw:
+        return ModelSpec(raw, "hf", raw)
+    if timm.is_model(raw):
+        return ModelSpec(raw, "timm", raw)
+    raise InputError(f"unknown model {raw!r}", _suggest(raw))
+
+
+def _local_spec(raw: str, path: Path) -> ModelSpec:
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise InputError(
+                f"{raw} has no config.json, so it is not a Hugging Face or timm model folder",
+                "give a folder saved with save_pretrained / timm save_for_hf,"
+                " or a weights file with --checkpoint",
+            )
+        return ModelSpec(raw, "local", str(path))
+    if path.suffix == ".safetensors" and (path.parent / "config.json").is_file():
+        return ModelSpec(raw, "local", str(path.parent), weights_file=path)
+    raise InputError(
+        f"{raw} is a weights file without a config.json beside it, so its architecture is unknown",
+        "give the architecture as MODEL and the file as --checkpoint,"
+        f" e.g. vit_base_patch16_224 --checkpoint {raw}",
+    )
+
+
+def _suggest(name: str) -> str:
+    import timm
+
+    pool = [*timm.list_models(), *sample_names()]
+    close = difflib.get_close_matches(name, pool, n=4, cutoff=0.6)
+    if not close:
+        close = sorted(timm.list_models(f"*{name.split('_')[0]}*"))[:4]
+    if close:
+        return "did you mean " + ", ".join(close) + "? ('condcli models' lists the samples)"
+    return "give a timm name (timm.list_models()), a Hugging Face id (hf:org/name), a folder or a sample name"
+
+
+@contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(state)
+
+
+def _timm_model(spec: ModelSpec, options: LoadOptions, pretrained: bool) -> nn.Module:
+    import timm
+
+    name = spec.target if spec.kind == "timm" else f"local-dir:{spec.target}"
+    if spec.kind == "timm" and not timm.is_model(name):
+        raise InputError(f"unknown timm model {name!r}", _suggest(name))
+    with _seeded(options.seed), hub.loading(spec.text, pretrained):
+        model: nn.Module = timm.create_model(name, pretrained=pretrained)
+    return model
+
+
+def _hf_config(spec: ModelSpec, options: LoadOptions) -> Any:
+    from transformers import AutoConfig
+
+    with hub.loading(f"the config of {spec.text}", spec.kind == "hf", hub.CONFIG_FIX):
+        return AutoConfig.from_pretrained(spec.target, trust_remote_code=options.trust_remote_code)
+
+
+def _hf_model(spec: ModelSpec, options: LoadOptions, config: Any, pretrained: bool) -> nn.Module:
+    from transformers import AutoModel
+
+    trust = options.trust_remote_code
+    with _seeded(options.seed), hub.loading(spec.text, pretrained and spec.kind == "hf"):
+        if pretrained:
+            model: nn.Module = AutoModel.from_pretrained(spec.target, config=config, trust_remote_code=trust)
+        else:
+            model = AutoModel.from_config(config, trust_remote_code=trust)
+    return model
+
+
+def _folder_flavour(folder: str) -> Literal["timm", "hf"]:
+    import json
+
+    try:
+        cfg = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(f"{folder}/config.json is not valid JSON ({e})", "fix or regenerate the file") from e
+    if isinstance(cfg, dict) and "architecture" in cfg:
+        return "timm"
+    if isinstance(cfg, dict) and "model_type" in cfg:
+        return "hf"
+    raise InputError(
+        f"{folder}/config.json names neither a timm 'architecture' nor an HF 'model_type'",
+        "give a folder saved with save_pretrained (transformers) or save_for_hf (timm)",
+    )
+
+
+def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
+    """Load MODEL ``text`` per ``options``: eval mode, on the chosen device, with its adapter."""
+    options = options or LoadOptions()
+    if options.weights not in ("pretrained", "random"):
+        raise UsageError(f"--weights {options.weights!r} is not known", "use --weights pretrained or random")
+    device = resolve_device(options.device)
+    dtype = resolve_dtype(options.dtype)
+    spec = parse_spec(text)
+    from_file = options.checkpoint is not None or spec.weights_file is not None
+    pretrained = options.weights == "pretrained" and not from_file
+    flavour = spec.kind if spec.kind != "local" else _folder_flavour(spec.target)
+    source: str | None = spec.target if spec.kind != "timm" else None
+    if flavour == "timm":
+        model = _timm_model(spec, options, pretrained)
+        pre = timm_preprocessing(model)
+    else:
+        config = _hf_config(spec, options)
+        model = _hf_model(spec, options, config, pretrained)
+    checkpoint = options.checkpoint or spec.weights_file
+    if checkpoint is not None:
+        load_into(model, read_state_dict(Path(checkpoint)), Path(checkpoint), spec.text)
+    model.eval()
+    if dtype is not None:
+        model.to(dtype)
+    model.to(device)
+    adapter = adapter_for(model)
+    if flavour == "hf":
+        trust = options.trust_remote_code
+        pre = (
+            hf_image_preprocessing(source, model.config, trust)
+            if adapter.input_kind == "images"
+            else hf_text_preprocessing(source, model.config, trust)
+        )
+    weights: Weights = "file" if from_file else options.weights
+    return LoadedModel(
+        spec=spec.text,
+        source="local" if spec.kind == "local" else flavour,
+        weights=weights,
+        model=model,
+        adapter=adapter,
+        preprocessing=pre,
+        device=device,
+        dtype=next(model.parameters()).dtype,
+        notes=list(adapter.notes),
+    )
