@@ -1,5 +1,6 @@
-"""Command-line interface: one module per command, all registered on :data:`app`."""
+"""The command line: the Typer app, its commands, and ``main``/``run`` (errors → one line + exit code)."""
 
+from condcli.cli import inspect_cmd  # noqa: F401  (registers the command)
 from condcli.cli.main import app, main, run
 
 __all__ = ["app", "main", "run"]

@@ -1,0 +1,90 @@
+"""`condcli inspect` end to end through the CLI: JSON shape, exit codes, one-line errors, default MODEL."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from condcli import hub
+from condcli.cli import app, main
+
+runner = CliRunner()
+TINY = ["vit_tiny_patch16_224", "--weights", "random", "--max-samples", "1"]
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hub, "reachable", lambda: False)
+
+
+def test_inspect_json_describes_the_model_and_capture() -> None:
+    result = runner.invoke(app, ["inspect", *TINY, "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)  # stdout holds the JSON and nothing else
+    assert report["schema_version"] == 1 and report["command"] == "inspect"
+    assert report["model"] == {
+        "spec": "vit_tiny_patch16_224",
+        "from": "command line",
+        "family": "timm-vit",
+        "source": "timm",
+        "weights": "random",
+        "num_layers": 12,
+    }
+    assert report["embedding"]["where"] == "pos_drop"
+    assert report["inputs"]["kind"] == "synthetic" and report["inputs"]["tokens"] == [197]
+    assert report["inputs"]["dim"] == 192
+    first = report["layers"][0]
+    assert first["attn_input_shape"] == [1, 197, 192] and first["probs_shape"] == [1, 3, 197, 197]
+    assert [layer["index"] for layer in report["layers"]] == list(range(12))
+
+
+def test_inspect_table_output() -> None:
+    result = runner.invoke(app, ["inspect", *TINY])
+    assert result.exit_code == 0, result.output
+    assert "timm-vit" in result.stdout and "softmax over all tokens" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (["inspect", "vit_bas_patch16_224"], 2, "did you mean vit_base_patch16_224"),
+        (["inspect", "vit_tiny_patch16_224"], 2, "--weights random"),
+        (["inspect", *TINY, "--device", "tpu"], 2, "unknown device"),
+        (["inspect", *TINY, "--weights", "trained"], 2, "--weights 'trained' is not known"),
+        (["inspect", *TINY, "--text", "x.txt"], 2, "--text was given for an image model"),
+        (["inspect", *TINY, "--checkpoint", "missing.safetensors"], 2, "no such file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    args: list[str], code: int, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args) == code
+    err = capsys.readouterr().err
+    assert text in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_cuda_without_a_gpu_is_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["inspect", *TINY, "--device", "cuda"]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+
+
+def test_default_model_from_pyproject(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[tool.condcli]\nmodel = "deit_tiny_patch16_224"\n')
+    assert main(["inspect", "--weights", "random", "--max-samples", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["model"]["spec"] == "deit_tiny_patch16_224"
+    assert report["model"]["from"] == "[tool.condcli] model in pyproject.toml"
+    (tmp_path / "pyproject.toml").write_text("[tool.condcli\n")
+    assert main(["inspect"]) == 2
+    assert "not valid TOML" in capsys.readouterr().err
