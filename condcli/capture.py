@@ -125,8 +125,13 @@ def capture(
     if unknown:
         raise InternalError(f"unknown probe(s) {sorted(unknown)}", f"use any of {PROBES}")
     chosen = _layer_set(adapter, layers)
-    device = next(adapter.model.parameters()).device
-    inputs = {k: v.to(device) for k, v in batch.inputs.items()}
+    param = next(adapter.model.parameters())
+    # token ids stay integers; pixels follow the model's dtype (e.g. a --dtype float64 rerun)
+    inputs = {
+        k: v.to(param.device, param.dtype) if v.is_floating_point() else v.to(param.device)
+        for k, v in batch.inputs.items()
+    }
+    device = param.device
     lengths = batch.lengths.to(device) if batch.lengths is not None else None
     size = batch.size
     recorder = _Recorder(probes, sink)

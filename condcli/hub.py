@@ -56,13 +56,16 @@ def loading(what: str, remote: bool, fix: str = FIX) -> Iterator[None]:
         constants.HF_HUB_OFFLINE = True
     try:
         yield
-    except ValueError as e:
+    except (ValueError, KeyError) as e:  # transformers' "unrecognized model", bad config values, …
         if "trust_remote_code" in str(e):
             raise InputError(
                 f"{what} needs to run code from its repository to load",
                 "pass --trust-remote-code if you trust that code",
             ) from e
-        raise
+        raise InputError(
+            f"cannot load {what}: {_short(e)}",
+            "check that it is a model transformers/timm support (model_type / architecture in config.json)",
+        ) from e
     except (OSError, ConnectionError) as e:  # includes huggingface_hub's LocalEntryNotFoundError
         if remote:
             why = "the Hugging Face Hub is not reachable" if go_offline else _short(e)

@@ -88,3 +88,8 @@ def test_default_model_from_pyproject(
     (tmp_path / "pyproject.toml").write_text("[tool.condcli\n")
     assert main(["inspect"]) == 2
     assert "not valid TOML" in capsys.readouterr().err
+
+
+def test_dtype_float64_rerun_feeds_the_model_float64_pixels(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", *TINY, "--dtype", "float64", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["settings"]["dtype"] == "float64"

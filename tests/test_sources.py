@@ -181,6 +181,9 @@ def test_bad_local_paths(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text('{"hello": 1}')
     with pytest.raises(InputError, match="neither a timm 'architecture' nor an HF 'model_type'"):
         load(str(tmp_path))
+    (tmp_path / "config.json").write_text('{"model_type": "no-such-family"}')
+    with pytest.raises(InputError, match="cannot load the config of"):
+        load(str(tmp_path), RANDOM)
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(InputError, match="not valid JSON"):
         load(str(tmp_path))
