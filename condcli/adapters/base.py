@@ -41,6 +41,14 @@ def first_input(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batc
     return x
 
 
+def one_group(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
+    """The module's first input as one attention group: (B, ...) → (B, 1, ...).
+
+    Serves global attention inputs (B, N, d) → (B, 1, N, d) and unwindowed P (B, H, q, k) → (B, 1, H, q, k).
+    """
+    return first_input(args, kwargs, output, batch).unsqueeze(1)
+
+
 def first_output(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
     """The module's output (its first element when it returns a tuple)."""
     out = output[0] if isinstance(output, tuple | list) else output

@@ -8,17 +8,13 @@ is the post-softmax P itself, so P is read from that output without asking for `
 (which would make transformers install hooks of its own that stay on the model).
 
 Blocks are post-norm: X_l, the input of ``encoder.layer[l]``, is also the attention input A_l.
-This module also holds small helpers the other Hugging Face adapters share.
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
 from functools import partial
 from typing import Any
 
-import torch
 from torch import nn
 
 from condcli.adapters.base import (
@@ -28,9 +24,10 @@ from condcli.adapters.base import (
     LayerSpec,
     Probe,
     first_input,
+    one_group,
     separate_qkv,
 )
-from condcli.errors import InternalError
+from condcli.adapters.hf_common import attention_weights, base_model, hf_class, is_hf, module_path
 
 # base-model class → (transformers module, family key); all share BertSelfAttention's forward verbatim.
 _FAMILIES: dict[str, tuple[str, str]] = {
@@ -42,52 +39,6 @@ _FAMILIES: dict[str, tuple[str, str]] = {
     "CamembertModel": ("camembert.modeling_camembert", "hf-roberta"),
     "Data2VecTextModel": ("data2vec.modeling_data2vec_text", "hf-roberta"),
 }
-
-
-def is_hf(model: nn.Module) -> bool:
-    """Cheap pre-check before importing any transformers module: is (the base of) ``model`` an HF class?"""
-    if "transformers" not in sys.modules:
-        return False
-    return any(c.__module__.startswith("transformers.") for c in type(base_model(model)).__mro__)
-
-
-def hf_class(module: str, name: str) -> type[nn.Module] | None:
-    """``transformers.models.<module>.<name>``, or None where this transformers version lacks it."""
-    try:
-        cls = getattr(importlib.import_module(f"transformers.models.{module}"), name)
-    except (ImportError, AttributeError):
-        return None
-    return cls if isinstance(cls, type) else None
-
-
-def base_model(model: nn.Module) -> nn.Module:
-    """The bare transformer under a task head (``model.base_model``; the model itself when it is bare)."""
-    base = getattr(model, "base_model", model)
-    return base if isinstance(base, nn.Module) else model
-
-
-def module_path(root: nn.Module, target: nn.Module) -> str:
-    """The dotted name of ``target`` inside ``root`` (what ``root.get_submodule`` takes)."""
-    for name, module in root.named_modules():
-        if module is target:
-            return str(name)
-    raise InternalError(f"{type(target).__name__} is not a submodule of {type(root).__name__}")
-
-
-def attention_weights(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
-    """P from a transformers 5.x attention module's ``(attn_output, attn_weights)`` → (B, 1, H, q, k)."""
-    p = output[1] if isinstance(output, tuple | list) and len(output) > 1 else None
-    if not isinstance(p, torch.Tensor):
-        raise InternalError(
-            "the attention module returned no attention probabilities",
-            "this needs transformers 5.x with the eager attention implementation; report the model name",
-        )
-    return p.unsqueeze(1)
-
-
-def tokens_in(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
-    """The module's first input as one global attention group: (B, N, d) → (B, 1, N, d)."""
-    return first_input(args, kwargs, output, batch).unsqueeze(1)
 
 
 def _family_of(model: nn.Module) -> str | None:
@@ -137,7 +88,7 @@ def build(model: nn.Module) -> Adapter:
                 attention=label,
                 heads=int(attn.num_attention_heads),
                 x_in=Probe(layer, first_input, after=False),
-                attn_in=Probe(attn, tokens_in, after=False),  # post-norm: A_l is X_l
+                attn_in=Probe(attn, one_group, after=False),  # post-norm: A_l is X_l
                 probs=Probe(attn, attention_weights, after=True),
                 weights=partial(_weights, attn),
             )

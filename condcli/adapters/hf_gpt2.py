@@ -21,16 +21,16 @@ from condcli.adapters.base import (
     LayerSpec,
     Probe,
     first_input,
+    one_group,
     split_bias,
     split_heads,
 )
-from condcli.adapters.hf_bert import (
+from condcli.adapters.hf_common import (
     attention_weights,
     base_model,
     hf_class,
     is_hf,
     module_path,
-    tokens_in,
 )
 
 
@@ -79,7 +79,7 @@ def build(model: nn.Module) -> Adapter:
                 attention="causal softmax over tokens",
                 heads=int(attn.num_heads),
                 x_in=Probe(block, first_input, after=False),
-                attn_in=Probe(attn, tokens_in, after=False),  # = ln_1 output
+                attn_in=Probe(attn, one_group, after=False),  # = ln_1 output
                 probs=Probe(attn, attention_weights, after=True),
                 weights=partial(_weights, attn),
             )

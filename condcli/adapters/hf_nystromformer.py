@@ -33,9 +33,10 @@ from condcli.adapters.base import (
     LayerSpec,
     Probe,
     first_input,
+    one_group,
     separate_qkv,
 )
-from condcli.adapters.hf_bert import base_model, hf_class, is_hf, module_path, tokens_in
+from condcli.adapters.hf_common import base_model, hf_class, is_hf, module_path
 
 
 def matches(model: nn.Module) -> bool:
@@ -130,7 +131,7 @@ def build(model: nn.Module) -> Adapter:
                 attention=label,
                 heads=int(attn.num_attention_heads),
                 x_in=Probe(layer, first_input, after=False),
-                attn_in=Probe(attn, tokens_in, after=False),  # post-norm: A_l is X_l
+                attn_in=Probe(attn, one_group, after=False),  # post-norm: A_l is X_l
                 probs=Probe(attn, partial(_probs, attn), after=False),
                 weights=partial(_weights, attn),
                 approximation=approximate,

@@ -22,15 +22,15 @@ from condcli.adapters.base import (
     LayerSpec,
     Probe,
     first_input,
+    one_group,
     separate_qkv,
 )
-from condcli.adapters.hf_bert import (
+from condcli.adapters.hf_common import (
     attention_weights,
     base_model,
     hf_class,
     is_hf,
     module_path,
-    tokens_in,
 )
 
 
@@ -68,7 +68,7 @@ def build(model: nn.Module) -> Adapter:
                 attention="softmax over all tokens",
                 heads=int(attn.num_attention_heads),
                 x_in=Probe(block, first_input, after=False),
-                attn_in=Probe(attn, tokens_in, after=False),  # = layernorm_before output
+                attn_in=Probe(attn, one_group, after=False),  # = layernorm_before output
                 probs=Probe(attn, attention_weights, after=True),
                 weights=partial(_weights, attn),
             )

@@ -27,6 +27,7 @@ from condcli.adapters.base import (
     group_probs,
     group_tokens,
     linear_qkv,
+    one_group,
     to_tokens,
 )
 
@@ -47,10 +48,6 @@ def _cpe_output(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batc
 
 def _windows(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
     return group_tokens(first_input(args, kwargs, output, batch), batch)  # (B·nW, n, C) → (B, nW, n, C)
-
-
-def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
-    return first_input(args, kwargs, output, batch).unsqueeze(1)  # (B, N, C) → (B, 1, N, C)
 
 
 def _window_probs(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
@@ -133,7 +130,7 @@ def _channel(block: Any, index: int, name: str) -> LayerSpec:
         attention=label + " (recomputed from qkv)",
         heads=heads,
         x_in=Probe(block.cpe1, _cpe_output, after=True),
-        attn_in=Probe(attn, _tokens, after=False),
+        attn_in=Probe(attn, one_group, after=False),
         probs=Probe(attn.qkv, take, after=True),
         weights=weights,
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-import torch
 from torch import nn
 
 from condcli.adapters.base import (
@@ -17,6 +16,7 @@ from condcli.adapters.base import (
     first_input,
     fused_flags,
     linear_qkv,
+    one_group,
 )
 
 
@@ -25,14 +25,6 @@ def matches(model: nn.Module) -> bool:
     from timm.models.vision_transformer import VisionTransformer
 
     return isinstance(model, VisionTransformer) and all(isinstance(b.attn, Attention) for b in model.blocks)
-
-
-def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
-    return first_input(args, kwargs, output, batch).unsqueeze(1)  # (B, N, d) → (B, 1, N, d)
-
-
-def _probs(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
-    return first_input(args, kwargs, output, batch).unsqueeze(1)  # attn_drop input (B, H, N, N)
 
 
 def _weights(attn: Any) -> HeadWeights:
@@ -56,8 +48,8 @@ def build(model: nn.Module) -> Adapter:
                 attention="softmax over all tokens",
                 heads=int(attn.num_heads),
                 x_in=Probe(block, first_input, after=False),
-                attn_in=Probe(attn, _tokens, after=False),
-                probs=Probe(attn.attn_drop, _probs, after=False),
+                attn_in=Probe(attn, one_group, after=False),
+                probs=Probe(attn.attn_drop, one_group, after=False),
                 weights=partial(_weights, attn),
             )
         )

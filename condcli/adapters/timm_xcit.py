@@ -10,7 +10,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-import torch
 from torch import nn
 
 from condcli.adapters.base import (
@@ -22,6 +21,7 @@ from condcli.adapters.base import (
     first_input,
     fused_flags,
     linear_qkv,
+    one_group,
 )
 
 
@@ -32,14 +32,6 @@ def matches(model: nn.Module) -> bool:
         return False
     m: Any = model
     return all(isinstance(b, XCABlock) and isinstance(b.attn, XCA) for b in m.blocks)
-
-
-def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
-    return first_input(args, kwargs, output, batch).unsqueeze(1)  # (B, N, C) → (B, 1, N, C)
-
-
-def _probs(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
-    return first_input(args, kwargs, output, batch).unsqueeze(1)  # attn_drop input (B, H, d_h, d_h)
 
 
 def _weights(attn: Any) -> HeadWeights:
@@ -61,8 +53,8 @@ def build(model: nn.Module) -> Adapter:
                 attention=f"cross-covariance attention over channels (XCA), {dh}×{dh}",
                 heads=heads,
                 x_in=Probe(block, first_input, after=False),  # XCABlock.forward(x, H, W): args[0]
-                attn_in=Probe(attn, _tokens, after=False),
-                probs=Probe(attn.attn_drop, _probs, after=False),
+                attn_in=Probe(attn, one_group, after=False),
+                probs=Probe(attn.attn_drop, one_group, after=False),
                 weights=partial(_weights, attn),
             )
         )
