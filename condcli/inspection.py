@@ -66,7 +66,8 @@ def inspect_model(loaded: LoadedModel, spec: InputSpec, model_from: str) -> dict
             "description": inputs.description,
             "preprocessing": loaded.preprocessing.describe,
             "count": first.size,
-            "tokens": tokens,
+            "tokens": max(tokens),  # N (the longest sample when text is padded)
+            "tokens_per_sample": tokens,
             "dim": int(got.x.shape[-1]),
         },
         "settings": {

@@ -35,7 +35,8 @@ def test_inspect_json_describes_the_model_and_capture() -> None:
         "num_layers": 12,
     }
     assert report["embedding"]["where"] == "pos_drop"
-    assert report["inputs"]["kind"] == "synthetic" and report["inputs"]["tokens"] == [197]
+    assert report["inputs"]["kind"] == "synthetic" and report["inputs"]["tokens"] == 197
+    assert report["inputs"]["tokens_per_sample"] == [197]
     assert report["inputs"]["dim"] == 192
     first = report["layers"][0]
     assert first["attn_input_shape"] == [1, 197, 192] and first["probs_shape"] == [1, 3, 197, 197]

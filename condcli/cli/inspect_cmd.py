@@ -26,7 +26,7 @@ def _render(report: dict[str, Any]) -> None:
         f"[bold]{m['spec']}[/] ({m['from']}): family {m['family']}, {m['source']}, {m['weights']} weights"
     )
     pos = "after position encoding" if e["after_position_encoding"] else "no absolute position encoding"
-    out.print(f"X: {e['description']} [{e['where']}], {pos}; tokens {i['tokens'][0]} × d {i['dim']}")
+    out.print(f"X: {e['description']} [{e['where']}], {pos}; tokens {i['tokens']} × d {i['dim']}")
     out.print(f"inputs: {i['description']}; {i['preprocessing']}")
     table = Table("layer", "name", "attention", "heads", "X_l", "A_l (G×n×c)", "P (G×H×q×k)")
     for layer in report["layers"]:
