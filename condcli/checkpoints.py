@@ -153,7 +153,8 @@ def load_into(model: nn.Module, sd: dict[str, torch.Tensor], path: Path, arch: s
         if best[k].shape != expected[k].shape
     ]
     # buffers that models recompute (e.g. HF position_ids) may be absent from a checkpoint
-    missing = [k for k in missing if k in dict(model.named_parameters()) or not k.endswith("position_ids")]
+    params = {name for name, _ in model.named_parameters()}
+    missing = [k for k in missing if k in params or not k.endswith("position_ids")]
     if missing or unexpected or shapes:
         parts = []
         if missing:

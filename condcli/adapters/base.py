@@ -79,6 +79,11 @@ def group_tokens(x: torch.Tensor, batch: int) -> torch.Tensor:
     return x.reshape(batch, -1, *x.shape[-2:])
 
 
+def windows_in(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
+    """The module's first input, (B·G, n, c) windows → (B, G, n, c) (Swin and DaViT window attention)."""
+    return group_tokens(first_input(args, kwargs, output, batch), batch)
+
+
 def group_probs(p: torch.Tensor, batch: int) -> torch.Tensor:
     """(B·G, H, q, k) probabilities → (B, G, H, q, k)."""
     return p.reshape(batch, -1, *p.shape[-3:])

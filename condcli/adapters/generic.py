@@ -19,7 +19,9 @@ from condcli.adapters.base import (
     LayerSpec,
     Probe,
     first_input,
+    first_output,
     fused_flags,
+    group_probs,
     linear_qkv,
     separate_qkv,
 )
@@ -101,8 +103,7 @@ def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: i
 
 
 def _probs(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
-    p: torch.Tensor = output
-    return p.reshape(batch, -1, *p.shape[-3:])
+    return group_probs(first_output(args, kwargs, output, batch), batch)  # nn.Softmax output
 
 
 def matches(model: nn.Module) -> bool:

@@ -21,14 +21,13 @@ from condcli.adapters.base import (
     HeadWeights,
     LayerSpec,
     Probe,
-    first_input,
     first_output,
     fused_flags,
     group_probs,
-    group_tokens,
     linear_qkv,
     one_group,
     to_tokens,
+    windows_in,
 )
 
 
@@ -44,10 +43,6 @@ def matches(model: nn.Module) -> bool:
 
 def _cpe_output(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
     return to_tokens(first_output(args, kwargs, output, batch), "nchw")  # (B, C, H, W) → (B, HW, C)
-
-
-def _windows(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
-    return group_tokens(first_input(args, kwargs, output, batch), batch)  # (B·nW, n, C) → (B, nW, n, C)
 
 
 def _window_probs(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
@@ -104,7 +99,7 @@ def _spatial(block: Any, index: int, name: str) -> LayerSpec:
         attention=f"softmax in {wh}×{ww} windows",
         heads=int(attn.num_heads),
         x_in=Probe(block.cpe1, _cpe_output, after=True),
-        attn_in=Probe(attn, _windows, after=False),
+        attn_in=Probe(attn, windows_in, after=False),
         probs=Probe(attn.softmax, _window_probs, after=True),  # used when fused_attn is False
         weights=partial(_weights, attn),
     )

@@ -23,8 +23,9 @@ from condcli.adapters.base import (
     first_input,
     fused_flags,
     group_probs,
-    group_tokens,
     linear_qkv,
+    to_tokens,
+    windows_in,
 )
 
 
@@ -41,12 +42,7 @@ def matches(model: nn.Module) -> bool:
 
 
 def _block_input(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
-    x = first_input(args, kwargs, output, batch)  # (B, H, W, C)
-    return x.reshape(x.shape[0], -1, x.shape[-1])
-
-
-def _windows(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
-    return group_tokens(first_input(args, kwargs, output, batch), batch)  # (B·nW, n, C) → (B, nW, n, C)
+    return to_tokens(first_input(args, kwargs, output, batch), "nhwc")  # (B, H, W, C) → (B, HW, C)
 
 
 def _probs(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
@@ -79,7 +75,7 @@ def build(model: nn.Module) -> Adapter:
                     attention=f"softmax in {wh}×{ww} windows" + (" (shifted)" if shifted else ""),
                     heads=int(attn.num_heads),
                     x_in=Probe(block, _block_input, after=False),
-                    attn_in=Probe(attn, _windows, after=False),
+                    attn_in=Probe(attn, windows_in, after=False),
                     probs=Probe(attn.attn_drop, _probs, after=False),
                     weights=partial(_weights, attn),
                 )
