@@ -16,7 +16,7 @@ def np_kappa(X: np.ndarray) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     s = np_sigma(X)
     tol = max(X.shape[-2:]) * EPS * s[..., 0]
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return np.where(s[..., -1] <= tol, np.inf, s[..., 0] / s[..., -1])
 
 
