@@ -17,7 +17,7 @@ from torch.utils.hooks import RemovableHandle
 
 from condcli.adapters.base import Adapter, Probe, first_input, to_tokens
 from condcli.conditioning import Conditioning
-from condcli.errors import InputError, InternalError
+from condcli.errors import InputError, InternalError, UsageError
 from condcli.inputs import Batch
 
 PROBES = ("x_in", "attn_in", "probs")
@@ -124,6 +124,11 @@ def capture(
     unknown = set(probes) - set(PROBES)
     if unknown:
         raise InternalError(f"unknown probe(s) {sorted(unknown)}", f"use any of {PROBES}")
+    if conditioning is not None and adapter.builtin is not None:
+        raise UsageError(
+            f"this model already adds {adapter.builtin.describe()} at X in its own forward",
+            "its plain forward is the conditioned one; compare it with its plain twin instead",
+        )
     chosen = _layer_set(adapter, layers)
     param = next(adapter.model.parameters())
     # token ids stay integers; pixels follow the model's dtype (e.g. a --dtype float64 rerun)

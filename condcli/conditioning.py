@@ -115,8 +115,16 @@ def condition_model(model: nn.Module, lam: float = 10.0, mode: Mode = "shift") -
     """
     from condcli.adapters import adapter_for
 
-    point = adapter_for(model).embedding
-    if isinstance(point.module, ConditionedEmbedding):
-        raise UsageError(f"{point.name} is already conditioned", "condition a model once")
+    adapter = adapter_for(model)
+    point = adapter.embedding
+    if adapter.builtin is not None:
+        raise UsageError(
+            f"this model already adds {adapter.builtin.describe()} at X", "condition a model once"
+        )
+    if point.at_input:
+        raise UsageError(
+            f"X of this model is the input of {point.name}, not the output of an embedding module",
+            "condition it with a forward pre-hook on that module that returns Conditioning.apply(X)",
+        )
     model.set_submodule(point.name, ConditionedEmbedding(point.module, lam, mode, point.layout))
     return model

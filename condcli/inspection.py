@@ -79,6 +79,9 @@ def inspect_model(loaded: LoadedModel, spec: InputSpec, model_from: str) -> dict
             "where": point.name,
             "description": point.description,
             "after_position_encoding": point.after_position_encoding,
+            "model_conditioning": None
+            if loaded.adapter.builtin is None
+            else loaded.adapter.builtin.describe(),
         },
         "layers": [
             {

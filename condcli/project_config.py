@@ -46,7 +46,7 @@ def resolve_model(given: str | None, path: Path | None = None) -> tuple[str, str
                 "[tool.condcli] model must be a non-empty string", 'e.g. model = "vit_base_patch16_224"'
             )
         return model, "[tool.condcli] model in pyproject.toml"
-    from condcli.sources import sample_names
+    from condcli.samples import sample_names
 
     if DEFAULT_SAMPLE not in sample_names():
         raise InputError(

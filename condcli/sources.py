@@ -9,7 +9,6 @@ name of a shipped sample checkpoint.
 from __future__ import annotations
 
 import difflib
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,23 +25,10 @@ from condcli.devices import resolve_device, resolve_dtype
 from condcli.errors import InputError, UsageError
 from condcli.inputs import Preprocessing
 from condcli.preprocessing import hf_image_preprocessing, hf_text_preprocessing, timm_preprocessing
+from condcli.samples import builtin_conditioning, sample_names, samples_dir
 
 SourceKind = Literal["timm", "hf", "local"]
 Weights = Literal["pretrained", "random", "file"]
-SAMPLES_ENV = "CONDCLI_SAMPLES"
-
-
-def samples_dir() -> Path:
-    """Where the shipped sample checkpoints live (``$CONDCLI_SAMPLES`` overrides)."""
-    env = os.environ.get(SAMPLES_ENV)
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "sample_checkpoints"
-
-
-def sample_names() -> list[str]:
-    root = samples_dir()
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if (p / "config.json").is_file())
 
 
 @dataclass(frozen=True)
@@ -200,6 +186,22 @@ def _folder_flavour(folder: str) -> Literal["timm", "hf"]:
     )
 
 
+def _apply_builtin_conditioning(model: nn.Module, spec: ModelSpec) -> list[str]:
+    """Re-apply the conditioning a sample was trained with (metadata.json); the shift has no weights."""
+    if spec.kind != "local":
+        return []
+    found = builtin_conditioning(Path(spec.target))
+    if found is None:
+        return []
+    from condcli.conditioning import condition_model
+
+    lam, mode = found
+    condition_model(model, lam=lam, mode="shift" if mode == "shift" else "correction")
+    return [
+        f"trained with conditioned tokens: metadata.json re-applies λ = {lam:g} ({mode}) at the embedding"
+    ]
+
+
 def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     """Load MODEL ``text`` per ``options``: eval mode, on the chosen device, with its adapter."""
     options = options or LoadOptions()
@@ -221,6 +223,7 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     checkpoint = options.checkpoint or spec.weights_file
     if checkpoint is not None:
         load_into(model, read_state_dict(Path(checkpoint)), Path(checkpoint), spec.text)
+    notes = _apply_builtin_conditioning(model, spec)
     model.eval()
     if dtype is not None:
         model.to(dtype)
@@ -243,5 +246,5 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
         preprocessing=pre,
         device=device,
         dtype=next(model.parameters()).dtype,
-        notes=list(adapter.notes),
+        notes=[*notes, *adapter.notes],
     )

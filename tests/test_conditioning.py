@@ -79,7 +79,7 @@ def test_condition_model_changes_a_timm_vit_exactly_at_the_embedding_point(mode:
         condition_model(model, lam=10.0, mode=mode)  # type: ignore[arg-type]
         assert isinstance(model.pos_drop, ConditionedEmbedding)
         torch.testing.assert_close(model(images), expected)
-    with pytest.raises(UsageError, match="already conditioned"):
+    with pytest.raises(UsageError, match="already adds"):
         condition_model(model)
 
 

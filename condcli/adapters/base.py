@@ -14,10 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from condcli.conditioning import Conditioning
 
 Layout = Literal["tokens", "nhwc", "nchw"]  # (B, N, d) · (B, H, W, d) · (B, d, H, W)
 
@@ -185,6 +188,7 @@ class Adapter:
     notes: list[str] = field(default_factory=list)  # what could not be found, shown to the user
     forward: Callable[[dict[str, torch.Tensor]], Any] | None = None  # default: model(**inputs)
     fused_flags: list[tuple[nn.Module, str]] = field(default_factory=list)  # (module, attr) set False
+    builtin: Conditioning | None = None  # the model's own conditioning at X (trained with conditioned tokens)
 
     def run(self, inputs: dict[str, torch.Tensor]) -> Any:
         """One forward pass of the model on a batch's inputs."""

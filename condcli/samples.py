@@ -1,0 +1,114 @@
+"""The shipped sample checkpoints (``sample_checkpoints/``): where they are, what their metadata says.
+
+A sample is a normal model folder (timm ``save_for_hf`` or HF ``save_pretrained`` layout) with a
+``metadata.json`` that says how it was trained (``make samples``), its held-out metric, its seed and the
+condcli version. A sample trained with conditioned tokens records ``conditioning: {lambda, mode}``; loading
+it re-applies X + λ·I_k at its embedding point, because the shift has no weights to save.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from condcli.errors import InputError
+
+SAMPLES_ENV = "CONDCLI_SAMPLES"
+METADATA = "metadata.json"
+
+
+def samples_dir() -> Path:
+    """Where the shipped sample checkpoints live (``$CONDCLI_SAMPLES`` overrides)."""
+    env = os.environ.get(SAMPLES_ENV)
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "sample_checkpoints"
+
+
+def sample_names() -> list[str]:
+    """Names of the sample folders (sub-folders with a config.json)."""
+    root = samples_dir()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "config.json").is_file())
+
+
+def read_metadata(folder: Path) -> dict[str, Any] | None:
+    """The folder's metadata.json, or None when it has none (any model folder may be loaded)."""
+    file = folder / METADATA
+    if not file.is_file():
+        return None
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(f"{file} is not valid JSON ({e})", "rebuild the samples with 'make samples'") from e
+    if not isinstance(data, dict):
+        raise InputError(f"{file} is not a JSON object", "rebuild the samples with 'make samples'")
+    return data
+
+
+def builtin_conditioning(folder: Path) -> tuple[float, str] | None:
+    """(λ, mode) when the folder's model was trained with conditioned tokens, else None."""
+    meta = read_metadata(folder)
+    cond = None if meta is None else meta.get("conditioning")
+    if cond is None:
+        return None
+    lam, mode = (cond.get("lambda"), cond.get("mode", "shift")) if isinstance(cond, dict) else (None, None)
+    if not isinstance(lam, (int, float)) or isinstance(lam, bool) or mode not in ("shift", "correction"):
+        raise InputError(
+            f'{folder / METADATA}: \'conditioning\' must be {{"lambda": number, "mode": "shift"}}',
+            "fix the file or rebuild the samples with 'make samples'",
+        )
+    return float(lam), str(mode)
+
+
+@dataclass(frozen=True)
+class SampleInfo:
+    """One row of ``condcli models``."""
+
+    name: str
+    path: Path
+    architecture: str
+    task: str
+    metric: str  # e.g. "accuracy" or "loss (nats/token)"
+    value: float | None
+    conditioning: str | None  # e.g. "X + 10·I_k", None for a plain model
+    size_bytes: int
+    description: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "architecture": self.architecture,
+            "task": self.task,
+            "heldout": {"metric": self.metric, "value": self.value},
+            "conditioning": self.conditioning,
+            "size_bytes": self.size_bytes,
+            "description": self.description,
+        }
+
+
+def _info(folder: Path) -> SampleInfo:
+    meta = read_metadata(folder) or {}
+    found = meta.get("heldout")
+    held: dict[str, Any] = found if isinstance(found, dict) else {}
+    value = held.get("value")
+    cond = builtin_conditioning(folder)
+    return SampleInfo(
+        name=folder.name,
+        path=folder,
+        architecture=str(meta.get("architecture", "?")),
+        task=str(meta.get("task", "?")),
+        metric=str(held.get("metric", "?")),
+        value=float(value) if isinstance(value, (int, float)) else None,
+        conditioning=None if cond is None else (f"X + {cond[0]:g}·I_k" if cond[1] == "shift" else "X + C"),
+        size_bytes=sum(f.stat().st_size for f in folder.iterdir() if f.is_file()),
+        description=str(meta.get("description", "no metadata.json")),
+    )
+
+
+def list_samples() -> list[SampleInfo]:
+    """Every shipped sample, by name."""
+    return [_info(samples_dir() / name) for name in sample_names()]
