@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint bench demo clean
+.PHONY: install test lint bench demo samples clean
 
 install: $(STAMP)
 
@@ -20,12 +20,16 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check condcli tests bench
-	$(BIN)/ruff format --check condcli tests bench
+	$(BIN)/ruff check condcli tests bench samplegen
+	$(BIN)/ruff format --check condcli tests bench samplegen
 	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.bench_spectra
+
+# Rebuild sample_checkpoints/ from scratch on CPU (deterministic; about 12 minutes on 2 cores).
+samples: $(STAMP)
+	$(BIN)/python -m samplegen.build
 
 demo: $(STAMP)
 	@echo "make demo arrives with the 'condcli spectrum' issue; until then:"
