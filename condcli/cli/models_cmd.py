@@ -1,0 +1,53 @@
+"""``condcli models``: the shipped sample checkpoints — what each is, its held-out metric, its size."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+from rich.table import Table
+
+from condcli import __version__
+from condcli.cli import options as o
+from condcli.cli.main import app
+from condcli.samples import SampleInfo, list_samples, samples_dir
+
+
+def _metric(s: SampleInfo) -> str:
+    if s.value is None:
+        return "—"
+    if s.metric == "accuracy":
+        return f"{s.value:.1%} accuracy"
+    return f"{s.value:.3f} {s.metric}"
+
+
+@app.command("models")
+def models_command(as_json: o.Json = False) -> None:
+    """List the shipped sample checkpoints (usable as MODEL by name, offline)."""
+    samples = list_samples()
+    if as_json:
+        report = {
+            "schema_version": 1,
+            "tool": {"name": "condcli", "version": __version__},
+            "command": "models",
+            "samples_dir": str(samples_dir()),
+            "samples": [s.to_json() for s in samples],
+        }
+        print(json.dumps(report, indent=2))
+        return
+    out = Console(soft_wrap=True)
+    if not out.is_terminal:
+        out = Console(soft_wrap=True, width=160)
+    if not samples:
+        out.print(f"no sample checkpoints in {samples_dir()} — rebuild them with 'make samples'")
+        return
+    table = Table("name", "architecture", "task", "held-out", "conditioning", "size")
+    for s in samples:
+        table.add_row(
+            s.name, s.architecture, s.task, _metric(s), s.conditioning or "—", f"{s.size_bytes / 1e6:.1f} MB"
+        )
+    out.print(table)
+    out.print(
+        f"in {samples_dir()}; use a name as MODEL (e.g. 'condcli inspect {samples[0].name}')."
+        " MODEL may also be a timm name, a Hugging Face id or a model folder."
+    )

@@ -1,0 +1,85 @@
+"""`condcli models` and the default MODEL (the shipped sample ViT), through the CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from condcli import hub
+from condcli.cli import app, main
+from condcli.samples import SAMPLES_ENV, samples_dir
+
+runner = CliRunner()
+NAMES = ("bert-docstrings", "gpt2-docstrings", "vit-conditioned", "vit-plain")
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hub, "reachable", lambda: False)
+
+
+def test_models_json_lists_every_sample_with_its_metric() -> None:
+    result = runner.invoke(app, ["models", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["schema_version"] == 1 and report["command"] == "models"
+    rows = {s["name"]: s for s in report["samples"]}
+    assert tuple(sorted(rows)) == NAMES
+    for name, row in rows.items():
+        meta = json.loads((samples_dir() / name / "metadata.json").read_text())
+        assert row["heldout"] == {"metric": meta["heldout"]["metric"], "value": meta["heldout"]["value"]}
+        assert row["size_bytes"] == sum(p.stat().st_size for p in (samples_dir() / name).iterdir())
+    assert rows["vit-conditioned"]["conditioning"] == "X + 10·I_k"
+    assert rows["vit-plain"]["conditioning"] is None
+
+
+def test_models_table() -> None:
+    result = runner.invoke(app, ["models"])
+    assert result.exit_code == 0, result.output
+    meta = json.loads((samples_dir() / "vit-plain" / "metadata.json").read_text())
+    assert f"{meta['heldout']['value']:.1%} accuracy" in result.stdout
+    for name in NAMES:
+        assert name in result.stdout
+    assert "nats/token" in result.stdout and "X + 10·I_k" in result.stdout
+
+
+def test_no_samples_and_a_broken_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(SAMPLES_ENV, str(tmp_path))
+    assert main(["models"]) == 0
+    assert "no sample checkpoints" in capsys.readouterr().out
+    monkeypatch.chdir(tmp_path)
+    assert main(["inspect"]) == 2  # no MODEL and no default sample: one line, exit 2
+    assert "default sample checkpoint 'vit-plain' is not installed" in capsys.readouterr().err
+    shutil.copytree(
+        Path(__file__).resolve().parent.parent / "sample_checkpoints" / "vit-plain", tmp_path / "x"
+    )
+    (tmp_path / "x" / "metadata.json").write_text("{")
+    assert main(["models"]) == 2
+    err = capsys.readouterr().err
+    assert "metadata.json is not valid JSON" in err and err.count("\n") == 1
+
+
+def test_default_model_is_the_shipped_sample_vit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no pyproject.toml here
+    assert main(["inspect", "--max-samples", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["model"]["spec"] == "vit-plain"
+    assert report["model"]["from"] == "the shipped sample ViT (default)"
+    assert report["model"]["family"] == "timm-vit" and report["inputs"]["tokens"] == 65
+    assert report["embedding"]["model_conditioning"] is None
+
+
+def test_inspect_names_the_conditioning_a_sample_was_trained_with(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", "vit-conditioned", "--max-samples", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["embedding"]["model_conditioning"] == "X + 10·I_k"
+    assert report["embedding"]["where"] == "pos_drop.inner"
+    assert any("X is taken before it" in note for note in report["notes"])
