@@ -44,7 +44,9 @@ def test_models_table() -> None:
     assert f"{meta['heldout']['value']:.1%} accuracy" in result.stdout
     for name in NAMES:
         assert name in result.stdout
-    assert "nats/token" in result.stdout and "X + 10·I_k" in result.stdout
+    gpt2 = json.loads((samples_dir() / "gpt2-docstrings" / "metadata.json").read_text())
+    assert f"loss {gpt2['heldout']['value']:.3f} nats/token" in result.stdout
+    assert "X + 10·I_k" in result.stdout and "condcli inspect vit-plain" in result.stdout
 
 
 def test_no_samples_and_a_broken_one(

@@ -10,6 +10,7 @@ from rich.table import Table
 from condcli import __version__
 from condcli.cli import options as o
 from condcli.cli.main import app
+from condcli.project_config import DEFAULT_SAMPLE
 from condcli.samples import SampleInfo, list_samples, samples_dir
 
 
@@ -18,7 +19,9 @@ def _metric(s: SampleInfo) -> str:
         return "—"
     if s.metric == "accuracy":
         return f"{s.value:.1%} accuracy"
-    return f"{s.value:.3f} {s.metric}"
+    if s.metric == "loss (nats/token)":
+        return f"loss {s.value:.3f} nats/token"
+    return f"{s.metric} {s.value:.4g}"
 
 
 @app.command("models")
@@ -47,7 +50,9 @@ def models_command(as_json: o.Json = False) -> None:
             s.name, s.architecture, s.task, _metric(s), s.conditioning or "—", f"{s.size_bytes / 1e6:.1f} MB"
         )
     out.print(table)
+    names = [s.name for s in samples]
+    example = DEFAULT_SAMPLE if DEFAULT_SAMPLE in names else names[0]
     out.print(
-        f"in {samples_dir()}; use a name as MODEL (e.g. 'condcli inspect {samples[0].name}')."
+        f"in {samples_dir()}; use a name as MODEL (e.g. 'condcli inspect {example}')."
         " MODEL may also be a timm name, a Hugging Face id or a model folder."
     )
