@@ -27,7 +27,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.bench_spectra
 
-# Rebuild sample_checkpoints/ from scratch on CPU (deterministic; about 12 minutes on 2 cores).
+# Rebuild sample_checkpoints/ from scratch on CPU (deterministic; about 13 minutes on 2 cores).
 samples: $(STAMP)
 	$(BIN)/python -m samplegen.build
 
