@@ -50,7 +50,11 @@ def read_metadata(folder: Path) -> dict[str, Any] | None:
 
 def builtin_conditioning(folder: Path) -> tuple[float, str] | None:
     """(λ, mode) when the folder's model was trained with conditioned tokens, else None."""
-    meta = read_metadata(folder)
+    return _conditioning(read_metadata(folder), folder)
+
+
+def _conditioning(meta: dict[str, Any] | None, folder: Path) -> tuple[float, str] | None:
+    """The ``conditioning`` entry of a folder's metadata, checked."""
     cond = None if meta is None else meta.get("conditioning")
     if cond is None:
         return None
@@ -95,7 +99,7 @@ def _info(folder: Path) -> SampleInfo:
     found = meta.get("heldout")
     held: dict[str, Any] = found if isinstance(found, dict) else {}
     value = held.get("value")
-    cond = builtin_conditioning(folder)
+    cond = _conditioning(meta, folder)
     return SampleInfo(
         name=folder.name,
         path=folder,

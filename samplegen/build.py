@@ -52,8 +52,8 @@ def build_vit(
     name: str, recipe: train_vit.VitRecipe, out: Path, log: Callable[[str], None]
 ) -> dict[str, Any]:
     lam = recipe.lam
-    model, info = train_vit.train(recipe, log)
     px, py, digest = train_vit.heldout(recipe)
+    model, info = train_vit.train(recipe, (px, py), log)
     kind = "plain" if lam is None else f"conditioned tokens (X + {lam:g}·I_k after positional encoding)"
     meta = _common(name, f"small timm ViT on shapes10, {kind}", recipe.seed)
     meta |= {

@@ -7,7 +7,8 @@ import math
 import platform
 import shutil
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,45 @@ def adamw(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim
     rest = [p for p in model.parameters() if p.ndim < 2]
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.98))
+
+
+def fit(
+    model: torch.nn.Module,
+    count: int,
+    batch_loss: Callable[[torch.Tensor, torch.Generator], torch.Tensor],
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    warmup_steps: int,
+    seed: int,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """Train for ``epochs`` over ``count`` examples, each epoch in a new seeded random order.
+
+    ``batch_loss(indices, generator)`` gives the loss of one batch; it may draw from ``generator`` (BERT's
+    masks), which is the one that orders the batches. Returns steps, train loss per epoch and seconds.
+    """
+    per_epoch = math.ceil(count / batch_size)
+    total = epochs * per_epoch
+    opt = adamw(model, lr, weight_decay)
+    sched = warmup_cosine(opt, warmup_steps, total)
+    order = torch.Generator().manual_seed(seed)
+    start, curve = time.perf_counter(), []
+    for epoch in range(epochs):
+        model.train()
+        perm, running = torch.randperm(count, generator=order), 0.0
+        for step in range(per_epoch):
+            loss = batch_loss(perm[step * batch_size : (step + 1) * batch_size], order)
+            opt.zero_grad(set_to_none=True)
+            torch.autograd.backward(loss)
+            opt.step()
+            sched.step()
+            running += float(loss.detach())
+        curve.append(round(running / per_epoch, 4))
+        log(f"  epoch {epoch + 1}/{epochs}: train loss {curve[-1]:.4f}")
+    return {"steps": total, "train_loss_per_epoch": curve, "seconds": round(time.perf_counter() - start, 1)}
 
 
 def versions() -> dict[str, str]:

@@ -9,7 +9,6 @@ come from a fixed seed, so the held-out loss is a number anyone can reproduce fr
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -18,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from samplegen.common import adamw, deterministic, warmup_cosine
+from samplegen.common import deterministic, fit
 from samplegen.text_tokenizers import MAX_LENGTH
 
 Kind = Literal["gpt2", "bert"]
@@ -155,33 +154,28 @@ def train(
     deterministic(recipe.seed)
     model = create(recipe, tokenizer)
     data = pack(tokenizer, texts, recipe.kind)
-    per_epoch = math.ceil(len(data) / recipe.batch_size)
-    total = recipe.epochs * per_epoch
-    opt = adamw(model, recipe.lr, recipe.weight_decay)
-    sched = warmup_cosine(opt, recipe.warmup_steps, total)
-    order = torch.Generator().manual_seed(recipe.seed)
-    start, curve = time.perf_counter(), []
-    for epoch in range(recipe.epochs):
-        model.train()
-        perm, running = torch.randperm(len(data), generator=order), 0.0
-        for step in range(per_epoch):
-            ids = data[perm[step * recipe.batch_size : (step + 1) * recipe.batch_size]]
-            inputs, labels = (
-                (ids, ids) if recipe.kind == "gpt2" else mlm_mask(ids, tokenizer, recipe.mask_prob, order)
-            )
-            loss = token_loss(model(input_ids=inputs).logits, labels, recipe.kind)
-            opt.zero_grad(set_to_none=True)
-            torch.autograd.backward(loss)
-            opt.step()
-            sched.step()
-            running += float(loss.detach())
-        curve.append(round(running / per_epoch, 4))
-        log(f"  epoch {epoch + 1}/{recipe.epochs}: train loss {curve[-1]:.4f}")
-    return model, {
+
+    def batch_loss(idx: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        ids = data[idx]
+        inputs, labels = (
+            (ids, ids) if recipe.kind == "gpt2" else mlm_mask(ids, tokenizer, recipe.mask_prob, generator)
+        )
+        return token_loss(model(input_ids=inputs).logits, labels, recipe.kind)
+
+    run = fit(
+        model,
+        len(data),
+        batch_loss,
+        epochs=recipe.epochs,
+        batch_size=recipe.batch_size,
+        lr=recipe.lr,
+        weight_decay=recipe.weight_decay,
+        warmup_steps=recipe.warmup_steps,
+        seed=recipe.seed,
+        log=log,
+    )
+    return model, run | {
         "recipe": asdict(recipe),
         "train_blocks": len(data),
         "train_tokens": int(data.numel()),
-        "steps": total,
-        "train_loss_per_epoch": curve,
-        "seconds": round(time.perf_counter() - start, 1),
     }

@@ -6,8 +6,6 @@ wraps ``pos_drop`` in ``condcli.conditioning.ConditionedEmbedding`` (X + λ·I_k
 
 from __future__ import annotations
 
-import math
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,7 @@ from torch import nn
 
 from condcli.conditioning import ConditionedEmbedding, condition_model
 from samplegen import shapes
-from samplegen.common import adamw, deterministic, warmup_cosine
+from samplegen.common import deterministic, fit
 
 ARCHITECTURE = "vit_tiny_patch16_224"  # timm builder; model_args below make it 32×32, patch 4
 
@@ -91,46 +89,42 @@ def evaluate(model: nn.Module, pixels: torch.Tensor, labels: torch.Tensor) -> di
     }
 
 
-def train(recipe: VitRecipe, log: Any = print) -> tuple[nn.Module, dict[str, Any]]:
-    """Train one sample ViT; returns the model (conditioning removed again) and what happened."""
+def train(
+    recipe: VitRecipe, heldout: tuple[torch.Tensor, torch.Tensor], log: Any = print
+) -> tuple[nn.Module, dict[str, Any]]:
+    """Train one sample ViT; returns the model (conditioning removed again) and what happened.
+
+    ``heldout`` (pixels, labels) is scored at the end, with the model as trained.
+    """
     deterministic(recipe.seed)
     model = create(recipe)
     if recipe.lam is not None:
         condition_model(model, lam=recipe.lam)
     images, labels = shapes.make_shapes(recipe.train_size, recipe.train_seed)
     x, y = torch.from_numpy(shapes.normalise(images)), torch.from_numpy(labels)
-    per_epoch = math.ceil(len(x) / recipe.batch_size)
-    total = recipe.epochs * per_epoch
-    opt = adamw(model, recipe.lr, recipe.weight_decay)
-    sched = warmup_cosine(opt, recipe.warmup_steps, total)
-    order = torch.Generator().manual_seed(recipe.seed)
-    start, curve = time.perf_counter(), []
-    for epoch in range(recipe.epochs):
-        model.train()
-        perm, running = torch.randperm(len(x), generator=order), 0.0
-        for step in range(per_epoch):
-            idx = perm[step * recipe.batch_size : (step + 1) * recipe.batch_size]
-            loss = F.cross_entropy(model(x[idx]), y[idx])
-            opt.zero_grad(set_to_none=True)
-            torch.autograd.backward(loss)
-            opt.step()
-            sched.step()
-            running += float(loss.detach())
-        curve.append(round(running / per_epoch, 4))
-        log(f"  epoch {epoch + 1}/{recipe.epochs}: train loss {curve[-1]:.4f}")
-    seconds = time.perf_counter() - start
-    px, py, digest = heldout(recipe)
-    scores = evaluate(model, px, py)  # as trained: with the shift for a conditioned recipe
+
+    def batch_loss(idx: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        return F.cross_entropy(model(x[idx]), y[idx])
+
+    run = fit(
+        model,
+        len(x),
+        batch_loss,
+        epochs=recipe.epochs,
+        batch_size=recipe.batch_size,
+        lr=recipe.lr,
+        weight_decay=recipe.weight_decay,
+        warmup_steps=recipe.warmup_steps,
+        seed=recipe.seed,
+        log=log,
+    )
+    scores = evaluate(model, *heldout)  # as trained: with the shift for a conditioned recipe
     vit: Any = model  # timm internals are untyped
     if isinstance(vit.pos_drop, ConditionedEmbedding):
         vit.pos_drop = vit.pos_drop.inner  # saved plain; metadata.json says to re-apply the shift
-    return model, {
+    return model, run | {
         "recipe": asdict(recipe),
         "train": {"images": recipe.train_size, "sha256": shapes.digest(images, labels)},
-        "heldout_sha256": digest,
-        "steps": total,
-        "train_loss_per_epoch": curve,
-        "seconds": round(seconds, 1),
         "heldout_in_memory": scores,
     }
 
