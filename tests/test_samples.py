@@ -248,6 +248,15 @@ def test_readme_records_the_vit_results() -> None:
         assert cells[2] == f"{m['heldout']['loss']:.3f}"
         assert cells[3] == f"{m['embedding']['kappa']['median']:.3g}"
         assert cells[4] == f"{m['embedding']['kappa_shifted']['median']:.3g}"
+    plain, cond = meta("vit-plain"), meta("vit-conditioned")
+    curve_p, curve_c = plain["training"]["train_loss_per_epoch"], cond["training"]["train_loss_per_epoch"]
+    assert all(c > p for p, c in zip(curve_p, curve_c, strict=True))  # "behind the plain one in every epoch"
+    assert f"({curve_c[-1]:.2f} vs {curve_p[-1]:.2f} in the last)" in readme
+    assert f"({plain['training']['steps']} steps on 2 CPU cores)" in readme
+    points = round(100 * (plain["heldout"]["value"] - cond["heldout"]["value"]))
+    assert f"{points} points lower" in readme
+    total = sum(p.stat().st_size for name in SHIPPED for p in (samples_dir() / name).iterdir())
+    assert f"`sample_checkpoints/` ({total / 1e6:.0f} MB)" in readme
     for name in TEXT:
         m = meta(name)
         assert f"{m['heldout']['value']:.3f} nats/token" in readme
