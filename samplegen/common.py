@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -47,35 +47,47 @@ def adamw(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.98))
 
 
+class Schedule(Protocol):
+    """The fields of a recipe that decide how it is trained (VitRecipe and LmRecipe both have them)."""
+
+    @property
+    def epochs(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def lr(self) -> float: ...
+    @property
+    def weight_decay(self) -> float: ...
+    @property
+    def warmup_steps(self) -> int: ...
+    @property
+    def seed(self) -> int: ...  # also orders the batches
+
+
 def fit(
     model: torch.nn.Module,
     count: int,
     batch_loss: Callable[[torch.Tensor, torch.Generator], torch.Tensor],
-    *,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    weight_decay: float,
-    warmup_steps: int,
-    seed: int,
+    schedule: Schedule,
     log: Callable[[str], None],
 ) -> dict[str, Any]:
-    """Train for ``epochs`` over ``count`` examples, each epoch in a new seeded random order.
+    """Train for ``schedule.epochs`` over ``count`` examples, each epoch in a new seeded random order.
 
     ``batch_loss(indices, generator)`` gives the loss of one batch; it may draw from ``generator`` (BERT's
     masks), which is the one that orders the batches. Returns steps, train loss per epoch and seconds.
     """
-    per_epoch = math.ceil(count / batch_size)
+    epochs, size = schedule.epochs, schedule.batch_size
+    per_epoch = math.ceil(count / size)
     total = epochs * per_epoch
-    opt = adamw(model, lr, weight_decay)
-    sched = warmup_cosine(opt, warmup_steps, total)
-    order = torch.Generator().manual_seed(seed)
+    opt = adamw(model, schedule.lr, schedule.weight_decay)
+    sched = warmup_cosine(opt, schedule.warmup_steps, total)
+    order = torch.Generator().manual_seed(schedule.seed)
     start, curve = time.perf_counter(), []
     for epoch in range(epochs):
         model.train()
         perm, running = torch.randperm(count, generator=order), 0.0
         for step in range(per_epoch):
-            loss = batch_loss(perm[step * batch_size : (step + 1) * batch_size], order)
+            loss = batch_loss(perm[step * size : (step + 1) * size], order)
             opt.zero_grad(set_to_none=True)
             torch.autograd.backward(loss)
             opt.step()

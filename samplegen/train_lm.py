@@ -162,18 +162,7 @@ def train(
         )
         return token_loss(model(input_ids=inputs).logits, labels, recipe.kind)
 
-    run = fit(
-        model,
-        len(data),
-        batch_loss,
-        epochs=recipe.epochs,
-        batch_size=recipe.batch_size,
-        lr=recipe.lr,
-        weight_decay=recipe.weight_decay,
-        warmup_steps=recipe.warmup_steps,
-        seed=recipe.seed,
-        log=log,
-    )
+    run = fit(model, len(data), batch_loss, recipe, log)
     return model, run | {
         "recipe": asdict(recipe),
         "train_blocks": len(data),

@@ -106,18 +106,7 @@ def train(
     def batch_loss(idx: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         return F.cross_entropy(model(x[idx]), y[idx])
 
-    run = fit(
-        model,
-        len(x),
-        batch_loss,
-        epochs=recipe.epochs,
-        batch_size=recipe.batch_size,
-        lr=recipe.lr,
-        weight_decay=recipe.weight_decay,
-        warmup_steps=recipe.warmup_steps,
-        seed=recipe.seed,
-        log=log,
-    )
+    run = fit(model, len(x), batch_loss, recipe, log)
     scores = evaluate(model, *heldout)  # as trained: with the shift for a conditioned recipe
     vit: Any = model  # timm internals are untyped
     if isinstance(vit.pos_drop, ConditionedEmbedding):
