@@ -159,3 +159,27 @@ def test_results_stay_on_the_input_device_and_match_numpy(device: str) -> None:
     np.testing.assert_allclose(outs["kappa"].cpu().numpy(), np_kappa(ref64), rtol=1e-10)
     s = spectra.summarize(X)
     assert s.kappa.device.type == device and s.capture_dtype == "float32"
+
+
+@pytest.mark.parametrize("kappa", [1.0, 20.0, 250.0, 1e3, 1e6, 1e12])
+def test_summarize_auto_agrees_with_svd(kappa: float) -> None:
+    """The Gram fast path keeps only answers that agree with SVD; everything else is SVD itself."""
+    rng = np.random.default_rng(int(np.log10(kappa)))
+    for N, d in ((12, 30), (30, 12)):
+        X = prescribed(rng, N, d, geometric_sigma(min(N, d), kappa), batch=(3,))
+        fast = spectra.summarize(X, "float32", method="auto")
+        ref = np_sigma(X)
+        np.testing.assert_allclose(fast.sigma.numpy(), ref, rtol=1e-10, atol=100 * EPS)  # σ_1 = 1
+        # two LAPACKs agree on σ_k only to ≈ eps·σ_1, i.e. on κ to ≈ eps·κ relative
+        np.testing.assert_allclose(fast.kappa.numpy(), np_kappa(X), rtol=max(1e-10, 100 * EPS * kappa))
+        slow = spectra.summarize(X, "float32", method="svd")
+        assert fast.numerical_rank.tolist() == slow.numerical_rank.tolist()
+        assert fast.below_precision.tolist() == slow.below_precision.tolist()
+        assert fast.below_precision.tolist() == [kappa >= 1e6] * 3
+
+
+def test_summarize_auto_on_a_singular_matrix_is_inf_not_a_gram_floor() -> None:
+    X = np.zeros((4, 6))
+    X[:3, :3] = np.eye(3)
+    s = spectra.summarize(X, method="auto")
+    assert s.kappa.item() == np.inf and s.numerical_rank.item() == 3 and bool(s.below_precision)

@@ -41,6 +41,7 @@ from condcli.spectra.ranks import (
 )
 from condcli.spectra.shift import (
     corrected_condition_number,
+    corrected_kappa_from_sigma,
     correction,
     identity_k,
     shift,
@@ -59,6 +60,7 @@ __all__ = [
     "collapse_residual",
     "condition_number",
     "corrected_condition_number",
+    "corrected_kappa_from_sigma",
     "correction",
     "effective_rank",
     "effective_rank_of_spectrum",

@@ -129,6 +129,10 @@ def correction(X: Tensorish) -> torch.Tensor:
 
 def corrected_condition_number(X: Tensorish) -> torch.Tensor:
     """κ(X + C) = 2σ_1/(σ_1 + σ_k) ≤ 2 (Theorem 4.4); ``inf`` for a zero matrix (X + C = 0)."""
-    sigma = svdvals(as_float64(X))
+    return corrected_kappa_from_sigma(svdvals(as_float64(X)))
+
+
+def corrected_kappa_from_sigma(sigma: torch.Tensor) -> torch.Tensor:
+    """κ(X + C) from X's descending spectra (..., k): 2σ_1/(σ_1 + σ_k), ``inf`` where σ_1 = 0."""
     s1, sk = sigma[..., 0], sigma[..., -1]
     return guarded_ratio(2 * s1, s1 + sk, s1 > 0, torch.inf)
