@@ -54,7 +54,8 @@ class Capture:
 LayerSink = Callable[[LayerCapture], None]
 
 
-def _layer_set(adapter: Adapter, layers: Iterable[int] | None) -> list[int]:
+def layer_set(adapter: Adapter, layers: Iterable[int] | None) -> list[int]:
+    """Sorted layer indices (None = all; negative counts from the end); out of range is one clear error."""
     count = len(adapter.layers)
     if layers is None:
         return list(range(count))
@@ -62,8 +63,8 @@ def _layer_set(adapter: Adapter, layers: Iterable[int] | None) -> list[int]:
     bad = [i for i in chosen if not 0 <= i < count]
     if bad:
         raise InputError(
-            f"layer index out of range for this model ({count} layers: 0…{count - 1})",
-            "pass --layers with indices between 0 and the last layer (negative counts from the end)",
+            f"--layers asks for a layer this model does not have ({count} layers: 0…{count - 1})",
+            "pass indices between 0 and the last layer; negative ones count from the end (e.g. 0,3,-1)",
         )
     return chosen
 
@@ -129,7 +130,7 @@ def capture(
             f"this model already adds {adapter.builtin.describe()} at X in its own forward",
             "its plain forward is the conditioned one; compare it with its plain twin instead",
         )
-    chosen = _layer_set(adapter, layers)
+    chosen = layer_set(adapter, layers)
     param = next(adapter.model.parameters())
     # token ids stay integers; pixels follow the model's dtype (e.g. a --dtype float64 rerun)
     inputs = {

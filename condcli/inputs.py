@@ -79,6 +79,7 @@ class InputStream:
     kind: InputKind
     description: str  # labelled in the report, e.g. "16 synthetic 1/f images (seed 0)"
     make: Callable[[InputStream], Iterator[Batch]]
+    expected: int | None = None  # samples the stream will give, where known in advance (progress bars)
     count: int = 0
     skipped: int = 0
     skipped_examples: list[str] = field(default_factory=list)
@@ -242,6 +243,7 @@ def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
             "synthetic",
             f"{n} synthetic 1/f images (seed {spec.seed}; pass --images DIR for real ones)",
             lambda s: _image_batches(pre, spec, _synthetic_images(pre, spec)),
+            expected=n,
         )
     if spec.images is not None:
         raise UsageError("--images was given for a text model", "use --text FILE for this model")
@@ -256,6 +258,7 @@ def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
             "synthetic",
             f"{n} sequences of random token ids (seed {spec.seed}; the model has no tokenizer)",
             lambda s: _random_tokens(pre, spec),
+            expected=n,
         )
     if spec.text is not None:
         path = spec.text
@@ -269,4 +272,5 @@ def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
         "text",
         f"{n} built-in English sentences (pass --text FILE for your own)",
         lambda s: _tokenized(pre, spec, _default_texts(spec)),
+        expected=n,
     )

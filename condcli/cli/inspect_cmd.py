@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from condcli.cli import options as o
-from condcli.cli.main import app
+from condcli.cli.main import command
 
 
 def _shape(s: list[int] | None) -> str:
@@ -44,7 +44,7 @@ def _render(report: dict[str, Any]) -> None:
         out.print(f"[yellow]note:[/] {note}")
 
 
-@app.command("inspect")
+@command("inspect")
 def inspect_command(
     model: o.ModelArg = None,
     weights: o.Weights = "pretrained",

@@ -5,9 +5,11 @@ Exit codes: 0 success · 1 a check failed · 2 bad usage or input · 3 internal 
 
 from __future__ import annotations
 
+import functools
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -29,6 +31,30 @@ app = typer.Typer(
 )
 
 
+_state = {"debug": False}
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def command(name: str) -> Callable[[F], F]:
+    """Register a command whose errors become one line on stderr and their exit code — also when the app
+    is invoked directly (typer's CliRunner), not only through :func:`main`."""
+
+    def register(fn: F) -> F:
+        @functools.wraps(fn)
+        def handled(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except CondcliError as e:
+                if _state["debug"]:
+                    traceback.print_exc()
+                raise typer.Exit(_fail(Console(stderr=True), e.line(), e.exit_code)) from None
+
+        app.command(name)(handled)
+        return fn
+
+    return register
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"condcli {__version__}")
@@ -45,6 +71,7 @@ def root(
     ),
 ) -> None:
     """condcli — how well conditioned are your transformer's embedded tokens and attention?"""
+    _state["debug"] = _state["debug"] or debug
     # --debug is taken out of argv by main() before parsing; declared here so that --help lists it.
 
 
@@ -61,6 +88,7 @@ def main(argv: Sequence[str] | None = None, *, application: typer.Typer | None =
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args  # honoured anywhere on the line, also after the command name
     args = [a for a in args if a != "--debug"]
+    _state["debug"] = debug
     err = Console(stderr=True)
     try:
         result = (application or app)(args=args, prog_name="condcli", standalone_mode=False)

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from condcli import __version__
 from condcli.cli import options as o
-from condcli.cli.main import app
+from condcli.cli.main import command
 from condcli.project_config import DEFAULT_SAMPLE
 from condcli.samples import SampleInfo, list_samples, samples_dir
 
@@ -24,7 +24,7 @@ def _metric(s: SampleInfo) -> str:
     return f"{s.metric} {s.value:.4g}"
 
 
-@app.command("models")
+@command("models")
 def models_command(as_json: o.Json = False) -> None:
     """List the shipped sample checkpoints (usable as MODEL by name, offline)."""
     samples = list_samples()

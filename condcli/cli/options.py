@@ -16,7 +16,7 @@ ModelArg = Annotated[
     Optional[str],
     typer.Argument(
         help="timm name, hf:ID or org/name, a local folder, a sample checkpoint name. "
-        "Default: [tool.condcli] model in ./pyproject.toml, else the shipped sample ViT.",
+        "Default: \\[tool.condcli] model in ./pyproject.toml, else the shipped sample ViT.",
         show_default=False,
     ),
 ]
@@ -68,3 +68,44 @@ def input_spec(
     images: Path | None, text: Path | None, max_samples: int | None, batch_size: int, seed: int
 ) -> InputSpec:
     return InputSpec(images=images, text=text, max_samples=max_samples, batch_size=batch_size, seed=seed)
+
+
+Lambda = Annotated[
+    Optional[float],
+    typer.Option(
+        "--lambda",
+        help="λ of X + λ·I_k. Default: the model's own λ if it was trained with conditioned tokens, else 10.",
+        show_default=False,
+    ),
+]
+Layers = Annotated[str, typer.Option("--layers", help="all, none, or indices such as 0,3,-1.")]
+Out = Annotated[
+    Optional[Path], typer.Option("--out", help="Write report.json and the plots into this folder.")
+]
+Format = Annotated[str, typer.Option("--format", help="Plot format: png, svg or pdf.")]
+
+
+def parse_layers(text: str) -> list[int] | None:
+    """--layers: "all" → None (every layer), "none" → [], "0,3,-1" → [0, 3, -1]."""
+    from condcli.errors import UsageError
+
+    value = text.strip().lower()
+    if value == "all":
+        return None
+    if value == "none":
+        return []
+    try:
+        return [int(part) for part in value.split(",")]
+    except ValueError:
+        raise UsageError(
+            f"--layers {text!r} is not all, none or a comma-separated list of integers",
+            "e.g. --layers 0,3,-1",
+        ) from None
+
+
+def plot_format(text: str) -> str:
+    from condcli.errors import UsageError
+
+    if text not in ("png", "svg", "pdf"):
+        raise UsageError(f"--format {text!r} is not known", "use --format png, svg or pdf")
+    return text

@@ -1,0 +1,4 @@
+"""The analysis stage: runs capture on streamed batches, feeds :mod:`condcli.spectra`, builds reports.
+
+Nothing here prints, plots or parses command lines; :mod:`condcli.cli` does that with what it returns.
+"""

@@ -1,0 +1,60 @@
+"""Pieces every analysis command shares: the λ a run uses, layer selection, model and input descriptions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from condcli.adapters.base import Adapter
+from condcli.errors import InputError
+from condcli.inputs import InputStream
+from condcli.report import InputsInfo, ModelInfo
+from condcli.sources import LoadedModel
+
+DEFAULT_LAMBDA = 10.0  # the paper's λ (grid 1–20, best ≈ 10)
+
+Progress = Callable[[int], None]  # called with the number of samples just analysed
+
+
+def resolve_lambda(given: float | None, adapter: Adapter) -> float:
+    """--lambda, else the λ the model was trained with (its own shift), else the paper's 10."""
+    if given is not None:
+        if not given >= 0 or given == float("inf"):
+            raise InputError(f"--lambda must be a finite number ≥ 0, got {given}", "e.g. --lambda 10")
+        return given
+    if adapter.builtin is not None and adapter.builtin.mode == "shift":
+        return adapter.builtin.lam
+    return DEFAULT_LAMBDA
+
+
+def model_info(loaded: LoadedModel, model_from: str) -> ModelInfo:
+    return ModelInfo(
+        spec=loaded.spec,
+        model_from=model_from,
+        family=loaded.family,
+        source=loaded.source,
+        weights=loaded.weights,
+        num_layers=loaded.num_layers,
+    )
+
+
+def inputs_info(loaded: LoadedModel, inputs: InputStream, tokens: int, dim: int) -> InputsInfo:
+    return InputsInfo(
+        kind=inputs.kind,
+        description=inputs.description,
+        preprocessing=loaded.preprocessing.describe,
+        count=inputs.count,
+        tokens=tokens,
+        dim=dim,
+        skipped=inputs.skipped,
+    )
+
+
+def precision_note(below: int, total: int, dtype: str, what: str = "X") -> str | None:
+    """The SPEC §2 hint when samples are below the capture dtype's resolution."""
+    if not below:
+        return None
+    rerun = " — rerun with --dtype float64 to resolve them" if dtype != "float64" else ""
+    return (
+        f"{below} of {total} samples have {what} with σ_k below {dtype} resolution: their κ is a floor "
+        f"set by rounding noise, not a measurement{rerun}"
+    )

@@ -1,0 +1,79 @@
+"""X over a stream of batches (SPEC §2): κ(X), κ(X + λI_k), κ(X + C), σ, numerical rank, spectra."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from condcli.analysis.persample import summarize_samples
+from condcli.errors import InternalError
+from condcli.report import EmbeddingReport
+from condcli.spectra import ScalarStream, SpectrumStream, corrected_kappa_from_sigma, shift, weyl_bound
+
+
+class EmbeddingAccumulator:
+    """Feed it each batch's per-sample X (padding removed); :meth:`result` gives the report section."""
+
+    def __init__(self, lam: float, *, spectra: bool = True) -> None:
+        self.lam = lam
+        self.keep_spectra = spectra
+        self.kappa, self.kappa_conditioned, self.kappa_corrected = (
+            ScalarStream(),
+            ScalarStream(),
+            ScalarStream(),
+        )
+        self.sigma_max, self.sigma_min, self.rank, self.weyl = (
+            ScalarStream(),
+            ScalarStream(),
+            ScalarStream(),
+            ScalarStream(),
+        )
+        self.spectrum, self.spectrum_conditioned = SpectrumStream(), SpectrumStream()
+        self.below: list[int] = []
+        self.seen = 0
+        self.k = 0
+        self.capture_dtype = ""
+
+    def add(self, mats: Sequence[torch.Tensor]) -> None:
+        """One batch of X matrices (N_b, d), in the model's dtype."""
+        dtype = mats[0].dtype
+        self.capture_dtype = str(dtype).removeprefix("torch.")
+        s = summarize_samples(mats, dtype)
+        shifted = summarize_samples([shift(m, self.lam) for m in mats], dtype)
+        sigma_max = torch.stack([v[0] for v in s.sigma]).cpu()
+        self.kappa.extend(s.kappa)
+        self.kappa_conditioned.extend(shifted.kappa)
+        self.kappa_corrected.extend(torch.stack([corrected_kappa_from_sigma(v) for v in s.sigma]).cpu())
+        self.sigma_max.extend(sigma_max)
+        self.sigma_min.extend(torch.stack([v[-1] for v in s.sigma]).cpu())
+        self.rank.extend(s.rank)
+        self.weyl.extend(weyl_bound(sigma_max, self.lam))
+        if self.keep_spectra:
+            self.spectrum.extend([v.cpu() for v in s.sigma])
+            self.spectrum_conditioned.extend([v.cpu() for v in shifted.sigma])
+        self.below.extend(self.seen + i for i in torch.nonzero(s.below).flatten().tolist())
+        self.seen += len(mats)
+        self.k = max(self.k, *(int(v.shape[-1]) for v in s.sigma))
+
+    def result(self, where: str, description: str, after_pe: bool, builtin: str | None) -> EmbeddingReport:
+        if not self.seen:
+            raise InternalError("no embedding matrices were captured", "report it with the model name")
+        return EmbeddingReport(
+            where=where,
+            description=description,
+            after_position_encoding=after_pe,
+            model_conditioning=builtin,
+            capture_dtype=self.capture_dtype,
+            k=self.k,
+            kappa=self.kappa.result(),
+            kappa_conditioned=self.kappa_conditioned.result(),
+            kappa_corrected=self.kappa_corrected.result(),
+            sigma_max=self.sigma_max.result(),
+            sigma_min=self.sigma_min.result(),
+            numerical_rank=self.rank.result(),
+            below_precision_samples=tuple(self.below),
+            weyl_bound=self.weyl.result(),
+            spectrum=self.spectrum.result() if self.keep_spectra else None,
+            spectrum_conditioned=self.spectrum_conditioned.result() if self.keep_spectra else None,
+        )

@@ -1,0 +1,135 @@
+"""``condcli spectrum``: X, every chosen layer and the conditioned forward, streamed over all batches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from condcli.analysis.common import Progress, inputs_info, model_info, precision_note
+from condcli.analysis.embedding import EmbeddingAccumulator
+from condcli.analysis.layers import ForwardAccumulator, weight_kappas
+from condcli.analysis.persample import trim
+from condcli.capture import LayerCapture, LayerSink, capture, layer_set
+from condcli.conditioning import Conditioning
+from condcli.inputs import InputStream
+from condcli.report import ConditionedForward, LayerReport, Settings, SpectrumReport
+from condcli.sources import LoadedModel
+
+
+@dataclass(frozen=True)
+class SpectrumOptions:
+    lam: float  # λ of X + λI_k (see analysis.common.resolve_lambda)
+    layers: Sequence[int] | None = None  # None: all layers; []: none
+    heads: bool = False  # per-head μ and the actual κ(LA) per head
+    conditioned: bool = True  # run the conditioned forward (X + λI_k fed on) beside the plain one
+    seed: int = 0
+
+
+def _conditioned_forward(
+    loaded: LoadedModel, options: SpectrumOptions, chosen: list[int]
+) -> ConditionedForward:
+    fix = Conditioning(options.lam)
+    builtin = loaded.adapter.builtin
+    if builtin is not None:
+        return ConditionedForward(
+            False,
+            builtin.describe(),
+            f"the model adds {builtin.describe()} at X itself: its plain forward is the conditioned one",
+        )
+    if not options.conditioned:
+        return ConditionedForward(False, fix.describe(), "not asked for (--no-conditioned)")
+    if not chosen:
+        return ConditionedForward(False, fix.describe(), "no layers chosen (--layers none)")
+    return ConditionedForward(True, fix.describe(), None)
+
+
+def _sink(into: dict[int, ForwardAccumulator], lengths: torch.Tensor | None) -> LayerSink:
+    def put(layer: LayerCapture) -> None:
+        into[layer.index].add(layer, lengths)
+
+    return put
+
+
+def analyse_spectrum(
+    loaded: LoadedModel,
+    inputs: InputStream,
+    options: SpectrumOptions,
+    model_from: str,
+    progress: Progress | None = None,
+) -> SpectrumReport:
+    """Stream every batch through the plain (and conditioned) forward and aggregate all of SPEC §2–§3."""
+    adapter = loaded.adapter
+    chosen = layer_set(adapter, options.layers)
+    specs = {s.index: s for s in adapter.layers}
+    weights = {i: specs[i].weights() for i in chosen}
+    kappas = {i: weight_kappas(w) for i, w in weights.items()}
+    cond = _conditioned_forward(loaded, options, chosen)
+    plain = {i: ForwardAccumulator(specs[i], weights[i], kappas[i], per_head=options.heads) for i in chosen}
+    conditioned = (
+        {i: ForwardAccumulator(specs[i], weights[i], kappas[i], per_head=False) for i in chosen}
+        if cond.applied
+        else {}
+    )
+    embedding = EmbeddingAccumulator(options.lam)
+    tokens = dim = 0
+    for batch in inputs:
+        lengths = batch.lengths
+
+        got = capture(adapter, batch, layers=chosen, sink=_sink(plain, lengths))
+        xs = trim(got.x, lengths, (0,))
+        embedding.add(xs)
+        tokens = max(tokens, *(int(x.shape[0]) for x in xs))
+        dim = int(got.x.shape[-1])
+        del got
+        if cond.applied:
+            capture(
+                adapter,
+                batch,
+                layers=chosen,
+                conditioning=Conditioning(options.lam),
+                sink=_sink(conditioned, lengths),
+            )
+        if progress is not None:
+            progress(batch.size)
+    emb = embedding.result(
+        adapter.embedding.name,
+        adapter.embedding.description,
+        adapter.embedding.after_position_encoding,
+        None if adapter.builtin is None else adapter.builtin.describe(),
+    )
+    layers = tuple(
+        LayerReport(
+            index=i,
+            name=specs[i].name,
+            attention=specs[i].attention,
+            heads=specs[i].heads,
+            approximation=specs[i].approximation,
+            weights=kappas[i],
+            plain=plain[i].stats(),
+            heads_detail=plain[i].head_reports(),
+            conditioned=conditioned[i].stats() if cond.applied else None,
+        )
+        for i in chosen
+    )
+    notes = list(loaded.notes)
+    note = precision_note(len(emb.below_precision_samples), inputs.count, emb.capture_dtype)
+    if note:
+        notes.append(note)
+    return SpectrumReport(
+        model=model_info(loaded, model_from),
+        inputs=inputs_info(loaded, inputs, tokens, dim),
+        settings=Settings(
+            lam=options.lam,
+            dtype=str(loaded.dtype).removeprefix("torch."),
+            device=str(loaded.device),
+            seed=options.seed,
+            conditioned_forward=cond.applied,
+            heads=options.heads,
+        ),
+        embedding=emb,
+        layers=layers,
+        conditioned_forward=cond,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,128 @@
+"""The tables ``condcli spectrum`` prints: X, the layers (plain and conditioned forward), the heads."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from condcli.cli.tables import WARN, header, median, num
+from condcli.report import LayerReport, SpectrumReport
+from condcli.spectra import Aggregate
+
+
+def _row(table: Table, name: str, a: Aggregate, note: str = "") -> None:
+    table.add_row(name, num(a.median), num(a.min), num(a.max), note)
+
+
+def embedding_table(report: SpectrumReport) -> Table:
+    e, s = report.embedding, report.settings
+    n = report.inputs.count
+    where = escape(f"X = {e.description} [{e.where}]") + (
+        "" if e.after_position_encoding else ", no position encoding"
+    )
+    table = Table("quantity", "median", "min", "max", "note", title=where, title_justify="left")
+    below = len(e.below_precision_samples)
+    flag = (
+        f"{WARN} {below}/{n} samples below {e.capture_dtype} resolution: κ is a floor, not a measurement"
+        if below
+        else ""
+    )
+    _row(table, "κ(X)", e.kappa, flag)
+    own = (
+        "the model's own shift: its blocks see this" if e.model_conditioning else "exact, not (σ_1+λ)/(σ_k+λ)"
+    )
+    _row(table, f"κ(X + {s.lam:g}·I_k)", e.kappa_conditioned, own)
+    _row(table, "κ(X + C)", e.kappa_corrected, "Theorem 4.4 correction, ≤ 2")
+    _row(table, "σ_max", e.sigma_max)
+    _row(table, "σ_min", e.sigma_min)
+    _row(table, f"numerical rank (of k = {e.k})", e.numerical_rank, f"σ_i above {e.capture_dtype} resolution")
+    bound = "(σ_1+λ)/(λ−σ_1); inf: none, λ ≤ σ_1" if e.weyl_bound.inf_count else "(σ_1+λ)/(λ−σ_1)"
+    _row(table, f"Weyl bound on κ(X + {s.lam:g}·I_k)", e.weyl_bound, bound)
+    return table
+
+
+def layer_table(report: SpectrumReport) -> Table:
+    cond = report.conditioned_forward.applied
+    lam = f"{report.settings.lam:g}"
+    cols = ["layer", "κ(X_l)", "κ(A_l)", "κ(W_Q)", "κ(W_K)", "κ(W_V)", "μ(LA)", "μ(A)", "κ(P)"]
+    if cond:
+        cols += [f"κ(X_l) +{lam}I", f"κ(A_l) +{lam}I", f"μ(LA) +{lam}I", f"μ(A) +{lam}I"]
+    table = Table(*cols, title="layers (medians over samples; μ: max over heads)", title_justify="left")
+    for layer in report.layers:
+        p = layer.plain
+        row = [
+            escape(f"{layer.index} {layer.name}"),
+            median(p.kappa, p.below_x),
+            median(p.kappa_attn_input, p.below_attn_input),
+            num(layer.weights.wq),
+            num(layer.weights.wk),
+            num(layer.weights.wv),
+            median(p.mu_la, p.below_attn_input),
+            median(p.mu_a, p.below_probs),
+            median(p.kappa_probs, p.below_probs),
+        ]
+        if layer.conditioned is not None:
+            c = layer.conditioned
+            row += [
+                median(c.kappa, c.below_x),
+                median(c.kappa_attn_input, c.below_attn_input),
+                median(c.mu_la, c.below_attn_input),
+                median(c.mu_a, c.below_probs),
+            ]
+        table.add_row(*row)
+    return table
+
+
+def heads_table(layer: LayerReport) -> Table:
+    table = Table(
+        "head",
+        "κ(W_Q^h)",
+        "κ(W_K^h)",
+        "κ(W_V^h)",
+        "μ(LA)",
+        "κ(LA) actual",
+        "μ(A)",
+        "κ(P)",
+        title=escape(f"layer {layer.index} {layer.name}: per head (medians over samples)"),
+        title_justify="left",
+    )
+    w = layer.weights
+    for h in layer.heads_detail or ():
+        table.add_row(
+            str(h.head),
+            num(w.wq_heads[h.head]),
+            num(w.wk_heads[h.head]),
+            num(w.wv_heads[h.head]),
+            median(h.mu_la),
+            median(h.kappa_la),
+            median(h.mu_a),
+            median(h.kappa_probs),
+        )
+    return table
+
+
+def render(out: Console, report: SpectrumReport) -> None:
+    header(out, report.model, report.inputs)
+    out.print(embedding_table(report))
+    if report.layers:
+        out.print(layer_table(report))
+        for layer in report.layers:
+            if layer.heads_detail is not None:
+                out.print(heads_table(layer))
+        out.print(
+            "κ(W): the full d×d projection; μ(LA) = κ(W_Q)κ(W_K)κ(W_V)κ(A_l)³ and μ(A) = κ(P)κ(A_l)κ(W_V) "
+            "use each head's d×d_h slices and the worst head."
+        )
+        if any(layer.plain.below_probs for layer in report.layers):
+            out.print(
+                f"{WARN} on κ(P)/μ(A): P is numerically singular below float resolution in some samples "
+                "(attention is low rank, as Linformer observed): the value is a floor."
+            )
+        if any(layer.plain.below_x or layer.plain.below_attn_input for layer in report.layers):
+            out.print(f"{WARN} on κ(X_l)/κ(A_l): some samples below the capture dtype's resolution.")
+    cf = report.conditioned_forward
+    if not cf.applied and cf.reason:
+        out.print(escape(f"conditioned forward ({cf.conditioning}): not run — {cf.reason}"))
+    for note in report.notes:
+        out.print(f"[yellow]note:[/] {escape(note)}")

@@ -1,0 +1,46 @@
+"""Number formatting and the rich tables shared by the analysis commands."""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Console
+from rich.markup import escape
+
+from condcli.report import InputsInfo, ModelInfo
+from condcli.spectra import Aggregate
+
+WARN = "⚠"
+
+
+def num(v: float | None) -> str:
+    """Three significant digits; inf stays "inf"; None (not observable) is a dash."""
+    if v is None:
+        return "—"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return f"{v:.3g}"
+
+
+def median(a: Aggregate | None, below: int | None = 0) -> str:
+    """A median, marked ⚠ when some samples were below the capture dtype's resolution."""
+    if a is None:
+        return "—"
+    return num(a.median) + (f" {WARN}" if below else "")
+
+
+def stdout_console() -> Console:
+    out = Console(soft_wrap=True)
+    if not out.is_terminal:  # piped or captured: do not squeeze tables into 80 columns
+        out = Console(soft_wrap=True, width=200)
+    return out
+
+
+def header(out: Console, model: ModelInfo, inputs: InputsInfo) -> None:
+    out.print(
+        f"[bold]{escape(model.spec)}[/] ({escape(model.model_from)}): {model.family}, {model.source}, "
+        f"{model.weights} weights, {model.num_layers} layers"
+    )
+    skipped = f"; {inputs.skipped} unreadable file(s) skipped" if inputs.skipped else ""
+    shape = f"up to {inputs.tokens} tokens × d {inputs.dim}"
+    out.print(escape(f"inputs: {inputs.count} samples — {inputs.description}; {shape}{skipped}"))

@@ -1,0 +1,351 @@
+"""The reports the analysis commands build, as dataclasses, and their JSON form (SPEC §7, version 1).
+
+Plots and tables read these (or their JSON); nothing here computes. ``to_json`` gives plain dicts in which
+infinite values are the string "inf" (SPEC §6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from condcli import __version__
+from condcli.spectra import Aggregate, SpectrumBand, json_float
+
+SCHEMA_VERSION = 1
+
+
+def _agg(a: Aggregate | None) -> dict[str, Any] | None:
+    return None if a is None else a.to_json()
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    spec: str  # what the user (or the default) named
+    model_from: str  # "command line", "pyproject.toml [tool.condcli]", "default sample"
+    family: str
+    source: str  # timm | hf | local
+    weights: str  # pretrained | random | file
+    num_layers: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            "from": self.model_from,
+            "family": self.family,
+            "source": self.source,
+            "weights": self.weights,
+            "num_layers": self.num_layers,
+        }
+
+
+@dataclass(frozen=True)
+class InputsInfo:
+    kind: str  # images | text | synthetic
+    description: str
+    preprocessing: str
+    count: int  # samples analysed
+    tokens: int  # N: the longest sample's token count
+    dim: int  # d
+    skipped: int  # unreadable files skipped
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "description": self.description,
+            "preprocessing": self.preprocessing,
+            "count": self.count,
+            "tokens": self.tokens,
+            "dim": self.dim,
+            "skipped": self.skipped,
+        }
+
+
+@dataclass(frozen=True)
+class Settings:
+    lam: float
+    dtype: str
+    device: str
+    seed: int
+    conditioned_forward: bool
+    heads: bool
+    target_kappa: float | None = None  # sweep-lambda only
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "lambda": self.lam,
+            "dtype": self.dtype,
+            "device": self.device,
+            "seed": self.seed,
+            "conditioned_forward": self.conditioned_forward,
+            "heads": self.heads,
+        }
+        if self.target_kappa is not None:
+            out["target_kappa"] = self.target_kappa
+        return out
+
+
+@dataclass(frozen=True)
+class EmbeddingReport:
+    """X over all samples (SPEC §2): κ, κ(X + λI_k), κ(X + C), σ, numerical rank and the spectra."""
+
+    where: str
+    description: str
+    after_position_encoding: bool
+    model_conditioning: str | None  # the model's own shift at X (trained with conditioned tokens)
+    capture_dtype: str
+    k: int  # min(N, d) of the largest sample
+    kappa: Aggregate
+    kappa_conditioned: Aggregate
+    kappa_corrected: Aggregate
+    sigma_max: Aggregate
+    sigma_min: Aggregate
+    numerical_rank: Aggregate
+    below_precision_samples: tuple[int, ...]  # sample indices whose σ_k ≤ tol (SPEC §2)
+    weyl_bound: Aggregate  # (σ_1 + λ)/(λ − σ_1) per sample, inf where λ ≤ σ_1
+    spectrum: SpectrumBand | None  # None in reports that do not carry spectra (sweep-lambda)
+    spectrum_conditioned: SpectrumBand | None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "where": self.where,
+            "description": self.description,
+            "after_position_encoding": self.after_position_encoding,
+            "model_conditioning": self.model_conditioning,
+            "capture_dtype": self.capture_dtype,
+            "k": self.k,
+            "kappa": self.kappa.to_json(),
+            "kappa_conditioned": self.kappa_conditioned.to_json(),
+            "kappa_corrected": self.kappa_corrected.to_json(),
+            "sigma_max": self.sigma_max.to_json(),
+            "sigma_min": self.sigma_min.to_json(),
+            "numerical_rank": self.numerical_rank.to_json(),
+            "below_precision": len(self.below_precision_samples),
+            "below_precision_samples": list(self.below_precision_samples),
+            "weyl_bound": self.weyl_bound.to_json(),
+        }
+        if self.spectrum is not None and self.spectrum_conditioned is not None:
+            out["spectrum"] = self.spectrum.to_json()
+            out["spectrum_conditioned"] = self.spectrum_conditioned.to_json()
+        return out
+
+
+@dataclass(frozen=True)
+class ForwardStats:
+    """Per-layer quantities that depend on the forward pass (plain or conditioned), per sample."""
+
+    kappa: Aggregate  # κ(X_l)
+    kappa_attn_input: Aggregate  # κ(A_l): worst attention group (window) of each sample
+    mu_la: Aggregate  # μ(LA) = κ(W_Q)κ(W_K)κ(W_V)κ(A_l)³, max over heads
+    mu_a: Aggregate | None  # μ(A) = κ(P)κ(A_l)κ(W_V), max over heads and groups; None: P not observable
+    kappa_probs: Aggregate | None  # κ(P), max over heads and groups
+    below_x: int  # samples whose X_l is below the capture dtype's resolution
+    below_attn_input: int
+    below_probs: int | None  # samples with at least one P below resolution
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kappa": self.kappa.to_json(),
+            "kappa_attn_input": self.kappa_attn_input.to_json(),
+            "mu_la": self.mu_la.to_json(),
+            "mu_a": _agg(self.mu_a),
+            "kappa_probs": _agg(self.kappa_probs),
+            "below_precision": {
+                "x": self.below_x,
+                "attn_input": self.below_attn_input,
+                "probs": self.below_probs,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class HeadReport:
+    head: int
+    mu_la: Aggregate
+    kappa_la: Aggregate  # the actual κ(LA(A_l)) of this head, to see how tight μ(LA) is
+    mu_a: Aggregate | None
+    kappa_probs: Aggregate | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "head": self.head,
+            "mu_la": self.mu_la.to_json(),
+            "kappa_la": self.kappa_la.to_json(),
+            "mu_a": _agg(self.mu_a),
+            "kappa_probs": _agg(self.kappa_probs),
+        }
+
+
+@dataclass(frozen=True)
+class WeightKappas:
+    """κ of the full d × (H·d_h) projections and of each head's d × d_h slice (model constants)."""
+
+    wq: float
+    wk: float
+    wv: float
+    wq_heads: tuple[float, ...]
+    wk_heads: tuple[float, ...]
+    wv_heads: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class LayerReport:
+    index: int
+    name: str
+    attention: str
+    heads: int
+    approximation: bool
+    weights: WeightKappas
+    plain: ForwardStats
+    heads_detail: tuple[HeadReport, ...] | None  # with --heads
+    conditioned: ForwardStats | None  # the conditioned forward, when it was run
+
+    def to_json(self) -> dict[str, Any]:
+        w = self.weights
+        out: dict[str, Any] = {
+            "index": self.index,
+            "name": self.name,
+            "attention": self.attention,
+            "heads": self.heads,
+            "approximation": self.approximation,
+            "kappa_wq": json_float(w.wq),
+            "kappa_wk": json_float(w.wk),
+            "kappa_wv": json_float(w.wv),
+            "kappa_wq_heads": [json_float(v) for v in w.wq_heads],
+            "kappa_wk_heads": [json_float(v) for v in w.wk_heads],
+            "kappa_wv_heads": [json_float(v) for v in w.wv_heads],
+        }
+        out.update(self.plain.to_json())
+        out["heads_detail"] = None if self.heads_detail is None else [h.to_json() for h in self.heads_detail]
+        out["conditioned"] = None if self.conditioned is None else self.conditioned.to_json()
+        return out
+
+
+@dataclass(frozen=True)
+class ConditionedForward:
+    applied: bool
+    conditioning: str  # e.g. "X + 10·I_k"
+    reason: str | None  # why it was not run
+
+    def to_json(self) -> dict[str, Any]:
+        return {"applied": self.applied, "conditioning": self.conditioning, "reason": self.reason}
+
+
+def envelope(command: str) -> dict[str, Any]:
+    """The keys every report starts with."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "condcli", "version": __version__},
+        "command": command,
+    }
+
+
+@dataclass(frozen=True)
+class SpectrumReport:
+    """What ``condcli spectrum`` found."""
+
+    model: ModelInfo
+    inputs: InputsInfo
+    settings: Settings
+    embedding: EmbeddingReport
+    layers: tuple[LayerReport, ...]
+    conditioned_forward: ConditionedForward
+    notes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **envelope("spectrum"),
+            "model": self.model.to_json(),
+            "inputs": self.inputs.to_json(),
+            "settings": self.settings.to_json(),
+            "embedding": self.embedding.to_json(),
+            "layers": [layer.to_json() for layer in self.layers],
+            "conditioned_forward": self.conditioned_forward.to_json(),
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class SweepLayer:
+    """κ(X_l) of one layer in the conditioned forward at every λ of the grid, and in the plain forward."""
+
+    index: int
+    name: str
+    kappa_median: tuple[float, ...]  # per λ: median over samples of κ(X_l) with X + λI_k fed on
+    kappa_plain_median: float  # median κ(X_l) of the plain forward
+    below_precision: tuple[int, ...]  # per λ: samples whose X_l is below the capture dtype's resolution
+    below_precision_plain: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "name": self.name,
+            "kappa_median": [json_float(v) for v in self.kappa_median],
+            "kappa_plain_median": json_float(self.kappa_plain_median),
+            "below_precision": list(self.below_precision),
+            "below_precision_plain": self.below_precision_plain,
+        }
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """κ(X + λI_k) over a λ grid (per λ: statistics over samples) and what it recommends."""
+
+    lambdas: tuple[float, ...]  # ascending
+    kappa_median: tuple[float, ...]  # per λ, over samples (np.percentile, linear)
+    kappa_p10: tuple[float, ...]
+    kappa_p90: tuple[float, ...]
+    kappa_inf_count: tuple[int, ...]  # per λ: samples whose X + λI_k is numerically singular
+    weyl_bound: tuple[float, ...]  # per λ: median of (σ_1+λ)/(λ−σ_1); inf where λ ≤ σ_1 (no bound)
+    supplement_estimate: tuple[float, ...]  # per λ: median of (σ_1+λ)/(λ−σ_k), an estimate, not a bound
+    weyl_lambda_for_target: float  # median over samples of σ_1(t+1)/(t−1)
+    kappa_corrected: float  # median κ(X + C), Theorem 4.4 (≤ 2)
+    kappa_plain: float  # median κ(X)
+    recommended_lambda: float | None  # smallest grid λ whose median κ ≤ target; None: none in range
+    recommendation: str  # one line: the recommended λ, or why none and what to try
+    target_kappa: float
+    layers: tuple[SweepLayer, ...] | None  # None: no --layers
+
+    def to_json(self) -> dict[str, Any]:
+        rec = self.recommended_lambda
+        return {
+            "lambdas": [json_float(v) for v in self.lambdas],
+            "kappa": {
+                "median": [json_float(v) for v in self.kappa_median],
+                "p10": [json_float(v) for v in self.kappa_p10],
+                "p90": [json_float(v) for v in self.kappa_p90],
+                "inf_count": list(self.kappa_inf_count),
+            },
+            "weyl_bound": [json_float(v) for v in self.weyl_bound],
+            "supplement_estimate": [json_float(v) for v in self.supplement_estimate],
+            "weyl_lambda_for_target": json_float(self.weyl_lambda_for_target),
+            "kappa_corrected": json_float(self.kappa_corrected),
+            "kappa_plain": json_float(self.kappa_plain),
+            "recommended_lambda": None if rec is None else json_float(rec),
+            "recommendation": self.recommendation,
+            "target_kappa": json_float(self.target_kappa),
+            "layers": None if self.layers is None else [layer.to_json() for layer in self.layers],
+        }
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """What ``condcli sweep-lambda`` found."""
+
+    model: ModelInfo
+    inputs: InputsInfo
+    settings: Settings
+    embedding: EmbeddingReport  # without spectrum bands
+    sweep: SweepResult
+    notes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **envelope("sweep-lambda"),
+            "model": self.model.to_json(),
+            "inputs": self.inputs.to_json(),
+            "settings": self.settings.to_json(),
+            "embedding": self.embedding.to_json(),
+            "sweep": self.sweep.to_json(),
+            "notes": list(self.notes),
+        }

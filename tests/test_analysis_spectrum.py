@@ -1,0 +1,270 @@
+"""``analyse_spectrum`` against independent references: the model's own tensors read with the test's own
+hooks (timm blocks, HF ``hidden_states``), the projection weights sliced by hand, and float64 NumPy SVDs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
+from condcli.inputs import Batch, InputSpec, InputStream, stream
+from condcli.report import SpectrumReport
+from condcli.sources import LoadedModel, LoadOptions, load
+from tests.helpers import np_kappa, np_sigma
+
+LAM = 10.0
+F32 = np.finfo(np.float32).eps
+
+
+def np_agg(values: list[float]) -> dict[str, float]:
+    v = np.asarray(values, dtype=np.float64)
+    return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
+
+
+def assert_agg(got: Any, values: list[float], rtol: float) -> None:
+    """An Aggregate against NumPy's statistics of independently computed per-sample values."""
+    np.testing.assert_allclose(got.per_sample, values, rtol=rtol)
+    ref = np_agg(values)
+    np.testing.assert_allclose(
+        [got.median, got.min, got.max], [ref["median"], ref["min"], ref["max"]], rtol=rtol
+    )
+
+
+def replay(batches: list[Batch], label: str = "replayed") -> InputStream:
+    """The same batches again, as a stream (so analysis and reference see identical inputs)."""
+    return InputStream("synthetic", label, lambda s: iter(batches), expected=sum(b.size for b in batches))
+
+
+@contextmanager
+def hooks(
+    model: torch.nn.Module, where: dict[str, tuple[torch.nn.Module, bool]]
+) -> Iterator[dict[str, list]]:
+    """Record a module's input (pre=True) or output for every call; removed afterwards."""
+    seen: dict[str, list] = {k: [] for k in where}
+    handles = []
+    for key, (module, pre) in where.items():
+        if pre:
+            handles.append(
+                module.register_forward_pre_hook(lambda m, a, k=key: seen[k].append(a[0].detach()))
+            )
+        else:
+            handles.append(module.register_forward_hook(lambda m, a, o, k=key: seen[k].append(o.detach())))
+    try:
+        yield seen
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def vit_reference(loaded: LoadedModel, batches: list[Batch], shift: float | None) -> dict[str, Any]:
+    """X, X_l, A_l (norm1 output) and P (attn_drop input, fused attention off) read with our own hooks."""
+    model = loaded.model
+    where: dict[str, tuple[torch.nn.Module, bool]] = {"x": (model.pos_drop, False)}
+    for i, block in enumerate(model.blocks):
+        where[f"x{i}"] = (block, True)
+        where[f"a{i}"] = (block.norm1, False)
+        where[f"p{i}"] = (block.attn.attn_drop, True)
+    fused = [(m, m.fused_attn) for m in model.modules() if hasattr(m, "fused_attn")]
+    handle = None
+    if shift is not None:  # the conditioned forward, done by hand: pos_drop's output + λ·I_k
+        handle = model.pos_drop.register_forward_hook(
+            lambda m, a, o: o + shift * torch.eye(o.shape[1], o.shape[2], dtype=o.dtype)
+        )
+    try:
+        for m, _ in fused:
+            m.fused_attn = False
+        with hooks(model, where) as seen, torch.no_grad():
+            for b in batches:
+                model(b.inputs["pixel_values"])
+    finally:
+        for m, v in fused:
+            m.fused_attn = v
+        if handle is not None:
+            handle.remove()
+    return {k: torch.cat(v).double().numpy() for k, v in seen.items()}
+
+
+def head_weights(block: Any, heads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(H, d, d_h) slices of timm's fused qkv (rows ordered [Q|K|V], heads contiguous), by hand."""
+    w = block.attn.qkv.weight.detach().double().numpy()
+    d = w.shape[1]
+    q, k, v = w[:d], w[d : 2 * d], w[2 * d :]
+    dh = d // heads
+    return tuple(np.stack([m[h * dh : (h + 1) * dh].T for h in range(heads)]) for m in (q, k, v))  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="module")
+def vit() -> tuple[LoadedModel, list[Batch], SpectrumReport]:
+    loaded = load("vit-plain", LoadOptions(device="cpu"))
+    batches = list(stream(loaded.preprocessing, InputSpec(max_samples=6, batch_size=4)))
+    report = analyse_spectrum(loaded, replay(batches), SpectrumOptions(lam=LAM, heads=True), "test")
+    return loaded, batches, report
+
+
+def test_embedding_numbers_equal_numpy_on_the_models_own_x(vit: Any) -> None:
+    loaded, batches, report = vit
+    X = vit_reference(loaded, batches, None)["x"]  # (6, 65, 96)
+    N, d = X.shape[1:]
+    e = report.embedding
+    sigma = np_sigma(X)
+    assert_agg(e.kappa, list(np_kappa(X)), 1e-9)
+    shifted = X + LAM * np.eye(N, d)
+    assert_agg(e.kappa_conditioned, list(np_kappa(shifted)), 1e-9)
+    assert_agg(e.kappa_corrected, list(2 * sigma[:, 0] / (sigma[:, 0] + sigma[:, -1])), 1e-9)
+    assert_agg(e.sigma_max, list(sigma[:, 0]), 1e-9)
+    assert_agg(e.sigma_min, list(sigma[:, -1]), 1e-9)
+    tol = max(N, d) * F32 * sigma[:, :1]
+    assert list(e.numerical_rank.per_sample) == list((sigma > tol).sum(1).astype(float))
+    weyl = np.where(LAM > sigma[:, 0], (sigma[:, 0] + LAM) / (LAM - sigma[:, 0]), np.inf)
+    assert_agg(e.weyl_bound, list(weyl), 1e-9)
+    assert e.spectrum is not None and e.spectrum_conditioned is not None
+    np.testing.assert_allclose(e.spectrum.median, np.median(sigma, 0), rtol=1e-9)
+    np.testing.assert_allclose(e.spectrum.p10, np.percentile(sigma, 10, 0), rtol=1e-9)
+    np.testing.assert_allclose(e.spectrum.p90, np.percentile(sigma, 90, 0), rtol=1e-9)
+    np.testing.assert_allclose(e.spectrum_conditioned.median, np.median(np_sigma(shifted), 0), rtol=1e-9)
+    assert report.inputs.count == 6 and report.inputs.tokens == N and report.inputs.dim == d
+
+
+def test_layer_numbers_equal_a_recomputation_from_hooks_and_weights(vit: Any) -> None:
+    loaded, batches, report = vit
+    ref = vit_reference(loaded, batches, None)
+    assert [layer.index for layer in report.layers] == list(range(6))
+    for layer, block in zip(report.layers, loaded.model.blocks, strict=True):
+        i, H = layer.index, layer.heads
+        X, A, P = ref[f"x{i}"], ref[f"a{i}"], ref[f"p{i}"]  # (S, N, d), (S, N, d), (S, H, N, N)
+        wq, wk, wv = head_weights(block, H)
+        kq, kk, kv = (np_kappa(w) for w in (wq, wk, wv))  # (H,)
+        np.testing.assert_allclose(layer.weights.wq_heads, kq, rtol=1e-9)
+        np.testing.assert_allclose(layer.weights.wv_heads, kv, rtol=1e-9)
+        full_q = np.concatenate(list(wq), axis=1)  # d × d, heads side by side
+        np.testing.assert_allclose(layer.weights.wq, np_kappa(full_q), rtol=1e-9)
+        ka, kp = np_kappa(A), np_kappa(P)  # (S,), (S, H)
+        assert_agg(layer.plain.kappa, list(np_kappa(X)), 1e-9)
+        assert_agg(layer.plain.kappa_attn_input, list(ka), 1e-9)
+        mu_la = (kq * kk * kv)[None, :] * ka[:, None] ** 3
+        assert_agg(layer.plain.mu_la, list(mu_la.max(1)), 1e-9)
+        mu_a = kp * ka[:, None] * kv[None, :]
+        # P is nearly singular (κ up to ~1e10): two LAPACKs agree on σ_min only to ≈ eps·κ relative
+        p_tol = max(1e-9, 100 * np.finfo(np.float64).eps * float(kp.max()))
+        assert_agg(layer.plain.mu_a, list(mu_a.max(1)), p_tol)
+        assert_agg(layer.plain.kappa_probs, list(kp.max(1)), p_tol)
+        tol = max(P.shape[-2:]) * F32 * np_sigma(P)[..., 0]
+        assert layer.plain.below_probs == int((np_sigma(P)[..., -1] <= tol).any(1).sum())
+        assert layer.heads_detail is not None and len(layer.heads_detail) == H
+        for h, head in enumerate(layer.heads_detail):
+            assert_agg(head.mu_la, list(mu_la[:, h]), 1e-9)
+            assert_agg(head.mu_a, list(mu_a[:, h]), p_tol)
+            la = A @ wq[h] @ wk[h].T @ np.swapaxes(A, 1, 2) @ A @ wv[h]  # LA(A) per sample, (S, N, d_h)
+            kla = np_kappa(la)  # formed in another order (Q(KᵀV) vs left to right): agree to ≈ eps·κ
+            assert_agg(head.kappa_la, list(kla), max(1e-9, 100 * np.finfo(np.float64).eps * float(kla.max())))
+
+
+def test_conditioned_forward_equals_a_hand_made_shifted_forward(vit: Any) -> None:
+    loaded, batches, report = vit
+    ref = vit_reference(loaded, batches, LAM)
+    assert report.conditioned_forward.applied
+    for layer in report.layers:
+        i = layer.index
+        assert layer.conditioned is not None
+        assert_agg(layer.conditioned.kappa, list(np_kappa(ref[f"x{i}"])), 1e-9)
+        assert_agg(layer.conditioned.kappa_attn_input, list(np_kappa(ref[f"a{i}"])), 1e-9)
+    # what block 0 sees in the conditioned forward is X + λI_k (shifted in float32 by the model)
+    np.testing.assert_allclose(
+        report.layers[0].conditioned.kappa.per_sample,
+        report.embedding.kappa_conditioned.per_sample,
+        rtol=1e-5,
+    )
+
+
+def test_results_do_not_depend_on_the_batch_split(vit: Any) -> None:
+    loaded, batches, report = vit
+    singles = [
+        Batch({k: v[j : j + 1] for k, v in b.inputs.items()}, None, [b.names[j]])
+        for b in batches
+        for j in range(b.size)
+    ]
+    again = analyse_spectrum(loaded, replay(singles), SpectrumOptions(lam=LAM, layers=[0, -1]), "test")
+    # the float32 forward itself may round differently per batch size; the analysis adds nothing to that
+    np.testing.assert_allclose(again.embedding.kappa.per_sample, report.embedding.kappa.per_sample, rtol=1e-4)
+    assert [layer.index for layer in again.layers] == [0, 5]
+    np.testing.assert_allclose(
+        again.layers[1].plain.kappa.per_sample, report.layers[5].plain.kappa.per_sample, rtol=1e-3
+    )
+
+
+@pytest.mark.parametrize("name", ["gpt2-docstrings", "bert-docstrings"])
+def test_text_with_padding_uses_each_samples_real_tokens(name: str) -> None:
+    from transformers import AutoModel
+
+    loaded = load(name, LoadOptions(device="cpu"))
+    batches = list(stream(loaded.preprocessing, InputSpec(max_samples=5, batch_size=5)))
+    assert batches[0].lengths is not None and len(set(batches[0].lengths.tolist())) > 1  # really padded
+    report = analyse_spectrum(loaded, replay(batches), SpectrumOptions(lam=LAM, conditioned=False), "test")
+    # reference: a fresh copy of the model, run by transformers itself with hidden_states
+    fresh = AutoModel.from_pretrained(_folder(name), attn_implementation="eager")  # as condcli captures
+    fresh.eval()
+    with torch.no_grad():
+        hs = fresh(**batches[0].inputs, output_hidden_states=True).hidden_states
+    lengths = batches[0].lengths.tolist()
+    per_layer = [[hs[i][b, :n].double().numpy() for b, n in enumerate(lengths)] for i in range(len(hs) - 1)]
+    X = per_layer[0]
+    assert_agg(report.embedding.kappa, [float(np_kappa(x)) for x in X], 1e-9)
+    assert_agg(
+        report.embedding.kappa_conditioned, [float(np_kappa(x + LAM * np.eye(*x.shape))) for x in X], 1e-9
+    )
+    assert report.inputs.tokens == max(lengths)
+    for layer in report.layers:
+        assert_agg(layer.plain.kappa, [float(np_kappa(x)) for x in per_layer[layer.index]], 1e-9)
+        assert layer.conditioned is None
+    # ragged spectra: index i aggregates the samples that have an i-th singular value
+    assert report.embedding.spectrum is not None
+    sig = [np_sigma(x) for x in X]
+    first = [s[0] for s in sig]
+    np.testing.assert_allclose(report.embedding.spectrum.median[0], np.median(first), rtol=1e-9)
+    assert len(report.embedding.spectrum.median) == max(len(s) for s in sig)
+
+
+def _folder(name: str) -> str:
+    from condcli.samples import samples_dir
+
+    return str(samples_dir() / name)
+
+
+def test_a_model_with_its_own_shift_reports_what_its_blocks_see() -> None:
+    loaded = load("vit-conditioned", LoadOptions(device="cpu"))
+    batches = list(stream(loaded.preprocessing, InputSpec(max_samples=3, batch_size=3)))
+    report = analyse_spectrum(loaded, replay(batches), SpectrumOptions(lam=LAM, layers=[0]), "test")
+    assert report.embedding.model_conditioning == "X + 10·I_k"
+    assert not report.conditioned_forward.applied and "its plain forward is the conditioned one" in str(
+        report.conditioned_forward.reason
+    )
+    assert report.layers[0].conditioned is None
+    # X is taken before the model's own shift; block 0 sees X + 10·I_k
+    np.testing.assert_allclose(
+        report.layers[0].plain.kappa.per_sample, report.embedding.kappa_conditioned.per_sample, rtol=1e-5
+    )
+
+
+def test_below_precision_samples_are_counted_and_named() -> None:
+    """A float32 X with an exactly repeated token row is singular: flagged, κ inf, rank < k."""
+    loaded = load("vit-plain", LoadOptions(device="cpu"))
+    batches = list(stream(loaded.preprocessing, InputSpec(max_samples=3, batch_size=3)))
+    pos = loaded.model.pos_drop
+    handle = pos.register_forward_hook(
+        lambda m, a, o: torch.cat([o[:, :1], o[:, :1], o[:, 2:]], 1) if o.shape[0] else o
+    )
+    try:
+        report = analyse_spectrum(loaded, replay(batches), SpectrumOptions(lam=LAM, layers=[]), "test")
+    finally:
+        handle.remove()
+    e = report.embedding
+    assert e.below_precision_samples == (0, 1, 2)
+    assert max(e.numerical_rank.per_sample) < e.k
+    assert any("below float32 resolution" in n and "--dtype float64" in n for n in report.notes)
+    assert report.layers == () and not report.conditioned_forward.applied
