@@ -1,0 +1,305 @@
+"""``condcli sweep-lambda``: κ(X + λI_k) over a λ grid, its bounds, and the smallest λ that meets a target.
+
+One pass over the batches: per sample (padding removed) the exact κ(X + λI_k) for the whole grid through
+the Gram update (:func:`condcli.spectra.shifted_condition_number`, SVD where the Gram path is not accurate
+enough), then per λ the median and p10/p90 over samples. With chosen layers, one conditioned forward per λ
+(X + λI_k fed to the blocks) and one plain forward give κ(X_l) per layer. Only per-sample scalars are kept,
+so memory stays flat in the number of samples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from condcli.analysis.common import Progress, inputs_info, model_info, precision_note, resolve_lambda
+from condcli.analysis.embedding import EmbeddingAccumulator
+from condcli.analysis.persample import summarize_samples, trim
+from condcli.capture import LayerCapture, LayerSink, capture, layer_set
+from condcli.conditioning import Conditioning
+from condcli.errors import InternalError, UsageError
+from condcli.inputs import InputStream
+from condcli.report import Settings, SweepLayer, SweepReport, SweepResult
+from condcli.sources import LoadedModel
+from condcli.spectra import (
+    ScalarStream,
+    shifted_condition_number,
+    supplement_estimate,
+    weyl_bound,
+    weyl_lambda_for_target,
+)
+
+DEFAULT_RANGE = (1.0, 20.0)  # the paper's grid: λ = 1…20
+DEFAULT_STEPS = 20
+DEFAULT_TARGET = 2.0
+
+Floats = np.ndarray[Any, np.dtype[np.float64]]
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    lambdas: tuple[float, ...]  # the grid, ascending (see lambda_grid)
+    target_kappa: float = DEFAULT_TARGET  # recommend the smallest λ whose median κ(X + λI_k) ≤ this
+    layers: Sequence[int] | None = ()  # layers whose κ(X_l) to follow per λ; (): none, None: all
+    seed: int = 0
+
+
+def _check_lambdas(values: Sequence[float], flag: str) -> None:
+    shown = " ".join(f"{v:g}" for v in values) if flag == "--range" else ",".join(f"{v:g}" for v in values)
+    if not all(math.isfinite(v) for v in values):
+        example = "--range 1 20" if flag == "--range" else "--lambdas 1,2,5,10"
+        raise UsageError(f"{flag} {shown}: λ must be finite", f"e.g. {example}")
+    if any(v < 0 for v in values):
+        raise UsageError(f"{flag} {shown}: λ must be ≥ 0", "the paper's shift is X + λ·I_k with λ ≥ 0")
+
+
+def lambda_grid(
+    value_range: tuple[float, float] | None, steps: int | None, lambdas: Sequence[float] | None
+) -> tuple[float, ...]:
+    """The λ grid: ``steps`` points from LO to HI inclusive, or the given list sorted and de-duplicated.
+
+    Neither: the paper's grid 1…20 (``steps`` points, 20 by default). Bad values raise :class:`UsageError`
+    naming the flag.
+    """
+    if lambdas is not None:
+        if value_range is not None:
+            raise UsageError(
+                "--range and --lambdas were both given",
+                "give a range (--range LO HI [--steps N]) or a list (--lambdas 1,2,5,10), not both",
+            )
+        if steps is not None:
+            raise UsageError("--steps goes with --range, not with --lambdas", "drop --steps or use --range")
+        if not lambdas:
+            raise UsageError("--lambdas is empty", "e.g. --lambdas 1,2,5,10")
+        _check_lambdas(lambdas, "--lambdas")
+        return tuple(sorted({float(v) for v in lambdas}))
+    n = DEFAULT_STEPS if steps is None else steps
+    if n < 2:
+        raise UsageError(
+            f"--steps must be at least 2, got {n}", "e.g. --steps 20 (for one λ use --lambdas 10)"
+        )
+    lo, hi = DEFAULT_RANGE if value_range is None else (float(value_range[0]), float(value_range[1]))
+    _check_lambdas((lo, hi), "--range")
+    if not lo < hi:
+        raise UsageError(
+            f"--range {lo:g} {hi:g}: LO must be smaller than HI",
+            "e.g. --range 1 20 (for one λ: --lambdas 10)",
+        )
+    return tuple(float(v) for v in np.linspace(lo, hi, n))
+
+
+def check_target(target: float) -> float:
+    """--target-kappa must be a finite number > 1 (κ ≥ 1 always)."""
+    if not (math.isfinite(target) and target > 1):
+        raise UsageError(
+            f"--target-kappa must be a finite number > 1, got {target:g}",
+            "κ ≥ 1 always; e.g. --target-kappa 2",
+        )
+    return float(target)
+
+
+def sweep_layers(loaded: LoadedModel, layers: Sequence[int] | None) -> list[int]:
+    """The layers to follow (validated); refused on a model that conditions its own X."""
+    if layers is not None and not layers:
+        return []
+    builtin = loaded.adapter.builtin
+    if builtin is not None:
+        raise UsageError(
+            f"--layers: this model adds {builtin.describe()} at X in its own forward, so its plain forward "
+            "already is the conditioned one and there is no other λ to feed its blocks",
+            "drop --layers to sweep its X, or sweep its plain twin (e.g. vit-plain) with --layers",
+        )
+    return layer_set(loaded.adapter, layers)
+
+
+def percentiles(values: Floats, q: float) -> Floats:
+    """np.percentile (linear) over axis 0, kept exact with ``inf``: between a and inf it is inf (not NaN)."""
+    v = np.sort(values, axis=0)
+    n = v.shape[0]
+    pos = q / 100 * (n - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    if np.isfinite(v).all():
+        return np.asarray(np.percentile(v, q, axis=0), dtype=np.float64)
+    a, b, t = v[lo], v[hi], pos - lo
+    with np.errstate(invalid="ignore"):
+        mixed = np.where(np.isinf(b), np.inf, a + (b - a) * t)
+    return np.where((t == 0) | (a == b), a, mixed)
+
+
+def _floats(t: torch.Tensor) -> Floats:
+    return np.asarray(t.detach().to("cpu", torch.float64).numpy(), dtype=np.float64)
+
+
+def shifted_kappas(xs: Sequence[torch.Tensor], grid: torch.Tensor) -> Floats:
+    """κ(X + λI_k) of every sample for every λ: (S, L). Same-shape samples are computed together."""
+    out = np.empty((len(xs), grid.numel()))
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, x in enumerate(xs):
+        groups.setdefault(tuple(x.shape), []).append(i)
+    for idx in groups.values():
+        out[idx] = _floats(shifted_condition_number(torch.stack([xs[i] for i in idx]), grid))
+    return out
+
+
+class _LayerKappas:
+    """κ(X_l) per sample of one layer: slot 0 the plain forward, slot j + 1 the forward at λ_j."""
+
+    def __init__(self, slots: int) -> None:
+        self.kappa = [ScalarStream() for _ in range(slots)]
+        self.below = [0] * slots
+
+    def add(self, slot: int, layer: LayerCapture, lengths: torch.Tensor | None) -> None:
+        if layer.x_in is None:
+            raise InternalError(f"layer {layer.index}: X_l was not captured", "report it with the model name")
+        s = summarize_samples(trim(layer.x_in, lengths, (0,)), layer.x_in.dtype)
+        self.kappa[slot].extend(s.kappa)
+        self.below[slot] += int(s.below.sum())
+
+
+def _sink(into: dict[int, _LayerKappas], slot: int, lengths: torch.Tensor | None) -> LayerSink:
+    def put(layer: LayerCapture) -> None:
+        into[layer.index].add(slot, layer, lengths)
+
+    return put
+
+
+def recommendation(
+    lambdas: Sequence[float], medians: Sequence[float], target: float, weyl_lambda: float
+) -> tuple[float | None, str]:
+    """The smallest grid λ whose median κ ≤ target (None: none in range) and one line saying so."""
+    hits = [j for j, m in enumerate(medians) if m <= target]
+    lo, hi = lambdas[0], lambdas[-1]
+    if not hits:
+        best = min(range(len(medians)), key=lambda j: medians[j])
+        upper = max(2 * hi, math.ceil(weyl_lambda)) if math.isfinite(weyl_lambda) else 2 * hi
+        return None, (
+            f"none in range — no λ in [{lo:g}, {hi:g}] brings the median κ(X + λ·I_k) to ≤ {target:g} "
+            f"(lowest {medians[best]:.3g} at λ = {lambdas[best]:g}); widen the range, e.g. --range {lo:g} "
+            f"{upper:g} — the Weyl bound guarantees κ ≤ {target:g} from λ ≈ {weyl_lambda:.3g}"
+        )
+    j = hits[0]
+    line = (
+        f"λ = {lambdas[j]:g} — the smallest λ in the grid whose median κ(X + λ·I_k), "
+        f"{medians[j]:.3g}, is ≤ {target:g}"
+    )
+    if j == 0 and lo > 0:
+        line += f"; it is the grid's first λ, so a smaller one may do too (e.g. --range {lo / 10:g} {hi:g})"
+    return lambdas[j], line
+
+
+def analyse_sweep(
+    loaded: LoadedModel,
+    inputs: InputStream,
+    options: SweepOptions,
+    model_from: str,
+    progress: Progress | None = None,
+) -> SweepReport:
+    """Stream every batch once: κ(X + λI_k) over the grid per sample, and κ(X_l) per λ for chosen layers."""
+    adapter = loaded.adapter
+    target = check_target(options.target_kappa)
+    lambdas = tuple(options.lambdas)
+    if not lambdas or list(lambdas) != sorted(set(lambdas)):
+        raise InternalError("the λ grid must be ascending and de-duplicated", "build it with lambda_grid")
+    grid = torch.tensor(lambdas, dtype=torch.float64)
+    chosen = sweep_layers(loaded, options.layers)
+    lam = resolve_lambda(None, adapter)
+    embedding = EmbeddingAccumulator(lam, spectra=False)
+    per_layer = {i: _LayerKappas(len(lambdas) + 1) for i in chosen}
+    kappa_rows: list[Floats] = []  # per batch (B, L): per-sample scalars only
+    tokens = dim = 0
+    for batch in inputs:
+        lengths = batch.lengths
+        got = capture(adapter, batch, layers=chosen, probes=("x_in",), sink=_sink(per_layer, 0, lengths))
+        xs = trim(got.x, lengths, (0,))
+        embedding.add(xs)
+        kappa_rows.append(shifted_kappas(xs, grid))
+        tokens = max(tokens, *(int(x.shape[0]) for x in xs))
+        dim = int(got.x.shape[-1])
+        del got, xs
+        for j, value in enumerate(lambdas if chosen else ()):
+            capture(
+                adapter,
+                batch,
+                layers=chosen,
+                probes=("x_in",),
+                conditioning=Conditioning(value),
+                sink=_sink(per_layer, j + 1, lengths),
+            )
+        if progress is not None:
+            progress(batch.size)
+    emb = embedding.result(
+        adapter.embedding.name,
+        adapter.embedding.description,
+        adapter.embedding.after_position_encoding,
+        None if adapter.builtin is None else adapter.builtin.describe(),
+    )
+    kappa = np.concatenate(kappa_rows)  # (S, L)
+    sigma_max = torch.tensor(emb.sigma_max.per_sample, dtype=torch.float64)
+    sigma_min = torch.tensor(emb.sigma_min.per_sample, dtype=torch.float64)
+    median = percentiles(kappa, 50)
+    weyl_lambda = float(np.median(_floats(weyl_lambda_for_target(sigma_max, target))))
+    rec, line = recommendation(lambdas, median.tolist(), target, weyl_lambda)
+    specs = {s.index: s for s in adapter.layers}
+    layers = (
+        tuple(
+            SweepLayer(
+                index=i,
+                name=specs[i].name,
+                kappa_median=tuple(s.result().median for s in per_layer[i].kappa[1:]),
+                kappa_plain_median=per_layer[i].kappa[0].result().median,
+                below_precision=tuple(per_layer[i].below[1:]),
+                below_precision_plain=per_layer[i].below[0],
+            )
+            for i in chosen
+        )
+        if chosen
+        else None
+    )
+    result = SweepResult(
+        lambdas=lambdas,
+        kappa_median=tuple(median.tolist()),
+        kappa_p10=tuple(percentiles(kappa, 10).tolist()),
+        kappa_p90=tuple(percentiles(kappa, 90).tolist()),
+        kappa_inf_count=tuple(int(c) for c in np.isinf(kappa).sum(0)),
+        weyl_bound=tuple(percentiles(_floats(weyl_bound(sigma_max, grid)), 50).tolist()),
+        supplement_estimate=tuple(
+            percentiles(_floats(supplement_estimate(sigma_max, sigma_min, grid)), 50).tolist()
+        ),
+        weyl_lambda_for_target=weyl_lambda,
+        kappa_corrected=emb.kappa_corrected.median,
+        kappa_plain=emb.kappa.median,
+        recommended_lambda=rec,
+        recommendation=line,
+        target_kappa=target,
+        layers=layers,
+    )
+    notes = list(loaded.notes)
+    if adapter.builtin is not None:
+        notes.append(
+            f"X is taken before the model's own {adapter.builtin.describe()}: the sweep shifts the raw tokens"
+        )
+    note = precision_note(len(emb.below_precision_samples), inputs.count, emb.capture_dtype)
+    if note:
+        notes.append(note)
+    return SweepReport(
+        model=model_info(loaded, model_from),
+        inputs=inputs_info(loaded, inputs, tokens, dim),
+        settings=Settings(
+            lam=lam,
+            dtype=str(loaded.dtype).removeprefix("torch."),
+            device=str(loaded.device),
+            seed=options.seed,
+            conditioned_forward=bool(chosen),
+            heads=False,
+            target_kappa=target,
+        ),
+        embedding=emb,
+        sweep=result,
+        notes=tuple(notes),
+    )
