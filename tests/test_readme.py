@@ -1,0 +1,46 @@
+"""The README opens with the two set-up commands, then a real plot and the table `make demo` prints."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from condcli import hub
+from condcli.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hub, "reachable", lambda: False)
+
+
+def test_first_lines_are_the_two_set_up_commands() -> None:
+    lines = README.splitlines()
+    assert lines[0] == "# condcli"
+    assert lines[2] == "```bash" and lines[5] == "```"
+    assert lines[3].startswith("make demo ") and lines[4].startswith("make test ")
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^demo: \$\(STAMP\)\n(#.*\n)*\t\$\(BIN\)/condcli spectrum --out demo-output$", makefile, re.M)
+
+
+def test_readme_table_is_what_make_demo_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # make demo runs in the repository root (its pyproject.toml names no model)
+    result = CliRunner().invoke(app, ["spectrum", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    block = re.search(r"<!-- demo:begin -->\n```text\n(.*?)\n```\n<!-- demo:end -->", README, re.S)
+    assert block is not None, "the README lost its demo table"
+    assert block.group(1) == result.stdout.rstrip("\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["layers.png", "report.json", "spectrum.png"]
+
+
+def test_readme_plot_is_a_real_demo_plot() -> None:
+    image = ROOT / "docs" / "demo-spectrum.png"
+    assert "](docs/demo-spectrum.png)" in README.split("<!-- demo:begin -->")[0]
+    data = image.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
