@@ -183,3 +183,18 @@ def test_summarize_auto_on_a_singular_matrix_is_inf_not_a_gram_floor() -> None:
     X[:3, :3] = np.eye(3)
     s = spectra.summarize(X, method="auto")
     assert s.kappa.item() == np.inf and s.numerical_rank.item() == 3 and bool(s.below_precision)
+
+
+def test_threaded_linear_algebra_is_bitwise_the_sequential_loop() -> None:
+    """Matrices are spread over torch's threads on CPU; each is still its own call (SPEC §6)."""
+    X = torch.from_numpy(np.random.default_rng(7).standard_normal((9, 40, 30)))
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = spectra.summarize(X, method="auto").sigma
+        torch.set_num_threads(max(2, threads))
+        many = spectra.summarize(X, method="auto").sigma
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, many)
+    assert torch.equal(many[3], spectra.summarize(X[3], method="auto").sigma)  # alone, as in a batch

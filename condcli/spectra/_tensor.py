@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -54,8 +56,38 @@ def per_matrix(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> t
     """
     lead = x.shape[:-2]
     flat = x.reshape(-1, *x.shape[-2:])
-    out = fn(flat) if flat.shape[0] == 0 else torch.stack([fn(m) for m in flat])
+    if flat.shape[0] == 0:
+        out = fn(flat)
+    else:
+        out = torch.stack(_map(fn, list(flat.unbind(0)), flat.device.type == "cpu"))
     return out.reshape(tuple(lead) + tuple(out.shape[1:]))
+
+
+_POOL: dict[int, ThreadPoolExecutor] = {}
+_worker = threading.local()
+
+
+def _map(
+    fn: Callable[[torch.Tensor], torch.Tensor], mats: list[torch.Tensor], cpu: bool
+) -> list[torch.Tensor]:
+    """``fn`` on every matrix, on CPU spread over torch's thread count (LAPACK on one small matrix uses
+    about one core: measured 1.9× faster on 2 cores for 197×197 SVDs). Each matrix is still its own call,
+    so results are bitwise those of the sequential loop."""
+    threads = torch.get_num_threads()
+    if not cpu or threads < 2 or len(mats) < 2 or getattr(_worker, "active", False):
+        return [fn(m) for m in mats]
+    pool = _POOL.get(threads)
+    if pool is None:
+        pool = _POOL[threads] = ThreadPoolExecutor(threads, thread_name_prefix="condcli-linalg")
+
+    def run(m: torch.Tensor) -> torch.Tensor:
+        _worker.active = True  # a nested per_matrix inside fn runs sequentially (no pool deadlock)
+        try:
+            return fn(m)
+        finally:
+            _worker.active = False
+
+    return list(pool.map(run, mats))
 
 
 def svdvals(x: torch.Tensor) -> torch.Tensor:
