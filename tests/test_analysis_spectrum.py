@@ -268,3 +268,15 @@ def test_below_precision_samples_are_counted_and_named() -> None:
     assert max(e.numerical_rank.per_sample) < e.k
     assert any("below float32 resolution" in n and "--dtype float64" in n for n in report.notes)
     assert report.layers == () and not report.conditioned_forward.applied
+
+
+def test_memory_is_handed_back_after_every_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streaming keeps peak memory flat only if freed pages go back to the OS each batch (make bench)."""
+    import condcli.analysis.spectrum as module
+
+    calls: list[int] = []
+    monkeypatch.setattr(module, "release_memory", lambda: calls.append(1))
+    loaded = load("vit-plain", LoadOptions(device="cpu"))
+    batches = list(stream(loaded.preprocessing, InputSpec(max_samples=5, batch_size=2)))
+    analyse_spectrum(loaded, replay(batches), SpectrumOptions(lam=LAM, layers=[0]), "test")
+    assert len(calls) == len(batches) == 3

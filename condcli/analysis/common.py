@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import sys
 from collections.abc import Callable
+from functools import cache
 
 from condcli.adapters.base import Adapter
 from condcli.errors import InputError
@@ -58,3 +62,26 @@ def precision_note(below: int, total: int, dtype: str, what: str = "X") -> str |
         f"{below} of {total} samples have {what} with σ_k below {dtype} resolution: their κ is a floor "
         f"set by rounding noise, not a measurement{rerun}"
     )
+
+
+@cache
+def _libc_trim() -> Callable[[int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc (e.g. musl)
+        return None
+    return trim
+
+
+def release_memory() -> None:
+    """Hand the heap pages freed by the last batch back to the OS (glibc ``malloc_trim``).
+
+    Without it glibc keeps them, fragmented, and peak RSS grows with every ViT-B batch although nothing is
+    retained (measured: +100 MiB per batch of 8 over 64 images; flat with it, at ≈ 5% more time). This is
+    what keeps memory flat in the number of samples.
+    """
+    trim = _libc_trim()
+    if trim is not None:
+        trim(0)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from condcli.analysis.common import Progress, inputs_info, model_info, precision_note
+from condcli.analysis.common import Progress, inputs_info, model_info, precision_note, release_memory
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.layers import ForwardAccumulator, weight_kappas
 from condcli.analysis.persample import trim
@@ -91,6 +91,7 @@ def analyse_spectrum(
                 conditioning=Conditioning(options.lam),
                 sink=_sink(conditioned, lengths),
             )
+        release_memory()
         if progress is not None:
             progress(batch.size)
     emb = embedding.result(

@@ -17,7 +17,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from condcli.analysis.common import Progress, inputs_info, model_info, precision_note, resolve_lambda
+from condcli.analysis.common import (
+    Progress,
+    inputs_info,
+    model_info,
+    precision_note,
+    release_memory,
+    resolve_lambda,
+)
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.persample import summarize_samples, trim
 from condcli.capture import LayerCapture, LayerSink, capture, layer_set
@@ -231,6 +238,7 @@ def analyse_sweep(
                 conditioning=Conditioning(value),
                 sink=_sink(per_layer, j + 1, lengths),
             )
+        release_memory()
         if progress is not None:
             progress(batch.size)
     emb = embedding.result(
