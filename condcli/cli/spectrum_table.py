@@ -36,7 +36,12 @@ def embedding_table(report: SpectrumReport) -> Table:
     _row(table, "κ(X + C)", e.kappa_corrected, "Theorem 4.4 correction, ≤ 2")
     _row(table, "σ_max", e.sigma_max)
     _row(table, "σ_min", e.sigma_min)
-    _row(table, f"numerical rank (of k = {e.k})", e.numerical_rank, f"σ_i above {e.capture_dtype} resolution")
+    rank_note = (
+        f"full (k = min(N, d)) in every sample, at {e.capture_dtype} resolution"
+        if not below
+        else f"below k = min(N, d) in {below}/{n} samples, at {e.capture_dtype} resolution"
+    )
+    _row(table, "numerical rank", e.numerical_rank, rank_note)
     bound = "(σ_1+λ)/(λ−σ_1); inf: none, λ ≤ σ_1" if e.weyl_bound.inf_count else "(σ_1+λ)/(λ−σ_1)"
     _row(table, f"Weyl bound on κ(X + {s.lam:g}·I_k)", e.weyl_bound, bound)
     return table
