@@ -1,0 +1,45 @@
+"""Smoke test of `bench/bench_spectrum.py` on a tiny random ViT: every code path runs and the printed tables
+carry the ratio rows and the target verdicts. No timing is asserted (the numbers are machine noise here)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench import bench_spectrum as bs
+
+TINY = "test_vit"  # timm's own test model: 6 blocks, 2 heads, 101 tokens
+
+
+def test_bench_prints_every_part_with_ratios(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # part 3 in-process here (a fresh interpreter per size is test_memory_child_subprocess's job)
+    monkeypatch.setattr(
+        bs, "run_child", lambda cfg, n, device: bs.memory_child(cfg.model, n, cfg.batch_size, "cpu")
+    )
+    argv = ["--model", TINY, "--samples", "2", "--batch-size", "1", "--memory-samples", "1", "2"]
+    verdicts = bs.main([*argv, "--repeats", "1", "--device", "cpu", "--threads", "1"])
+    out = capsys.readouterr().out
+
+    for label in bs.LABELS.values():
+        assert label in out
+    assert "(c) per forward pass: (c) / 2" in out
+    assert "(g) against the full default spectrum (c)" in out
+    for ratio in ("x (a)", "x (f)", "x (c)"):
+        assert ratio in out
+    assert "of which P (softmax probabilities), by SVD" in out
+    assert "peak RSS" in out and "1 vs 2 images" in out
+
+    assert [v.target for v in verdicts] == [1.3, 1.3, 1.5, 1.2]
+    assert all(math.isfinite(v.value) and v.value > 0 for v in verdicts)
+    for v in verdicts:
+        assert v.line() in out and v.line().endswith(("PASS", "MISS"))
+
+
+def test_memory_child_subprocess() -> None:
+    cfg = bs.Config(model=TINY, batch_size=1, threads=1)
+    got = bs.run_child(cfg, 1, bs.devices("cpu")[0])
+    assert got["rss_peak"] >= got["rss_after_load"] > 0
+    assert got["seconds"] > 0
