@@ -240,6 +240,19 @@ def envelope(command: str) -> dict[str, Any]:
     }
 
 
+def analysis_header(
+    command: str, model: ModelInfo, inputs: InputsInfo, settings: Settings, embedding: EmbeddingReport
+) -> dict[str, Any]:
+    """The envelope plus the sections every analysis report shares (SPEC §7), in contract order."""
+    return {
+        **envelope(command),
+        "model": model.to_json(),
+        "inputs": inputs.to_json(),
+        "settings": settings.to_json(),
+        "embedding": embedding.to_json(),
+    }
+
+
 @dataclass(frozen=True)
 class SpectrumReport:
     """What ``condcli spectrum`` found."""
@@ -254,11 +267,7 @@ class SpectrumReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            **envelope("spectrum"),
-            "model": self.model.to_json(),
-            "inputs": self.inputs.to_json(),
-            "settings": self.settings.to_json(),
-            "embedding": self.embedding.to_json(),
+            **analysis_header("spectrum", self.model, self.inputs, self.settings, self.embedding),
             "layers": [layer.to_json() for layer in self.layers],
             "conditioned_forward": self.conditioned_forward.to_json(),
             "notes": list(self.notes),
@@ -341,11 +350,7 @@ class SweepReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            **envelope("sweep-lambda"),
-            "model": self.model.to_json(),
-            "inputs": self.inputs.to_json(),
-            "settings": self.settings.to_json(),
-            "embedding": self.embedding.to_json(),
+            **analysis_header("sweep-lambda", self.model, self.inputs, self.settings, self.embedding),
             "sweep": self.sweep.to_json(),
             "notes": list(self.notes),
         }

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
+from condcli.adapters.base import Adapter
 from condcli.analysis.persample import summarize_samples
 from condcli.errors import InternalError
 from condcli.report import EmbeddingReport
@@ -56,14 +57,16 @@ class EmbeddingAccumulator:
         self.seen += len(mats)
         self.k = max(self.k, *(int(v.shape[-1]) for v in s.sigma))
 
-    def result(self, where: str, description: str, after_pe: bool, builtin: str | None) -> EmbeddingReport:
+    def result(self, adapter: Adapter) -> EmbeddingReport:
+        """The report section, labelled with where ``adapter`` takes X and the model's own conditioning."""
+        point = adapter.embedding
         if not self.seen:
             raise InternalError("no embedding matrices were captured", "report it with the model name")
         return EmbeddingReport(
-            where=where,
-            description=description,
-            after_position_encoding=after_pe,
-            model_conditioning=builtin,
+            where=point.name,
+            description=point.description,
+            after_position_encoding=point.after_position_encoding,
+            model_conditioning=None if adapter.builtin is None else adapter.builtin.describe(),
             capture_dtype=self.capture_dtype,
             k=self.k,
             kappa=self.kappa.result(),

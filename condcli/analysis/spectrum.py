@@ -94,12 +94,7 @@ def analyse_spectrum(
         release_memory()
         if progress is not None:
             progress(batch.size)
-    emb = embedding.result(
-        adapter.embedding.name,
-        adapter.embedding.description,
-        adapter.embedding.after_position_encoding,
-        None if adapter.builtin is None else adapter.builtin.describe(),
-    )
+    emb = embedding.result(adapter)
     layers = tuple(
         LayerReport(
             index=i,

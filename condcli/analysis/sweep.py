@@ -241,12 +241,7 @@ def analyse_sweep(
         release_memory()
         if progress is not None:
             progress(batch.size)
-    emb = embedding.result(
-        adapter.embedding.name,
-        adapter.embedding.description,
-        adapter.embedding.after_position_encoding,
-        None if adapter.builtin is None else adapter.builtin.describe(),
-    )
+    emb = embedding.result(adapter)
     kappa = np.concatenate(kappa_rows)  # (S, L)
     sigma_max = torch.tensor(emb.sigma_max.per_sample, dtype=torch.float64)
     sigma_min = torch.tensor(emb.sigma_min.per_sample, dtype=torch.float64)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -65,3 +66,21 @@ def json_writer(report: dict[str, Any], name: str = "report.json") -> Writer:
         return [path]
 
     return write
+
+
+def emit(
+    data: dict[str, Any],
+    target: OutputDir | None,
+    plots: Writer,
+    *,
+    as_json: bool,
+    render: Callable[[], None],
+) -> None:
+    """Write --out (report.json, plots), then the JSON or the table on stdout, then what was written."""
+    written = target.write(json_writer(data), plots) if target is not None else []
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        render()
+    if written:
+        print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -45,7 +44,7 @@ def spectrum_command(
     """Singular spectra and condition numbers of X and of every layer, plain and conditioned."""
     from condcli.analysis.common import resolve_lambda
     from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
-    from condcli.cli.output import OutputDir, json_writer
+    from condcli.cli.output import OutputDir, emit
     from condcli.cli.progress import progress_bar
     from condcli.cli.spectrum_table import render
     from condcli.cli.tables import stdout_console
@@ -65,14 +64,10 @@ def spectrum_command(
     with progress_bar("spectrum", inputs.expected, enabled=not as_json) as advance:
         report = analyse_spectrum(loaded, inputs, options, model_from, advance)
     data = report.to_json()
-    written: list[Path] = []
-    if target is not None:
+
+    def plots(folder: Path) -> list[Path]:
         from condcli.plots import spectrum_plots
 
-        written = target.write(json_writer(data), lambda folder: spectrum_plots(data, folder, fmt))
-    if as_json:
-        print(json.dumps(data, indent=2))
-    else:
-        render(stdout_console(), report)
-    if written:
-        typer.echo("wrote " + ", ".join(str(p) for p in written), err=True)
+        return spectrum_plots(data, folder, fmt)
+
+    emit(data, target, plots, as_json=as_json, render=lambda: render(stdout_console(), report))

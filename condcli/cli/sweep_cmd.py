@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -86,7 +85,7 @@ def sweep_command(
 ) -> None:
     """κ(X + λ·I_k) over a grid of λ: median and p10–p90 over samples, bounds, and the recommended λ."""
     from condcli.analysis.sweep import SweepOptions, analyse_sweep, check_target, lambda_grid, sweep_layers
-    from condcli.cli.output import OutputDir, json_writer
+    from condcli.cli.output import OutputDir, emit
     from condcli.cli.progress import progress_bar
     from condcli.cli.sweep_table import render
     from condcli.cli.tables import stdout_console
@@ -109,14 +108,10 @@ def sweep_command(
     with progress_bar("sweep-lambda", inputs.expected, enabled=not as_json) as advance:
         report = analyse_sweep(loaded, inputs, options, model_from, advance)
     data = report.to_json()
-    written: list[Path] = []
-    if target is not None:
+
+    def plots(folder: Path) -> list[Path]:
         from condcli.plots import sweep_plots
 
-        written = target.write(json_writer(data), lambda folder: sweep_plots(data, folder, fmt))
-    if as_json:
-        print(json.dumps(data, indent=2))
-    else:
-        render(stdout_console(), report)
-    if written:
-        typer.echo("wrote " + ", ".join(str(p) for p in written), err=True)
+        return sweep_plots(data, folder, fmt)
+
+    emit(data, target, plots, as_json=as_json, render=lambda: render(stdout_console(), report))
