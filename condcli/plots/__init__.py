@@ -1,0 +1,22 @@
+"""Figures drawn from a parsed JSON report (SPEC §7); the only condcli package that imports matplotlib.
+
+Figures are built as :class:`matplotlib.figure.Figure` objects, never through pyplot, so nothing global
+is created or left open. Convention (the paper's Figure 1): the plain X in red, the conditioned
+X + λ·I_k in green. Infinite values are drawn as '^' markers above the largest finite value, never dropped.
+"""
+
+from condcli.plots.base import FORMATS, json_floats, json_to_float, write_figures
+from condcli.plots.spectrum import layers_figure, spectrum_figure, spectrum_plots
+from condcli.plots.sweep import sweep_figure, sweep_plots
+
+__all__ = [
+    "FORMATS",
+    "json_floats",
+    "json_to_float",
+    "layers_figure",
+    "spectrum_figure",
+    "spectrum_plots",
+    "sweep_figure",
+    "sweep_plots",
+    "write_figures",
+]
