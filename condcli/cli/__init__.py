@@ -1,6 +1,9 @@
 """The command line: the Typer app, its commands, and ``main``/``run`` (errors → one line + exit code)."""
 
-from condcli.cli import inspect_cmd, models_cmd, spectrum_cmd, sweep_cmd  # noqa: F401  (register the commands)
+# registration order is the order `condcli --help` lists the commands in
+from condcli.cli import spectrum_cmd, sweep_cmd  # noqa: F401, I001
+from condcli.cli import rank_decay_cmd  # noqa: F401
+from condcli.cli import inspect_cmd, models_cmd  # noqa: F401
 from condcli.cli.main import app, main, run
 
 __all__ = ["app", "main", "run"]

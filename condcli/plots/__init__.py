@@ -6,6 +6,7 @@ X + λ·I_k in green. Infinite values are drawn as '^' markers above the largest
 """
 
 from condcli.plots.base import FORMATS, json_floats, json_to_float, write_figures
+from condcli.plots.rank import rank_curves_figure, rank_decay_plots, rank_heatmap_figure
 from condcli.plots.spectrum import layers_figure, spectrum_figure, spectrum_plots
 from condcli.plots.sweep import sweep_figure, sweep_plots
 
@@ -14,6 +15,9 @@ __all__ = [
     "json_floats",
     "json_to_float",
     "layers_figure",
+    "rank_curves_figure",
+    "rank_decay_plots",
+    "rank_heatmap_figure",
     "spectrum_figure",
     "spectrum_plots",
     "sweep_figure",

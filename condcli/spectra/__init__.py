@@ -34,8 +34,10 @@ from condcli.spectra.core import (
 )
 from condcli.spectra.ranks import (
     collapse_residual,
+    cumulative_spectrum,
     effective_rank,
     effective_rank_of_spectrum,
+    rank_at_fraction,
     stable_rank,
     stable_rank_of_spectrum,
 )
@@ -62,6 +64,7 @@ __all__ = [
     "corrected_condition_number",
     "corrected_kappa_from_sigma",
     "correction",
+    "cumulative_spectrum",
     "effective_rank",
     "effective_rank_of_spectrum",
     "identity_k",
@@ -71,6 +74,7 @@ __all__ = [
     "mu_softmax_attention",
     "numerical_rank",
     "precision_tolerance",
+    "rank_at_fraction",
     "shift",
     "shifted_condition_number",
     "singular_values",

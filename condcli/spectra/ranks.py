@@ -42,3 +42,19 @@ def collapse_residual(X: Tensorish) -> torch.Tensor:
     resid = per_matrix(lambda m: torch.linalg.matrix_norm(m - m.mean(dim=0, keepdim=True)), x)
     norm = per_matrix(torch.linalg.matrix_norm, x)
     return guarded_ratio(resid, norm, norm > 0, 0.0)
+
+
+def cumulative_spectrum(sigma: torch.Tensor) -> torch.Tensor:
+    """Normalized cumulative spectrum (SPEC §4): c_j = Σ_{i≤j} σ_i / Σ_i σ_i, so c is non-decreasing and
+    c_n = 1 exactly (the running sum is divided by its own last entry). A zero spectrum gives all 1."""
+    run = sigma.cumsum(-1)
+    total = run[..., -1:]
+    return guarded_ratio(run, total, total > 0, 1.0)
+
+
+def rank_at_fraction(cumulative: torch.Tensor, fraction: float) -> torch.Tensor:
+    """The smallest j (counted from 1) with c_j ≥ ``fraction``: how many singular values hold that share
+    of the spectrum's mass ("rank at 90%" for 0.9). Integer-valued float64, shape (...,)."""
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    return (cumulative < fraction).sum(-1).to(torch.float64) + 1.0

@@ -1,0 +1,160 @@
+"""``condcli rank-decay``: the spectra of every layer's P, plain and with the embedding fix, streamed over
+all batches (SPEC §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from condcli.analysis.common import Progress, inputs_info, model_info, precision_note, release_memory
+from condcli.analysis.embedding import EmbeddingAccumulator
+from condcli.analysis.persample import trim
+from condcli.analysis.rank_layers import RankAccumulator, check_index, check_index_fits, rank_result
+from condcli.capture import LayerCapture, LayerSink, capture, layer_set
+from condcli.conditioning import Conditioning
+from condcli.errors import InputError, InternalError, UsageError
+from condcli.inputs import InputStream
+from condcli.rank_report import RankDecayReport
+from condcli.report import ConditionedForward, Settings
+from condcli.sources import LoadedModel
+
+
+@dataclass(frozen=True)
+class RankDecayOptions:
+    lam: float  # λ of κ(X + λI_k) in the embedding section (and of the conditioned forward, if asked)
+    conditioned: bool = False  # --conditioned λ: also run the forward with X + λI_k fed to the blocks
+    index: int | None = None  # m, counted from 1; None: round(n/4) per layer
+    layers: Sequence[int] | None = None  # None: all layers
+    heads: bool = False  # per-head detail
+    seed: int = 0
+
+
+def _observable(loaded: LoadedModel, chosen: list[int]) -> tuple[list[int], list[str]]:
+    """The chosen layers whose P can be observed, and a note naming the others."""
+    specs = loaded.adapter.layers
+    keep = [i for i in chosen if specs[i].probs is not None]
+    skipped = [i for i in chosen if specs[i].probs is None]
+    if not keep:
+        raise InputError(
+            f"the attention probabilities P of {loaded.spec} cannot be observed in the chosen layers "
+            "(condcli found no softmax to hook)",
+            "run 'condcli inspect' to see what was found; rank-decay needs P",
+        )
+    notes = []
+    if skipped:
+        notes.append(
+            f"layers {', '.join(map(str, skipped))}: P cannot be observed there, so they are left out"
+        )
+    return keep, notes
+
+
+def _conditioned(loaded: LoadedModel, options: RankDecayOptions) -> ConditionedForward:
+    fix = Conditioning(options.lam)
+    builtin = loaded.adapter.builtin
+    if options.conditioned and builtin is not None:
+        raise UsageError(
+            f"--conditioned: {loaded.spec} already adds {builtin.describe()} at X in its own forward, so its "
+            "rank decay is already the conditioned one",
+            "drop --conditioned, or run rank-decay on its plain twin with --conditioned",
+        )
+    if builtin is not None:
+        return ConditionedForward(
+            False,
+            builtin.describe(),
+            f"the model adds {builtin.describe()} at X itself: its forward is the conditioned one",
+        )
+    if not options.conditioned:
+        return ConditionedForward(False, fix.describe(), "not asked for (--conditioned λ)")
+    return ConditionedForward(True, fix.describe(), None)
+
+
+def _sink(into: dict[int, RankAccumulator], lengths: torch.Tensor | None) -> LayerSink:
+    def put(layer: LayerCapture) -> None:
+        if layer.probs is None:
+            raise InternalError(f"layer {layer.index}: P was not captured", "report it with the model name")
+        into[layer.index].add(layer.probs, lengths)
+
+    return put
+
+
+def analyse_rank_decay(
+    loaded: LoadedModel,
+    inputs: InputStream,
+    options: RankDecayOptions,
+    model_from: str,
+    progress: Progress | None = None,
+) -> RankDecayReport:
+    """Stream every batch through the plain (and conditioned) forward, keeping the singular values of P."""
+    check_index(options.index)
+    adapter = loaded.adapter
+    chosen, notes = _observable(loaded, layer_set(adapter, options.layers))
+    cond = _conditioned(loaded, options)
+    specs = adapter.layers
+    plain = {i: RankAccumulator(specs[i], per_head=options.heads) for i in chosen}
+    conditioned = (
+        {i: RankAccumulator(specs[i], per_head=options.heads) for i in chosen} if cond.applied else {}
+    )
+    embedding = EmbeddingAccumulator(options.lam)
+    tokens = dim = 0
+    first = True
+    for batch in inputs:
+        lengths = batch.lengths
+        got = capture(adapter, batch, layers=chosen, probes=("probs",), sink=_sink(plain, lengths))
+        xs = trim(got.x, got.lengths, (0,))
+        embedding.add(xs)
+        tokens = max(tokens, *(int(x.shape[0]) for x in xs))
+        dim = int(got.x.shape[-1])
+        del got
+        if first and batch.lengths is None:  # every sample has the same n: say so before more work
+            check_index_fits(options.index, plain)
+        first = False
+        if cond.applied:
+            capture(
+                adapter,
+                batch,
+                layers=chosen,
+                probes=("probs",),
+                conditioning=Conditioning(options.lam),
+                sink=_sink(conditioned, lengths),
+            )
+        release_memory()
+        if progress is not None:
+            progress(batch.size)
+    emb = embedding.result(adapter)
+    result = rank_result(plain, options.index)
+    result_conditioned = rank_result(conditioned, options.index) if cond.applied else None
+    notes = [*loaded.notes, *notes]
+    ragged = [acc for acc in plain.values() if acc.n_min < acc.n]
+    if ragged:
+        acc = ragged[0]
+        notes.append(
+            f"samples have {acc.n_min}–{acc.n} tokens, so P has that many singular values: past a shorter "
+            "sample's n its c_j counts as 1 (all of its mass), and rank 90% is out of its own n"
+        )
+    if any(specs[i].approximation for i in chosen):
+        notes.append(
+            "P is the model's Nyström approximation of softmax attention, not an exact softmax: its rank is "
+            "bounded by the landmark count by construction"
+        )
+    note = precision_note(len(emb.below_precision_samples), inputs.count, emb.capture_dtype)
+    if note:
+        notes.append(note)
+    return RankDecayReport(
+        model=model_info(loaded, model_from),
+        inputs=inputs_info(loaded, inputs, tokens, dim),
+        settings=Settings(
+            lam=options.lam,
+            dtype=str(loaded.dtype).removeprefix("torch."),
+            device=str(loaded.device),
+            seed=options.seed,
+            conditioned_forward=cond.applied,
+            heads=options.heads,
+        ),
+        embedding=emb,
+        rank_decay=result,
+        rank_decay_conditioned=result_conditioned,
+        conditioned_forward=cond,
+        notes=tuple(notes),
+    )
