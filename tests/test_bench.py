@@ -43,3 +43,19 @@ def test_memory_child_subprocess() -> None:
     got = bs.run_child(cfg, 1, bs.devices("cpu")[0])
     assert got["rss_peak"] >= got["rss_after_load"] > 0
     assert got["seconds"] > 0
+
+
+def test_rank_decay_bench_prints_every_contender_and_both_verdicts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bench import bench_rank_decay as br
+
+    argv = ["--model", TINY, "--samples", "2", "--batch-size", "1", "--repeats", "1", "--device", "cpu"]
+    verdicts = br.main([*argv, "--threads", "1"])
+    out = capsys.readouterr().out
+    for label in br.LABELS.values():
+        assert label in out
+    assert "x (a)" in out and "x (b)" in out and "24 P" in out  # 6 blocks × 2 heads × 2 images
+    assert [v.target for v in verdicts] == [1.0, 1.0]
+    for v in verdicts:
+        assert math.isfinite(v.value) and v.value > 0 and v.line() in out
