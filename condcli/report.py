@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from condcli import __version__
 from condcli.spectra import Aggregate, SpectrumBand, json_float
 
@@ -232,10 +234,10 @@ class ConditionedForward:
 
 
 def envelope(command: str) -> dict[str, Any]:
-    """The keys every report starts with."""
+    """The keys every report starts with (``tool.torch``: the PyTorch that ran the model, for baselines)."""
     return {
         "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "condcli", "version": __version__},
+        "tool": {"name": "condcli", "version": __version__, "torch": torch.__version__},
         "command": command,
     }
 

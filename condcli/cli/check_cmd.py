@@ -1,0 +1,276 @@
+"""``condcli check [MODEL]``: a CI gate on a fresh analysis — limits on κ and μ, and a baseline.
+
+Exit codes (SPEC §8): 0 every rule passes · 1 a rule failed or a metric regressed · 2 bad usage or input
+(also a malformed config or baseline) · 3 internal error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from condcli.cli import options as o
+from condcli.cli.gate_common import StatisticOption
+from condcli.cli.main import EXIT_CHECK_FAILED, command
+
+if TYPE_CHECKING:
+    from condcli.gate.baseline import Baseline
+    from condcli.gate.config import CheckConfig
+    from condcli.gate.report import CheckReport, CheckResult
+    from condcli.report import SpectrumReport
+
+# ruff: noqa: UP045  (typer reads Optional[...] at run time on Python 3.10)
+
+MaxKappa = Annotated[
+    Optional[float],
+    typer.Option(
+        "--max-kappa",
+        help="Fail when κ of the embedded tokens the blocks see (κ(X); κ(X + λ·I_k) for a model that adds "
+        "its own shift) is above this, or when X is singular or below the capture dtype's resolution.",
+        show_default=False,
+    ),
+]
+MaxMuLa = Annotated[
+    Optional[float],
+    typer.Option(
+        "--max-mu-la",
+        help="Fail when μ(LA) (max over heads) of any analysed layer is above this.",
+        show_default=False,
+    ),
+]
+MaxKappaLayer = Annotated[
+    Optional[float],
+    typer.Option(
+        "--max-kappa-layer",
+        help="Fail when κ(X_l) of any analysed layer is above this.",
+        show_default=False,
+    ),
+]
+BaselineOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--baseline",
+        help="A report from 'condcli spectrum --json > baseline.json': fail when a metric regresses past "
+        "--tolerance (improvements never fail).",
+        show_default=False,
+    ),
+]
+Tolerance = Annotated[
+    Optional[str],
+    typer.Option(
+        "--tolerance",
+        help="Allowed regression against --baseline: a percentage (10%) or a fraction below 1 (0.1). "
+        "Default 10%.",
+        show_default=False,
+    ),
+]
+Junit = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--junit",
+        help="Also write JUnit XML here: one testcase per rule and per baseline metric.",
+        show_default=False,
+    ),
+]
+Config = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--config",
+        help="Read \\[tool.condcli.check] (and \\[tool.condcli] model) from this TOML file instead of "
+        "./pyproject.toml. The command line wins over the file, key by key.",
+        show_default=False,
+    ),
+]
+CheckLayers = Annotated[
+    Optional[str],
+    typer.Option(
+        "--layers",
+        help="all, none, or 0,3,-1. Default: all when a layer rule is set, else the baseline's layers, "
+        "else none.",
+        show_default=False,
+    ),
+]
+CheckConditioned = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--conditioned/--no-conditioned",
+        help="Run the conditioned forward too. Default: when the baseline has its per-layer numbers.",
+        show_default=False,
+    ),
+]
+
+NOTHING = (
+    "nothing to check: give a rule (--max-kappa F, --max-mu-la F, --max-kappa-layer F) or --baseline FILE"
+)
+
+
+@command("check")
+def check_command(
+    model: o.ModelArg = None,
+    max_kappa: MaxKappa = None,
+    max_mu_la: MaxMuLa = None,
+    max_kappa_layer: MaxKappaLayer = None,
+    statistic: StatisticOption = None,
+    baseline: BaselineOpt = None,
+    tolerance: Tolerance = None,
+    junit: Junit = None,
+    config: Config = None,
+    weights: o.Weights = "pretrained",
+    checkpoint: o.Checkpoint = None,
+    seed: o.Seed = 0,
+    images: o.Images = None,
+    text: o.Text = None,
+    max_samples: o.MaxSamples = None,
+    batch_size: o.BatchSize = 8,
+    lam: o.Lambda = None,
+    layers: CheckLayers = None,
+    conditioned: CheckConditioned = None,
+    device: o.Device = "auto",
+    dtype: o.Dtype = None,
+    trust_remote_code: o.TrustRemoteCode = False,
+    as_json: o.Json = False,
+) -> None:
+    """Gate a model's conditioning in CI: exit 0 when every rule passes, 1 when one fails.
+
+    Rules come from the options and from \\[tool.condcli.check] in ./pyproject.toml (or --config FILE);
+    the command line wins. Each is evaluated on a fresh analysis, on the --statistic over samples
+    (default median) and, for layer rules, the worst analysed layer of the plain forward.
+    """
+    from condcli.analysis.common import resolve_lambda
+    from condcli.analysis.spectrum import SpectrumOptions
+    from condcli.cli.gate_common import spectrum_of, warn
+    from condcli.errors import UsageError
+    from condcli.gate import config as gate_config
+    from condcli.gate.baseline import load_baseline
+    from condcli.gate.junit import check_junit_path, write_junit
+    from condcli.gate.rules import LAYER_RULES, evaluate, seen_key
+    from condcli.project_config import resolve_model
+    from condcli.sources import load
+
+    cwd = Path.cwd()
+    cli = {
+        "max_kappa": max_kappa,
+        "max_mu_la": max_mu_la,
+        "max_kappa_layer": max_kappa_layer,
+        "statistic": statistic,
+        "baseline": baseline,
+        "tolerance": tolerance,
+    }
+    cfg = gate_config.resolve(cli, config, cwd, explicit=config is not None)
+    if cfg.empty:
+        where = cfg.config_file or cwd / "pyproject.toml"
+        raise UsageError(NOTHING, f"or set them in [tool.condcli.check] of {where}")
+    chosen = o.parse_layers(layers) if layers is not None else None
+    layer_rules = [r for r in cfg.limits if r in LAYER_RULES]
+    if layer_rules and chosen == []:
+        option = gate_config.LIMITS[layer_rules[0]]
+        raise UsageError(f"{option} needs layers, but --layers none analyses none", "drop --layers none")
+    base = load_baseline(cfg.baseline, cfg.statistic) if cfg.baseline is not None else None
+    if junit is not None:
+        check_junit_path(junit)
+    spec = o.input_spec(images, text, max_samples, batch_size, seed)
+    spec_text, model_from = resolve_model(model, config or cwd / "pyproject.toml")
+    loaded = load(spec_text, o.load_options(weights, checkpoint, seed, device, dtype, trust_remote_code))
+    lam_value = resolve_lambda(lam, loaded.adapter)
+    kappa_key = seen_key(loaded.adapter.builtin, lam_value)
+    if "max_kappa" in cfg.limits and kappa_key is None:
+        own = loaded.adapter.builtin.describe() if loaded.adapter.builtin else "its own shift"
+        raise UsageError(
+            f"--max-kappa gates what the blocks see, and this model adds {own} at X itself: "
+            f"--lambda {lam_value:g} would measure another shift",
+            "drop --lambda",
+        )
+    if layers is None:  # all for a layer rule, else the baseline's layers this model has, else none
+        chosen = (
+            None
+            if layer_rules
+            else [i for i in (base.layer_indices() if base else []) if i < loaded.num_layers]
+        )
+    if conditioned is None:
+        conditioned = base is not None and base.has_conditioned_forward()
+    options = SpectrumOptions(lam=lam_value, layers=chosen, conditioned=conditioned, seed=seed)
+    started, stamp = time.monotonic(), datetime.now(timezone.utc).isoformat(timespec="seconds")
+    spectrum = spectrum_of(loaded, model_from, spec, options, "check", progress=not as_json)
+    elapsed = time.monotonic() - started
+    data = spectrum.to_json()
+    report = _report(spectrum, data, cfg, evaluate(data, cfg, kappa_key), base)
+    if junit is not None:
+        write_junit(junit, _junit(report, data, elapsed, stamp))
+    warn(report.warnings)
+    _print(report, as_json)
+    if junit is not None:
+        print(f"wrote {junit}", file=sys.stderr)
+    if not report.passed:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _report(
+    spectrum: SpectrumReport,
+    data: dict[str, Any],
+    cfg: CheckConfig,
+    rules: list[CheckResult],
+    base: Baseline | None,
+) -> CheckReport:
+    """The rules' results plus, with a baseline, one result per compared metric and the warnings."""
+    from condcli.gate.baseline import compare_baseline, context_warnings
+    from condcli.gate.metrics import extract_metrics
+    from condcli.gate.report import BaselineSummary, CheckReport
+
+    results, warnings, summary = list(rules), [], None
+    if base is not None:
+        new = extract_metrics(data, cfg.statistic)
+        found, lone = compare_baseline(base.metrics, new, cfg.tolerance, cfg.statistic, str(base.path))
+        results += found
+        warnings = context_warnings(base.report, data) + lone
+        summary = BaselineSummary(
+            path=str(base.path),
+            model=base.model,
+            version=base.version,
+            tolerance=cfg.tolerance,
+            compared=len(found),
+            regressed=sum(not r.passed for r in found),
+            improved=sum(r.improved for r in found),
+        )
+    return CheckReport(
+        spectrum=spectrum,
+        statistic=cfg.statistic,
+        checks=tuple(results),
+        baseline=summary,
+        warnings=tuple(warnings),
+        config_file=None if cfg.config_file is None else str(cfg.config_file),
+    )
+
+
+def _junit(report: CheckReport, data: dict[str, Any], elapsed: float, stamp: str) -> bytes:
+    from condcli.gate.junit import junit_xml
+
+    s = report.spectrum
+    properties = {
+        "model": s.model.spec,
+        "condcli": str(data["tool"]["version"]),
+        "torch": str(data["tool"].get("torch", "")),
+        "dtype": s.settings.dtype,
+        "device": s.settings.device,
+        "statistic": report.statistic,
+    }
+    return junit_xml(report.checks, properties, elapsed, stamp)
+
+
+def _print(report: CheckReport, as_json: bool) -> None:
+    """The JSON report (stdout holds nothing else; the failed checks go to stderr) or the tables."""
+    if as_json:
+        print(json.dumps(report.to_json(), indent=2))
+        if not report.passed:
+            failed = ", ".join(c.title for c in report.checks if not c.passed)
+            print(f"check failed: {failed}", file=sys.stderr)
+        return
+    from condcli.cli.check_table import render
+    from condcli.cli.tables import stdout_console
+
+    render(stdout_console(), report)

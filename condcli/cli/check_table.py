@@ -1,0 +1,93 @@
+"""What ``condcli check`` prints: the rules (value, limit, PASS/FAIL), the baseline's regressions and
+improvements, and one verdict line."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from condcli.cli.tables import header
+from condcli.gate.report import CheckReport, CheckResult, fmt, fmt_pair, percent
+
+PASS, FAIL = "[green]PASS[/]", "[bold red]FAIL[/]"
+
+
+def _where(c: CheckResult) -> str:
+    return "" if c.layer is None else f"worst: layer {c.layer} {c.layer_name}"
+
+
+def rules_table(report: CheckReport) -> Table:
+    table = Table(
+        "rule",
+        "metric",
+        "value",
+        "limit",
+        "result",
+        "note",
+        title=f"rules ({report.statistic} over {report.spectrum.inputs.count} samples)",
+        title_justify="left",
+    )
+    for c in report.rules:
+        value, limit = fmt_pair(c.value, c.limit)
+        metric = c.label if c.layer is None else f"{c.label.split(',')[0]}, {_where(c)}"
+        source = "" if c.source == "command line" else f"limit from {c.source}"
+        note = "; ".join(p for p in (c.reason or "", source) if p)
+        table.add_row(c.rule, escape(metric), value, limit, PASS if c.passed else FAIL, escape(note))
+    return table
+
+
+def baseline_table(report: CheckReport) -> Table | None:
+    """Regressed metrics first, then the improved ones; None when neither happened."""
+    checks = report.baseline_checks
+    shown = [c for c in checks if not c.passed] + [c for c in checks if c.passed and c.improved]
+    if not shown:
+        return None
+    table = Table("metric", "baseline", "now", "limit", "now/baseline", "result", title_justify="left")
+    for c in shown:
+        old = c.baseline if c.baseline is not None else float("nan")
+        ratio = None if old == 0 or old == float("inf") or c.value == float("inf") else c.value / old
+        now, limit = fmt_pair(c.value, c.limit)
+        title = c.label if c.layer is None else f"layer {c.layer} {c.layer_name}: {c.label}"
+        result = FAIL if not c.passed else "[cyan]improved[/]"
+        table.add_row(escape(title), fmt(old), now, limit, fmt(ratio), result)
+    return table
+
+
+def verdict(report: CheckReport) -> str:
+    rules = report.rules
+    failed = [c.rule for c in rules if not c.passed]
+    parts = []
+    if rules:
+        parts.append(
+            f"{len(rules) - len(failed)} of {len(rules)} rules passed"
+            + (f" (failed: {', '.join(failed)})" if failed else "")
+        )
+    b = report.baseline
+    if b is not None:
+        parts.append(f"{b.regressed} of {b.compared} baseline metrics regressed")
+    word = "[green]check passed[/]" if report.passed else "[bold red]check failed[/]"
+    return f"{word}: " + "; ".join(parts)
+
+
+def render(out: Console, report: CheckReport) -> None:
+    header(out, report.spectrum.model, report.spectrum.inputs)
+    if report.rules:
+        out.print(rules_table(report))
+    b = report.baseline
+    if b is not None:
+        made = f", condcli {b.version}" if b.version else ""
+        within = b.compared - b.regressed - b.improved
+        out.print(
+            escape(
+                f"baseline {b.path} ({b.model}{made}), tolerance {percent(b.tolerance)}, "
+                f"{report.statistic}: {b.compared} metrics compared — {b.regressed} regressed, "
+                f"{b.improved} improved by more than the tolerance (not flagged), {within} within it"
+            )
+        )
+        table = baseline_table(report)
+        if table is not None:
+            out.print(table)
+    for note in report.spectrum.notes:
+        out.print(f"[yellow]note:[/] {escape(note)}")
+    out.print(verdict(report))

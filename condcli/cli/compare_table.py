@@ -1,0 +1,90 @@
+"""What ``condcli compare`` prints: both models, X's condition numbers and every layer's, A → B (B/A)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from condcli.cli.tables import WARN, header
+from condcli.gate.compare import SEEN
+from condcli.gate.metrics import FORWARD, WEIGHTS
+from condcli.gate.report import CompareReport, CompareRow, fmt
+
+
+def _value(v: float, floor: bool) -> str:
+    return fmt(v) + (f" {WARN}" if floor else "")
+
+
+def _ratio(r: CompareRow) -> str:
+    return "—" if r.ratio is None else f"{fmt(r.ratio)}"
+
+
+def embedding_table(report: CompareReport) -> Table:
+    table = Table(
+        "X",
+        f"A {escape(report.a.model.spec)}",
+        f"B {escape(report.b.model.spec)}",
+        "B/A",
+        title=f"X: {report.statistic} over samples",
+        title_justify="left",
+    )
+    for r in report.rows:
+        if r.layer is not None:
+            continue
+        label = "κ of the tokens the blocks see" if r.key == SEEN else r.label
+        a, b = _value(r.a, r.floor_a), _value(r.b, r.floor_b)
+        if r.key == SEEN:
+            a, b = f"{a} = {r.label_a.split(',')[0]}", f"{b} = {r.label_b.split(',')[0]}"
+        table.add_row(escape(label), escape(a), escape(b), _ratio(r))
+    return table
+
+
+def _pair(r: CompareRow | None) -> tuple[str, str]:
+    if r is None:
+        return "—", "—"
+    return escape(f"{_value(r.a, r.floor_a)} → {_value(r.b, r.floor_b)}"), _ratio(r)
+
+
+def layer_table(report: CompareReport, labels: list[str], suffix: str, title: str) -> Table | None:
+    """Rows: the layers both have; per metric an "A → B" column and a B/A column.
+
+    ``suffix``: "" for the plain forward, ", conditioned" for the conditioned forward's rows.
+    """
+    rows = [r for r in report.rows if r.layer is not None and r.label_a.removesuffix(suffix) in labels]
+    if suffix:
+        rows = [r for r in rows if r.label_a.endswith(suffix)]
+    if not rows:
+        return None
+    columns = [c for label in labels for c in (f"{label} A → B", "B/A")]
+    table = Table("layer", *columns, title=title, title_justify="left")
+    for index in sorted({r.layer for r in rows if r.layer is not None}):
+        mine = {r.label_a.removesuffix(suffix): r for r in rows if r.layer == index}
+        first = next(iter(mine.values()))
+        name = first.name_a if first.name_a == first.name_b else f"{first.name_a} / {first.name_b}"
+        table.add_row(escape(f"{index} {name}"), *(c for label in labels for c in _pair(mine.get(label))))
+    return table
+
+
+def layer_tables(report: CompareReport) -> list[Table]:
+    stat = report.statistic
+    forward = [label for _, label, _ in FORWARD]
+    weights = [label for _, label in WEIGHTS]
+    specs = [
+        (forward, "", f"layers, plain forward ({stat} over samples; μ: max over heads)"),
+        (weights, "", "layers, projection weights (full d×d, model constants)"),
+        (forward, ", conditioned", f"layers, conditioned forward: X + λ·I_k fed on ({stat} over samples)"),
+    ]
+    tables = [layer_table(report, labels, suffix, title) for labels, suffix, title in specs]
+    return [t for t in tables if t is not None]
+
+
+def render(out: Console, report: CompareReport) -> None:
+    for side, r in (("A", report.a), ("B", report.b)):
+        out.print(f"[bold]{side}[/] ", end="")
+        header(out, r.model, r.inputs)
+    out.print(embedding_table(report))
+    for table in layer_tables(report):
+        out.print(table)
+    if any(r.floor_a or r.floor_b for r in report.rows):
+        out.print(f"{WARN}: some samples below the capture dtype's resolution: the value is a floor.")

@@ -1,0 +1,179 @@
+"""What ``condcli check`` gates on: limits, statistic, baseline and tolerance, from the command line and
+``[tool.condcli.check]`` in pyproject.toml (read with tomllib). The command line wins, key by key.
+
+Every problem is a :class:`UsageError` (exit 2) that names the key, the file and what to write instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from condcli.errors import UsageError
+from condcli.gate.metrics import STATISTICS, Statistic
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+LIMITS: dict[str, str] = {  # config key → command-line option
+    "max_kappa": "--max-kappa",
+    "max_mu_la": "--max-mu-la",
+    "max_kappa_layer": "--max-kappa-layer",
+}
+KEYS: tuple[str, ...] = (*LIMITS, "statistic", "baseline", "tolerance")
+DEFAULT_TOLERANCE = 0.10
+DEFAULT_STATISTIC: Statistic = "median"
+COMMAND_LINE = "command line"
+EXAMPLE = "[tool.condcli.check] with max_kappa = 200"
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    """The resolved gate. ``sources`` says where each set key came from (command line or a file)."""
+
+    limits: dict[str, float]  # rule name (a LIMITS key) → limit; only the rules asked for
+    statistic: Statistic = DEFAULT_STATISTIC
+    baseline: Path | None = None
+    tolerance: float = DEFAULT_TOLERANCE
+    sources: dict[str, str] = field(default_factory=dict)
+    config_file: Path | None = None  # the file read, if any
+
+    @property
+    def empty(self) -> bool:
+        return not self.limits and self.baseline is None
+
+
+def parse_tolerance(value: Any, where: str) -> float:
+    """``"10%"`` → 0.1 (a percentage), ``0.1`` or ``"0.1"`` → 0.1 (a fraction, below 1)."""
+    hint = "write a percentage such as 10% or a fraction below 1 such as 0.1"
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise UsageError(f"{where} must be a percentage or a fraction, got {value!r}", hint)
+    text = str(value).strip()
+    percent = text.endswith("%")
+    try:
+        number = float(text.removesuffix("%").strip())
+    except ValueError:
+        raise UsageError(f"{where} {text!r} is not a number", hint) from None
+    if not math.isfinite(number) or number < 0:
+        raise UsageError(f"{where} {text!r} must be a finite number ≥ 0", hint)
+    if percent:
+        return number / 100
+    if number >= 1:
+        raise UsageError(
+            f"{where} {text!r} is ambiguous: a bare number is a fraction (0.1 = 10%)",
+            f"write {number:g}% for {number:g} percent, or e.g. 150% for a fraction of 1.5",
+        )
+    return number
+
+
+def check_limit(value: Any, where: str) -> float:
+    """A limit on a condition number or μ: a finite number ≥ 1 (every κ is ≥ 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"{where} must be a number, got {value!r}", "e.g. 200 or 1e9")
+    if not math.isfinite(value):
+        raise UsageError(f"{where} must be a finite number, got {value!r}", "e.g. 200 or 1e9")
+    if value < 1:
+        raise UsageError(
+            f"{where} must be ≥ 1, got {value!r}",
+            "a condition number is never below 1, so such a limit could never pass",
+        )
+    return float(value)
+
+
+def check_statistic(value: Any, where: str) -> Statistic:
+    if value not in STATISTICS:
+        raise UsageError(f"{where} {value!r} is not known", f"use one of {', '.join(STATISTICS)}")
+    return cast(Statistic, value)
+
+
+def read_check_table(path: Path, explicit: bool) -> dict[str, Any]:
+    """``[tool.condcli.check]`` of ``path`` ({} without one). ``explicit``: the file must exist."""
+    if not path.exists():
+        if explicit:
+            raise UsageError(f"--config {path}: no such file", "give the path of a pyproject.toml-style file")
+        return {}
+    if not path.is_file():
+        raise UsageError(f"--config {path} is not a file", "give the path of a pyproject.toml-style file")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UsageError(f"{path}: cannot be read ({e.strerror})", "check the file's permissions") from e
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{path} is not UTF-8 text ({e.reason})", "save it as UTF-8") from e
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{path} is not valid TOML ({e})", "fix the file") from e
+    table: Any = data
+    for key in ("tool", "condcli", "check"):
+        if not isinstance(table, dict):
+            break
+        table = table.get(key, {})
+    if not isinstance(table, dict):
+        raise UsageError(f"[tool.condcli.check] in {path} is not a table", f"write it as {EXAMPLE}")
+    unknown = sorted(set(table) - set(KEYS))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], KEYS, n=1)
+        guess = f"did you mean {close[0]!r}? " if close else ""
+        raise UsageError(
+            f"[tool.condcli.check] in {path}: unknown key {unknown[0]!r}",
+            f"{guess}valid keys: {', '.join(KEYS)}",
+        )
+    return table
+
+
+def resolve(
+    cli: dict[str, Any], config_path: Path | None, cwd: Path, *, explicit: bool = False
+) -> CheckConfig:
+    """Merge command-line values (None: not given) over the file's table, checking every value.
+
+    ``cli`` has the keys of :data:`KEYS`. A baseline path from a file is relative to that file's folder.
+    """
+    path = config_path if config_path is not None else cwd / "pyproject.toml"
+    table = read_check_table(path, explicit)
+    file_label = str(path)
+    sources: dict[str, str] = {}
+    chosen: dict[str, Any] = {}
+    for key in KEYS:
+        if cli.get(key) is not None:
+            chosen[key], sources[key] = cli[key], COMMAND_LINE
+        elif key in table:
+            chosen[key], sources[key] = table[key], file_label
+
+    def where(key: str) -> str:
+        if sources[key] == COMMAND_LINE:
+            return LIMITS.get(key, "--" + key)
+        return f"[tool.condcli.check] {key} in {file_label}"
+
+    limits = {key: check_limit(chosen[key], where(key)) for key in LIMITS if key in chosen}
+    statistic = (
+        check_statistic(chosen["statistic"], where("statistic"))
+        if "statistic" in chosen
+        else DEFAULT_STATISTIC
+    )
+    tolerance = (
+        parse_tolerance(chosen["tolerance"], where("tolerance"))
+        if "tolerance" in chosen
+        else DEFAULT_TOLERANCE
+    )
+    baseline = None
+    if "baseline" in chosen:
+        value = chosen["baseline"]
+        if isinstance(value, Path):
+            baseline = value
+        elif isinstance(value, str) and value.strip():
+            baseline = (path.parent if sources["baseline"] != COMMAND_LINE else cwd) / value
+        else:
+            raise UsageError(f"{where('baseline')} must be a file path", 'e.g. baseline = "baseline.json"')
+    return CheckConfig(
+        limits=limits,
+        statistic=statistic,
+        baseline=baseline,
+        tolerance=tolerance,
+        sources=sources,
+        config_file=path if path.is_file() else None,
+    )

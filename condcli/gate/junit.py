@@ -1,0 +1,128 @@
+"""``condcli check --junit FILE``: the results as JUnit XML (the dialect GitHub and GitLab reporters read).
+
+Layout: ``<testsuites>`` with one ``<testsuite name="condcli check">`` holding one ``<testcase>`` per
+threshold rule, and, with a baseline, a ``<testsuite name="condcli baseline">`` holding one ``<testcase>``
+per compared metric. A failed rule or regressed metric carries ``<failure message=… type=…>``; testcase
+names never contain numbers, so CI history lines up run after run. The file is written to a temporary file
+beside it and moved into place (``os.replace``): it appears whole or not at all.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from condcli.errors import UsageError
+from condcli.gate.report import CheckResult, fmt, fmt_pair
+
+
+def check_junit_path(path: Path) -> None:
+    """Refuse, before any work, a --junit path that cannot be written (a folder, or below a file)."""
+    if path.is_dir():
+        raise UsageError(f"--junit {path} is a folder", "give a file path, e.g. --junit report.xml")
+    existing = path.parent
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"--junit {path}: {existing} is a file, not a folder", "give a path in a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"--junit {path}: {existing} is not writable", "give a path you can write to")
+
+
+def _case(suite: ET.Element, classname: str, result: CheckResult, time_s: str) -> None:
+    case = ET.SubElement(suite, "testcase", classname=classname, name=result.title, time=time_s)
+    value, limit = fmt_pair(result.value, result.limit)
+    detail = [
+        f"metric: {result.metric} ({result.statistic})",
+        f"value: {value}",
+        f"limit: {limit}",
+        f"source of the limit: {result.source}",
+    ]
+    if result.baseline is not None:
+        detail[1:3] = [
+            f"value: {fmt(result.value, 6)}",
+            f"baseline: {fmt(result.baseline, 6)}",
+            f"limit: {limit}",
+        ]
+    if result.reason:
+        detail.append(f"reason: {result.reason}")
+    if not result.passed:
+        kind = "regression" if result.rule == "baseline" else "threshold"
+        failure = ET.SubElement(case, "failure", message=result.reason or "failed", type=kind)
+        failure.text = "\n".join(detail)
+    else:
+        ET.SubElement(case, "system-out").text = "\n".join(detail)
+
+
+def _suite(
+    parent: ET.Element,
+    name: str,
+    results: Sequence[CheckResult],
+    properties: Mapping[str, str],
+    time_s: float,
+    timestamp: str,
+) -> None:
+    failures = sum(not r.passed for r in results)
+    suite = ET.SubElement(
+        parent,
+        "testsuite",
+        name=name,
+        tests=str(len(results)),
+        failures=str(failures),
+        errors="0",
+        skipped="0",
+        time=f"{time_s:.3f}",
+        timestamp=timestamp,
+    )
+    props = ET.SubElement(suite, "properties")
+    for key, value in properties.items():
+        ET.SubElement(props, "property", name=key, value=value)
+    for r in results:
+        classname = "condcli.check" if r.rule != "baseline" else "condcli.baseline." + r.metric.split(".")[0]
+        _case(suite, classname, r, "0")
+
+
+def junit_xml(
+    results: Sequence[CheckResult], properties: Mapping[str, str], time_s: float, timestamp: str
+) -> bytes:
+    """The JUnit document (UTF-8, with an XML declaration)."""
+    rules = [r for r in results if r.rule != "baseline"]
+    metrics = [r for r in results if r.rule == "baseline"]
+    root = ET.Element(
+        "testsuites",
+        name="condcli",
+        tests=str(len(results)),
+        failures=str(sum(not r.passed for r in results)),
+        errors="0",
+        time=f"{time_s:.3f}",
+    )
+    if rules or not metrics:
+        _suite(root, "condcli check", rules, properties, time_s, timestamp)
+    if metrics:
+        _suite(root, "condcli baseline", metrics, properties, 0.0, timestamp)
+    ET.indent(root)
+    return bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True)) + b"\n"
+
+
+def write_junit(path: Path, document: bytes) -> None:
+    """Write ``document`` to ``path`` atomically (temporary file in the same folder, then os.replace)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise UsageError(f"--junit {path}: cannot write there ({e.strerror})", "give a writable path") from e
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(document)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give it a normal file's mode
+        os.replace(tmp, path)
+    except OSError as e:
+        raise UsageError(f"--junit {path}: writing failed ({e})", "check the folder and free space") from e
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -1,0 +1,188 @@
+"""The gateable numbers of a spectrum report (SPEC §7 JSON), each one statistic over samples.
+
+A metric's ``key`` is a stable path into the report — ``embedding.kappa``, ``layers[3].mu_la``,
+``layers[3].conditioned.kappa``, ``layers[3].kappa_wq`` — so a baseline and a fresh run, or two models,
+are matched key by key. Every metric here is "higher is worse" (a condition number or a bound on one).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Statistic = Literal["median", "mean", "max"]
+STATISTICS: tuple[Statistic, ...] = ("median", "mean", "max")
+
+# (key in the embedding section, label)
+EMBEDDING: tuple[tuple[str, str], ...] = (
+    ("kappa", "κ(X)"),
+    ("kappa_conditioned", "κ(X + λ·I_k)"),
+    ("kappa_corrected", "κ(X + C)"),
+)
+# (key in a layer's forward statistics, label, key of its below-precision count)
+FORWARD: tuple[tuple[str, str, str], ...] = (
+    ("kappa", "κ(X_l)", "x"),
+    ("kappa_attn_input", "κ(A_l)", "attn_input"),
+    ("mu_la", "μ(LA)", "attn_input"),
+    ("mu_a", "μ(A)", "probs"),
+    ("kappa_probs", "κ(P)", "probs"),
+)
+WEIGHTS: tuple[tuple[str, str], ...] = (
+    ("kappa_wq", "κ(W_Q)"),
+    ("kappa_wk", "κ(W_K)"),
+    ("kappa_wv", "κ(W_V)"),
+)
+
+
+class ReportShapeError(Exception):
+    """A report dict lacks a key or holds a value of the wrong kind; ``path`` says where."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path} {problem}")
+
+
+def number(value: Any, path: str) -> float:
+    """A JSON number, or the strings "inf"/"-inf" (SPEC §6), as a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ReportShapeError(path, f"is {type(value).__name__}, not a number")
+    if isinstance(value, str):
+        if value not in ("inf", "-inf"):
+            raise ReportShapeError(path, f'is the string {value!r}, not a number or "inf"')
+        return math.inf if value == "inf" else -math.inf
+    out = float(value)
+    if math.isnan(out):
+        raise ReportShapeError(path, "is NaN")
+    return out
+
+
+def count(value: Any, path: str) -> int:
+    """A non-negative JSON integer."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ReportShapeError(path, "is not a count (a non-negative integer)")
+    return value
+
+
+def section(report: Mapping[str, Any], key: str, path: str = "") -> Mapping[str, Any]:
+    """``report[key]``, which must be an object."""
+    where = f"{path}.{key}" if path else key
+    if key not in report:
+        raise ReportShapeError(where, "is missing")
+    value = report[key]
+    if not isinstance(value, Mapping):
+        raise ReportShapeError(where, "is not an object")
+    return value
+
+
+def statistic_of(agg: Any, statistic: Statistic, path: str) -> float:
+    """One statistic of an aggregate ``{median, mean, min, max, per_sample, inf_count}``."""
+    if not isinstance(agg, Mapping):
+        raise ReportShapeError(path, "is not an aggregate object")
+    if statistic not in agg:
+        raise ReportShapeError(f"{path}.{statistic}", "is missing")
+    return number(agg[statistic], f"{path}.{statistic}")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One number of one report."""
+
+    key: str  # stable path, e.g. "layers[3].mu_la"
+    label: str  # e.g. "μ(LA)"
+    value: float  # the statistic over samples (inf allowed); a weight κ is a model constant
+    layer: int | None  # None: the embedding
+    layer_name: str | None
+    floor: bool  # some samples were below the capture dtype's resolution: the value is a floor
+
+    @property
+    def where(self) -> str:
+        return "X" if self.layer is None else f"layer {self.layer} {self.layer_name}"
+
+    @property
+    def title(self) -> str:
+        return self.label if self.layer is None else f"{self.where}: {self.label}"
+
+
+def _lambda_label(report: Mapping[str, Any]) -> str:
+    settings = report.get("settings")
+    lam = settings.get("lambda") if isinstance(settings, Mapping) else None
+    if isinstance(lam, (int, float)) and not isinstance(lam, bool):
+        return f"κ(X + {lam:g}·I_k)"
+    return "κ(X + λ·I_k)"
+
+
+def embedding_metrics(report: Mapping[str, Any], statistic: Statistic) -> dict[str, Metric]:
+    """κ(X), κ(X + λI_k), κ(X + C); κ(X) is a floor when samples are below precision."""
+    emb = section(report, "embedding")
+    section(emb, "kappa", "embedding")  # the one section every baseline must have
+    below = count(emb.get("below_precision", 0), "embedding.below_precision")
+    out: dict[str, Metric] = {}
+    for key, label in EMBEDDING:
+        if key not in emb:
+            continue
+        label = _lambda_label(report) if key == "kappa_conditioned" else label
+        value = statistic_of(emb[key], statistic, f"embedding.{key}")
+        floor = key == "kappa" and below > 0
+        out[f"embedding.{key}"] = Metric(f"embedding.{key}", label, value, None, None, floor)
+    return out
+
+
+def _forward_metrics(
+    stats: Mapping[str, Any], prefix: str, index: int, name: str, statistic: Statistic, suffix: str
+) -> dict[str, Metric]:
+    below = stats.get("below_precision") or {}
+    if not isinstance(below, Mapping):
+        raise ReportShapeError(f"{prefix}.below_precision", "is not an object")
+    out: dict[str, Metric] = {}
+    for key, label, flag in FORWARD:
+        if stats.get(key) is None:  # absent or null: not observable for this family
+            continue
+        floor = bool(below.get(flag) or 0)
+        value = statistic_of(stats[key], statistic, f"{prefix}.{key}")
+        out[f"{prefix}.{key}"] = Metric(f"{prefix}.{key}", label + suffix, value, index, name, floor)
+    return out
+
+
+def layer_metrics(layer: Any, position: int, statistic: Statistic) -> dict[str, Metric]:
+    """One entry of ``layers``: the plain forward, κ(W), and the conditioned forward where it was run."""
+    where = f"layers[{position}]"
+    if not isinstance(layer, Mapping):
+        raise ReportShapeError(where, "is not an object")
+    index = layer.get("index")
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise ReportShapeError(f"{where}.index", "is missing or not an integer")
+    name = layer.get("name")
+    if not isinstance(name, str):
+        raise ReportShapeError(f"{where}.name", "is missing or not a string")
+    prefix = f"layers[{index}]"
+    out = _forward_metrics(layer, prefix, index, name, statistic, "")
+    for key, label in WEIGHTS:
+        if layer.get(key) is not None:
+            value = number(layer[key], f"{prefix}.{key}")
+            out[f"{prefix}.{key}"] = Metric(f"{prefix}.{key}", label, value, index, name, False)
+    cond = layer.get("conditioned")
+    if cond is not None:
+        if not isinstance(cond, Mapping):
+            raise ReportShapeError(f"{prefix}.conditioned", "is not an object")
+        out.update(_forward_metrics(cond, f"{prefix}.conditioned", index, name, statistic, ", conditioned"))
+    return out
+
+
+def report_layers(report: Mapping[str, Any]) -> list[Any]:
+    layers = report.get("layers", [])
+    if layers is None:
+        return []
+    if not isinstance(layers, list):
+        raise ReportShapeError("layers", "is not a list")
+    return layers
+
+
+def extract_metrics(report: Mapping[str, Any], statistic: Statistic) -> dict[str, Metric]:
+    """Every metric of a spectrum (or check) report, in report order."""
+    out = embedding_metrics(report, statistic)
+    for position, layer in enumerate(report_layers(report)):
+        out.update(layer_metrics(layer, position, statistic))
+    return out

@@ -1,0 +1,216 @@
+"""What ``condcli check`` and ``condcli compare`` found, as dataclasses, and their JSON (SPEC §7).
+
+A check report is the spectrum report of the fresh analysis (same keys, ``command: "check"``) plus
+``statistic``, ``checks``, ``passed``, ``baseline`` and ``warnings``, so it can serve as a baseline itself.
+A compare report holds the two spectrum reports under ``a`` and ``b`` and the matched ``metrics``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from condcli.report import SpectrumReport, envelope
+from condcli.spectra import json_float
+
+
+def fmt(v: float | None, digits: int = 3) -> str:
+    """Significant digits; inf stays "inf"; None is a dash."""
+    if v is None:
+        return "—"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return f"{v:.{digits}g}"
+
+
+def fmt_pair(value: float, limit: float) -> tuple[str, str]:
+    """(value, limit) printed so that they never look equal unless they are: 3 significant digits for the
+    value and up to 6 for the limit (a number a person typed) where that tells them apart, else both
+    with the first number of digits at which they differ."""
+    if value == limit:
+        return fmt(value, 6), fmt(limit, 6)
+    if fmt(value, 3) != fmt(limit, 3):
+        return fmt(value, 3), fmt(limit, 6)
+    for digits in range(4, 18):
+        if fmt(value, digits) != fmt(limit, digits):
+            return fmt(value, digits), fmt(limit, digits)
+    return repr(value), repr(limit)
+
+
+def percent(fraction: float) -> str:
+    return f"{fraction * 100:g}%"
+
+
+def _opt(v: float | None) -> float | str | None:
+    return None if v is None else json_float(v)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One evaluated rule (or one baseline metric): value against limit."""
+
+    rule: str  # max_kappa | max_mu_la | max_kappa_layer | baseline
+    metric: str  # the metric's key in the report, e.g. "embedding.kappa", "layers[3].mu_la"
+    label: str  # e.g. "κ(X)"
+    statistic: str  # median | mean | max over samples ("value" for a weight κ, a model constant)
+    value: float
+    limit: float
+    passed: bool
+    reason: str | None  # why it failed (or a note on a pass); None: a plain pass
+    source: str  # where the limit came from: "command line", a config file, or the baseline file
+    layer: int | None = None  # the layer the value is from (a layer rule: the worst layer)
+    layer_name: str | None = None
+    baseline: float | None = None  # baseline metrics: the baseline's value (limit = it × (1 + tolerance))
+    improved: bool = False  # baseline metrics: better than the baseline by more than the tolerance
+
+    @property
+    def title(self) -> str:
+        """A stable name (JUnit testcase name): the rule or metric, never the numbers."""
+        if self.rule == "baseline":
+            return f"{self.metric}: {self.label}"
+        return f"{self.rule}: {self.label}"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "rule": self.rule,
+            "metric": self.metric,
+            "label": self.label,
+            "statistic": self.statistic,
+            "value": json_float(self.value),
+            "limit": json_float(self.limit),
+            "passed": self.passed,
+            "reason": self.reason,
+            "source": self.source,
+            "layer": None if self.layer is None else {"index": self.layer, "name": self.layer_name},
+        }
+        if self.rule == "baseline":
+            out["baseline"] = _opt(self.baseline)
+            out["improved"] = self.improved
+        return out
+
+
+@dataclass(frozen=True)
+class BaselineSummary:
+    """The baseline a check compared against."""
+
+    path: str
+    model: str  # the baseline's model spec
+    version: str | None  # condcli that made it
+    tolerance: float
+    compared: int
+    regressed: int
+    improved: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.path,
+            "model": self.model,
+            "condcli_version": self.version,
+            "tolerance": self.tolerance,
+            "compared": self.compared,
+            "regressed": self.regressed,
+            "improved": self.improved,
+        }
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What ``condcli check`` found."""
+
+    spectrum: SpectrumReport
+    statistic: str
+    checks: tuple[CheckResult, ...]
+    baseline: BaselineSummary | None
+    warnings: tuple[str, ...]
+    config_file: str | None
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def rules(self) -> tuple[CheckResult, ...]:
+        return tuple(c for c in self.checks if c.rule != "baseline")
+
+    @property
+    def baseline_checks(self) -> tuple[CheckResult, ...]:
+        return tuple(c for c in self.checks if c.rule == "baseline")
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.spectrum.to_json()
+        data["command"] = "check"  # same position as in every report (the envelope's third key)
+        data.update(
+            {
+                "statistic": self.statistic,
+                "config_file": self.config_file,
+                "checks": [c.to_json() for c in self.checks],
+                "passed": self.passed,
+                "baseline": None if self.baseline is None else self.baseline.to_json(),
+                "warnings": list(self.warnings),
+            }
+        )
+        return data
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One metric of both models; ``ratio`` is B/A (None where undefined: both inf)."""
+
+    key: str
+    label_a: str
+    label_b: str
+    layer: int | None
+    name_a: str | None
+    name_b: str | None
+    a: float
+    b: float
+    floor_a: bool
+    floor_b: bool
+
+    @property
+    def ratio(self) -> float | None:
+        if math.isinf(self.a):
+            return None if math.isinf(self.b) else 0.0
+        if self.a == 0:
+            return None
+        return self.b / self.a
+
+    @property
+    def label(self) -> str:
+        if self.key == "embedding.seen":
+            return f"κ of the tokens the blocks see (A: {self.label_a}; B: {self.label_b})"
+        return self.label_a if self.label_a == self.label_b else f"{self.label_a} / {self.label_b}"
+
+    def to_json(self) -> dict[str, Any]:
+        names = None if self.layer is None else {"a": self.name_a, "b": self.name_b}
+        return {
+            "metric": self.key,
+            "label": self.label,
+            "layer": None if self.layer is None else {"index": self.layer, "name": names},
+            "a": json_float(self.a),
+            "b": json_float(self.b),
+            "ratio": _opt(self.ratio),
+            "floor": {"a": self.floor_a, "b": self.floor_b},
+        }
+
+
+@dataclass(frozen=True)
+class CompareReport:
+    """What ``condcli compare`` found: both analyses and the metrics both have, side by side."""
+
+    a: SpectrumReport
+    b: SpectrumReport
+    statistic: str
+    rows: tuple[CompareRow, ...]
+    warnings: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **envelope("compare"),
+            "statistic": self.statistic,
+            "a": self.a.to_json(),
+            "b": self.b.to_json(),
+            "metrics": [r.to_json() for r in self.rows],
+            "warnings": list(self.warnings),
+        }

@@ -1,0 +1,180 @@
+"""The threshold rules of ``condcli check``, evaluated on a fresh spectrum report (SPEC §7 JSON).
+
+- ``max_kappa``: κ of the embedded tokens the blocks compute with — κ(X) for a plain model; for a model
+  that adds its own X + λ·I_k (or X + C) at X, κ of that sum — as the chosen statistic over samples.
+- ``max_kappa_layer``: κ(X_l) of the plain forward, the worst of the analysed layers.
+- ``max_mu_la``: μ(LA) = κ(W_Q)κ(W_K)κ(W_V)κ(A_l)³ (max over heads), the worst of the analysed layers.
+
+A value exactly at its limit passes (value ≤ limit). A κ that is inf (numerically singular) or measured on
+samples below the capture dtype's resolution (a floor, not a measurement: SPEC §2) fails, with that reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from condcli.conditioning import Conditioning
+from condcli.errors import UsageError
+from condcli.gate.config import LIMITS, CheckConfig
+from condcli.gate.metrics import Statistic, count, report_layers, section, statistic_of
+from condcli.gate.report import CheckResult, fmt_pair
+
+# rule → (key in a layer's forward statistics, label, key of its below-precision count, what is below)
+LAYER_RULES: dict[str, tuple[str, str, str, str]] = {
+    "max_kappa_layer": ("kappa", "κ(X_l)", "x", "X_l"),
+    "max_mu_la": ("mu_la", "μ(LA)", "attn_input", "A_l"),
+}
+
+
+def seen_key(builtin: Conditioning | None, lam: float) -> str | None:
+    """The embedding key of what the blocks see: ``kappa`` (plain), ``kappa_conditioned`` (the model's own
+    shift, when the report's λ is the model's λ), ``kappa_corrected`` (its own X + C); None: not measured."""
+    if builtin is None:
+        return "kappa"
+    if builtin.mode == "correction":
+        return "kappa_corrected"
+    return "kappa_conditioned" if builtin.lam == lam else None
+
+
+def _precision(inf: int, below: int, n: int, dtype: str, what: str, where: str = "") -> list[str]:
+    """The SPEC §2 reasons: singular samples, and samples whose κ is only a floor."""
+    out = []
+    at = f" in {where}" if where else ""
+    if inf:
+        out.append(f"{what} is numerically singular (κ = inf){at} in {inf} of {n} samples")
+    if below > inf:
+        out.append(
+            f"{what} is below {dtype} resolution{at} in {below - inf} of {n} samples "
+            "(its κ is a floor, not a measurement)"
+        )
+    if out and dtype != "float64":
+        out[-1] += " — rerun with --dtype float64"
+    return out
+
+
+def _label(report: Mapping[str, Any], key: str) -> str:
+    if key == "kappa":
+        return "κ(X)"
+    if key == "kappa_corrected":
+        return "κ(X + C), the model's own correction"
+    lam = section(report, "settings").get("lambda")
+    return f"κ(X + {lam:g}·I_k), the model's own shift"
+
+
+def kappa_rule(
+    report: Mapping[str, Any], limit: float, statistic: Statistic, key: str, source: str
+) -> CheckResult:
+    """``max_kappa`` on the embedding section (``key``: see :func:`seen_key`)."""
+    emb = section(report, "embedding")
+    agg = section(emb, key, "embedding")
+    value = statistic_of(agg, statistic, f"embedding.{key}")
+    n = count(section(report, "inputs").get("count", 0), "inputs.count")
+    inf = count(agg.get("inf_count", 0), f"embedding.{key}.inf_count")
+    # samples below precision are flagged for X itself; X + λI_k / X + C are judged by inf alone
+    below = count(emb.get("below_precision", 0), "embedding.below_precision") if key == "kappa" else inf
+    dtype = str(emb.get("capture_dtype", "the capture dtype"))
+    what = "X" if key == "kappa" else "the conditioned X"
+    label = _label(report, key)
+    reasons = []
+    if value > limit:
+        shown, lim = fmt_pair(value, limit)
+        reasons.append(f"{label.split(',')[0]} {statistic} {shown} > {lim}")
+    reasons += _precision(inf, max(below, inf), n, dtype, what)
+    return CheckResult(
+        rule="max_kappa",
+        metric=f"embedding.{key}",
+        label=label,
+        statistic=statistic,
+        value=value,
+        limit=limit,
+        passed=not reasons,
+        reason="; ".join(reasons) or None,
+        source=source,
+    )
+
+
+@dataclass(frozen=True)
+class _LayerValue:
+    index: int
+    name: str
+    value: float
+    inf: int
+    below: int
+
+
+def _layer_values(report: Mapping[str, Any], rule: str, statistic: Statistic) -> list[_LayerValue]:
+    key, _, flag, _ = LAYER_RULES[rule]
+    out = []
+    for position, layer in enumerate(report_layers(report)):
+        path = f"layers[{position}]"
+        if not isinstance(layer, Mapping):
+            raise UsageError(f"{path} is not an object", "rerun condcli")
+        agg = section(layer, key, path)
+        below = layer.get("below_precision") or {}
+        out.append(
+            _LayerValue(
+                index=int(layer["index"]),
+                name=str(layer["name"]),
+                value=statistic_of(agg, statistic, f"{path}.{key}"),
+                inf=count(agg.get("inf_count", 0), f"{path}.{key}.inf_count"),
+                below=count(below.get(flag) or 0, f"{path}.below_precision.{flag}"),
+            )
+        )
+    return out
+
+
+def layer_rule(
+    report: Mapping[str, Any], rule: str, limit: float, statistic: Statistic, source: str
+) -> CheckResult:
+    """``max_kappa_layer`` / ``max_mu_la``: the worst analysed layer of the plain forward."""
+    key, label, _, what = LAYER_RULES[rule]
+    values = _layer_values(report, rule, statistic)
+    if not values:
+        raise UsageError(
+            f"{LIMITS[rule]} needs layers, but none were analysed", "drop --layers none or pick layers"
+        )
+    n = count(section(report, "inputs").get("count", 0), "inputs.count")
+    dtype = str(section(report, "embedding").get("capture_dtype", "the capture dtype"))
+    worst = max(values, key=lambda v: v.value)
+    over = [v for v in values if v.value > limit]
+    reasons = []
+    if over:
+        shown, lim = fmt_pair(worst.value, limit)
+        reasons.append(
+            f"{label} {statistic} {shown} > {lim} in {len(over)} of {len(values)} layers, "
+            f"worst layer {worst.index} {worst.name}"
+        )
+    for v in values:
+        reasons += _precision(v.inf, max(v.below, v.inf), n, dtype, what, f"layer {v.index} {v.name}")
+    return CheckResult(
+        rule=rule,
+        metric=f"layers[{worst.index}].{key}",
+        label=f"{label}, worst of {len(values)} layers",
+        statistic=statistic,
+        value=worst.value,
+        limit=limit,
+        passed=not reasons,
+        reason="; ".join(reasons) or None,
+        source=source,
+        layer=worst.index,
+        layer_name=worst.name,
+    )
+
+
+def evaluate(report: Mapping[str, Any], config: CheckConfig, kappa_key: str | None) -> list[CheckResult]:
+    """Every threshold rule of ``config``, in the order of :data:`LIMITS`."""
+    out = []
+    for rule, limit in sorted(config.limits.items(), key=lambda kv: list(LIMITS).index(kv[0])):
+        source = config.sources.get(rule, "")
+        if rule == "max_kappa":
+            if kappa_key is None:
+                raise UsageError(
+                    "--max-kappa: --lambda differs from the λ this model adds at X itself",
+                    "drop --lambda, so that κ of what its blocks see is measured",
+                )
+            out.append(kappa_rule(report, limit, config.statistic, kappa_key, source))
+        else:
+            out.append(layer_rule(report, rule, limit, config.statistic, source))
+    return out
