@@ -3,6 +3,7 @@ the two charts drawn from the JSON, --out written whole or not at all, and one l
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -204,3 +205,20 @@ def test_float64_rerun_matches(vit_json: dict[str, Any]) -> None:
         rtol=1e-5,
     )
     assert torch.get_default_dtype() == torch.float32  # a float64 rerun leaves nothing global behind
+
+
+def test_readme_numbers_are_what_the_command_gives() -> None:
+    """The README's sentence on the sample ViT (16 synthetic images) against a fresh run of its command."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    assert "condcli rank-decay --conditioned 10 --out rank/" in readme
+    r = run_json("--conditioned", "10")
+    assert r["inputs"]["count"] == 16
+    plain, cond = r["rank_decay"]["layers"], r["rank_decay_conditioned"]["layers"]
+    erank = [round(la["erank"]["median"], 1) for la in plain]
+    erank_c = [round(la["erank"]["median"], 1) for la in cond]
+    assert (erank[0], erank[-1], erank_c[0], erank_c[-1]) == (3.3, 2.0, 3.4, 5.5)
+    assert f"falls from {erank[0]} (layer 0) to {erank[-1]} (layer 5)" in readme
+    assert f"grows from {erank_c[0]} to\n{erank_c[-1]}" in readme
+    assert all(a > b for a, b in itertools.pairwise(erank))  # "gets lower with depth"
+    assert {la["rank90"]["median"] for la in plain} <= {2.0, 3.0}  # "in 2–3 of 65 singular values"
+    assert 6 <= min(la["rank90"]["median"] for la in cond) and max(la["rank90"]["median"] for la in cond) <= 7

@@ -73,6 +73,15 @@ def _curves(ax: Axes, section: Mapping[str, Any], norm: Normalize, title: str) -
     m = section.get("index_m")
     if m is not None:
         ax.axvline(float(m), color="gray", linestyle=":", label=f"m = {m}")
+        ax.annotate(
+            f"m = {m}",
+            xy=(float(m), 0.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, 4),
+            textcoords="offset points",
+            fontsize="small",
+            color="gray",
+        )
     if n_max > 16:
         ax.set_xscale("log")
     ax.set_xlim(1, n_max)
