@@ -48,6 +48,7 @@ class MatrixAggregate:
 @dataclass(frozen=True)
 class RankHead:
     head: int
+    cumulative_median: tuple[float, ...]  # c_j per index, median over samples and windows
     at_m: MatrixAggregate  # c_m over samples and windows
     rank90: MatrixAggregate
     erank: MatrixAggregate
@@ -55,6 +56,7 @@ class RankHead:
     def to_json(self) -> dict[str, Any]:
         return {
             "head": self.head,
+            "cumulative": {"median": [json_float(v) for v in self.cumulative_median]},
             "at_m": self.at_m.to_json(),
             "rank90": self.rank90.to_json(),
             "erank": self.erank.to_json(),

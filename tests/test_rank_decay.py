@@ -146,6 +146,7 @@ def test_every_layer_equals_numpy_on_the_models_own_p(vit: Any) -> None:
         # --heads: per head, statistics over samples only
         c = np_cumulative(p)
         for h in layer.heads_detail or ():
+            np.testing.assert_allclose(h.cumulative_median, np.median(c[:, h.head], 0), rtol=1e-10)
             np.testing.assert_allclose(h.at_m.per_sample, c[:, h.head, 15], rtol=1e-10)
             assert h.rank90.per_sample == tuple(float(v) for v in np_rank90(c[:, h.head]))
     heat = [layer.heads_at_m for layer in report.rank_decay.layers]

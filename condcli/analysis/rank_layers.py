@@ -134,6 +134,9 @@ class RankAccumulator:
             detail = tuple(
                 RankHead(
                     head=h,
+                    cumulative_median=tuple(
+                        np.median(torch.cat([c[:, h] for c in padded]).numpy(), axis=0).tolist()
+                    ),
                     at_m=_matrix_aggregate([a[:, h] for a in at_m]),
                     rank90=_matrix_aggregate([r[:, h] for r in rank90]),
                     erank=_matrix_aggregate([e[:, h] for e in erank]),

@@ -52,8 +52,10 @@ def compare_command(
     as_json: o.Json = False,
     out: CompareOut = None,
 ) -> None:
-    """κ(X), κ(X + λ·I_k), κ(X + C) and every layer's κ and μ of two models on the same inputs and
-    options, with B/A ratios (e.g. condcli compare vit-plain vit-conditioned)."""
+    """Two models' κ and μ side by side on the same inputs, with B/A ratios.
+
+    κ(X), κ(X + λ·I_k), κ(X + C) and every layer's κ and μ, e.g. condcli compare vit-plain vit-conditioned.
+    """
     import gc
 
     from condcli.analysis.common import resolve_lambda
