@@ -302,3 +302,18 @@ def test_nystromformer_p_is_named_an_approximation() -> None:
     # P = K1 · pinv(K2) · K3 with 8 landmarks: rank ≤ 8, so 8 singular values hold all of Σσ
     for layer in report.rank_decay.layers:
         assert layer.cumulative.median[7] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_layers_whose_p_cannot_be_observed_are_named_and_none_at_all_is_one_error() -> None:
+    from dataclasses import replace
+
+    loaded = load("vit-plain", LoadOptions(device="cpu"))
+    batches = list(stream(loaded.preprocessing, InputSpec(max_samples=2, batch_size=2)))
+    layers = loaded.adapter.layers
+    loaded.adapter.layers = [replace(s, probs=None) if s.index in (1, 2) else s for s in layers]
+    report = analyse_rank_decay(loaded, replay(batches), RankDecayOptions(lam=LAM), "t")
+    assert [la.index for la in report.rank_decay.layers] == [0, 3, 4, 5]
+    assert "layers 1, 2: P cannot be observed there, so they are left out" in report.notes
+    loaded.adapter.layers = [replace(s, probs=None) for s in layers]
+    with pytest.raises(InputError, match="cannot be observed in the chosen layers"):
+        analyse_rank_decay(loaded, replay(batches), RankDecayOptions(lam=LAM), "t")
