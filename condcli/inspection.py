@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from condcli import __version__
 from condcli.capture import LayerCapture, capture
 from condcli.inputs import InputSpec, stream
+from condcli.report import envelope
 from condcli.sources import LoadedModel
 
 
@@ -50,9 +50,7 @@ def inspect_model(loaded: LoadedModel, spec: InputSpec, model_from: str) -> dict
     tokens = [int(m.shape[0]) for m in got.samples()]
     point = loaded.adapter.embedding
     return {
-        "schema_version": 1,
-        "tool": {"name": "condcli", "version": __version__},
-        "command": "inspect",
+        **envelope("inspect"),
         "model": {
             "spec": loaded.spec,
             "from": model_from,

@@ -93,3 +93,30 @@ def test_success_is_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ok"], application=_app_raising(ValueError())) == 0
     assert capsys.readouterr().out == "fine\n"
     assert main(["--version"]) == 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["models"],
+        ["inspect", "vit-plain", "--max-samples", "1"],
+        ["spectrum", "vit-plain", "--max-samples", "1", "--layers", "none"],
+        ["sweep-lambda", "vit-plain", "--max-samples", "1", "--steps", "2"],
+        ["rank-decay", "vit-plain", "--max-samples", "1", "--layers", "0"],
+        ["check", "vit-plain", "--max-samples", "1", "--max-kappa", "1e6"],
+    ],
+)
+def test_every_report_starts_with_the_same_envelope(args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """SPEC §7: schema_version, tool {name, version} (+ torch, for baselines), command — for every command."""
+    import json
+
+    import torch
+
+    from condcli import hub
+
+    monkeypatch.setattr(hub, "reachable", lambda: False)
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    r = json.loads(result.stdout)
+    assert r["schema_version"] == 1 and r["command"] == args[0]
+    assert r["tool"] == {"name": "condcli", "version": __version__, "torch": torch.__version__}

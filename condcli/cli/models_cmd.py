@@ -7,10 +7,10 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from condcli import __version__
 from condcli.cli import options as o
 from condcli.cli.main import command
 from condcli.project_config import DEFAULT_SAMPLE
+from condcli.report import envelope
 from condcli.samples import SampleInfo, list_samples, samples_dir
 
 
@@ -30,9 +30,7 @@ def models_command(as_json: o.Json = False) -> None:
     samples = list_samples()
     if as_json:
         report = {
-            "schema_version": 1,
-            "tool": {"name": "condcli", "version": __version__},
-            "command": "models",
+            **envelope("models"),
             "samples_dir": str(samples_dir()),
             "samples": [s.to_json() for s in samples],
         }
