@@ -11,7 +11,7 @@ from functools import cache
 from condcli.adapters.base import Adapter
 from condcli.errors import InputError
 from condcli.inputs import InputStream
-from condcli.report import InputsInfo, ModelInfo
+from condcli.report import InputsInfo, ModelInfo, Settings
 from condcli.sources import LoadedModel
 
 DEFAULT_LAMBDA = 10.0  # the paper's λ (grid 1–20, best ≈ 10)
@@ -50,6 +50,27 @@ def inputs_info(loaded: LoadedModel, inputs: InputStream, tokens: int, dim: int)
         tokens=tokens,
         dim=dim,
         skipped=inputs.skipped,
+    )
+
+
+def settings(
+    loaded: LoadedModel,
+    lam: float,
+    seed: int,
+    *,
+    conditioned_forward: bool,
+    heads: bool,
+    target_kappa: float | None = None,
+) -> Settings:
+    """The report's settings section: λ, the dtype and device the model ran in, the seed."""
+    return Settings(
+        lam=lam,
+        dtype=str(loaded.dtype).removeprefix("torch."),
+        device=str(loaded.device),
+        seed=seed,
+        conditioned_forward=conditioned_forward,
+        heads=heads,
+        target_kappa=target_kappa,
     )
 
 

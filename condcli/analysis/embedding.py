@@ -34,6 +34,8 @@ class EmbeddingAccumulator:
         self.below: list[int] = []
         self.seen = 0
         self.k = 0
+        self.tokens = 0  # N of the longest sample
+        self.dim = 0  # d
         self.capture_dtype = ""
 
     def add(self, mats: Sequence[torch.Tensor]) -> None:
@@ -56,6 +58,8 @@ class EmbeddingAccumulator:
         self.below.extend(self.seen + i for i in torch.nonzero(s.below).flatten().tolist())
         self.seen += len(mats)
         self.k = max(self.k, *(int(v.shape[-1]) for v in s.sigma))
+        self.tokens = max(self.tokens, *(int(m.shape[0]) for m in mats))
+        self.dim = int(mats[0].shape[-1])
 
     def result(self, adapter: Adapter) -> EmbeddingReport:
         """The report section, labelled with where ``adapter`` takes X and the model's own conditioning."""

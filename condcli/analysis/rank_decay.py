@@ -8,7 +8,14 @@ from dataclasses import dataclass
 
 import torch
 
-from condcli.analysis.common import Progress, inputs_info, model_info, precision_note, release_memory
+from condcli.analysis.common import (
+    Progress,
+    inputs_info,
+    model_info,
+    precision_note,
+    release_memory,
+    settings,
+)
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.persample import trim
 from condcli.analysis.rank_layers import RankAccumulator, check_index, check_index_fits, rank_result
@@ -17,7 +24,7 @@ from condcli.conditioning import Conditioning
 from condcli.errors import InputError, InternalError, UsageError
 from condcli.inputs import InputStream
 from condcli.rank_report import RankDecayReport
-from condcli.report import ConditionedForward, Settings
+from condcli.report import ConditionedForward
 from condcli.sources import LoadedModel
 
 
@@ -97,15 +104,11 @@ def analyse_rank_decay(
         {i: RankAccumulator(specs[i], per_head=options.heads) for i in chosen} if cond.applied else {}
     )
     embedding = EmbeddingAccumulator(options.lam)
-    tokens = dim = 0
     first = True
     for batch in inputs:
         lengths = batch.lengths
         got = capture(adapter, batch, layers=chosen, probes=("probs",), sink=_sink(plain, lengths))
-        xs = trim(got.x, got.lengths, (0,))
-        embedding.add(xs)
-        tokens = max(tokens, *(int(x.shape[0]) for x in xs))
-        dim = int(got.x.shape[-1])
+        embedding.add(trim(got.x, lengths, (0,)))
         del got
         if first and batch.lengths is None:  # every sample has the same n: say so before more work
             check_index_fits(options.index, plain)
@@ -143,14 +146,9 @@ def analyse_rank_decay(
         notes.append(note)
     return RankDecayReport(
         model=model_info(loaded, model_from),
-        inputs=inputs_info(loaded, inputs, tokens, dim),
-        settings=Settings(
-            lam=options.lam,
-            dtype=str(loaded.dtype).removeprefix("torch."),
-            device=str(loaded.device),
-            seed=options.seed,
-            conditioned_forward=cond.applied,
-            heads=options.heads,
+        inputs=inputs_info(loaded, inputs, embedding.tokens, embedding.dim),
+        settings=settings(
+            loaded, options.lam, options.seed, conditioned_forward=cond.applied, heads=options.heads
         ),
         embedding=emb,
         rank_decay=result,

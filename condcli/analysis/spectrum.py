@@ -7,14 +7,21 @@ from dataclasses import dataclass
 
 import torch
 
-from condcli.analysis.common import Progress, inputs_info, model_info, precision_note, release_memory
+from condcli.analysis.common import (
+    Progress,
+    inputs_info,
+    model_info,
+    precision_note,
+    release_memory,
+    settings,
+)
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.layers import ForwardAccumulator, weight_kappas
 from condcli.analysis.persample import trim
 from condcli.capture import LayerCapture, LayerSink, capture, layer_set
 from condcli.conditioning import Conditioning
 from condcli.inputs import InputStream
-from condcli.report import ConditionedForward, LayerReport, Settings, SpectrumReport
+from condcli.report import ConditionedForward, LayerReport, SpectrumReport
 from condcli.sources import LoadedModel
 
 
@@ -73,15 +80,11 @@ def analyse_spectrum(
         else {}
     )
     embedding = EmbeddingAccumulator(options.lam)
-    tokens = dim = 0
     for batch in inputs:
         lengths = batch.lengths
 
         got = capture(adapter, batch, layers=chosen, sink=_sink(plain, lengths))
-        xs = trim(got.x, lengths, (0,))
-        embedding.add(xs)
-        tokens = max(tokens, *(int(x.shape[0]) for x in xs))
-        dim = int(got.x.shape[-1])
+        embedding.add(trim(got.x, lengths, (0,)))
         del got
         if cond.applied:
             capture(
@@ -115,14 +118,9 @@ def analyse_spectrum(
         notes.append(note)
     return SpectrumReport(
         model=model_info(loaded, model_from),
-        inputs=inputs_info(loaded, inputs, tokens, dim),
-        settings=Settings(
-            lam=options.lam,
-            dtype=str(loaded.dtype).removeprefix("torch."),
-            device=str(loaded.device),
-            seed=options.seed,
-            conditioned_forward=cond.applied,
-            heads=options.heads,
+        inputs=inputs_info(loaded, inputs, embedding.tokens, embedding.dim),
+        settings=settings(
+            loaded, options.lam, options.seed, conditioned_forward=cond.applied, heads=options.heads
         ),
         embedding=emb,
         layers=layers,

@@ -24,6 +24,7 @@ from condcli.analysis.common import (
     precision_note,
     release_memory,
     resolve_lambda,
+    settings,
 )
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.persample import summarize_samples, trim
@@ -31,7 +32,7 @@ from condcli.capture import LayerCapture, LayerSink, capture, layer_set
 from condcli.conditioning import Conditioning
 from condcli.errors import InternalError, UsageError
 from condcli.inputs import InputStream
-from condcli.report import Settings, SweepLayer, SweepReport, SweepResult
+from condcli.report import SweepLayer, SweepReport, SweepResult
 from condcli.sources import LoadedModel
 from condcli.spectra import (
     ScalarStream,
@@ -219,15 +220,12 @@ def analyse_sweep(
     embedding = EmbeddingAccumulator(lam, spectra=False)
     per_layer = {i: _LayerKappas(len(lambdas) + 1) for i in chosen}
     kappa_rows: list[Floats] = []  # per batch (B, L): per-sample scalars only
-    tokens = dim = 0
     for batch in inputs:
         lengths = batch.lengths
         got = capture(adapter, batch, layers=chosen, probes=("x_in",), sink=_sink(per_layer, 0, lengths))
         xs = trim(got.x, lengths, (0,))
         embedding.add(xs)
         kappa_rows.append(shifted_kappas(xs, grid))
-        tokens = max(tokens, *(int(x.shape[0]) for x in xs))
-        dim = int(got.x.shape[-1])
         del got, xs
         for j, value in enumerate(lambdas if chosen else ()):
             capture(
@@ -292,15 +290,9 @@ def analyse_sweep(
         notes.append(note)
     return SweepReport(
         model=model_info(loaded, model_from),
-        inputs=inputs_info(loaded, inputs, tokens, dim),
-        settings=Settings(
-            lam=lam,
-            dtype=str(loaded.dtype).removeprefix("torch."),
-            device=str(loaded.device),
-            seed=options.seed,
-            conditioned_forward=bool(chosen),
-            heads=False,
-            target_kappa=target,
+        inputs=inputs_info(loaded, inputs, embedding.tokens, embedding.dim),
+        settings=settings(
+            loaded, lam, options.seed, conditioned_forward=bool(chosen), heads=False, target_kappa=target
         ),
         embedding=emb,
         sweep=result,
