@@ -17,7 +17,7 @@ from condcli.preprocessing import timm_preprocessing
 from condcli.rank_report import RankDecayReport, RankLayer
 from condcli.sources import LoadedModel, LoadOptions, load
 from condcli.spectra import cumulative_spectrum, effective_rank_of_spectrum, rank_at_fraction
-from tests.test_analysis_spectrum import hooks, replay
+from tests.test_analysis_spectrum import replay, vit_reference
 
 LAM = 10.0
 
@@ -84,26 +84,8 @@ def test_default_index_is_round_n_over_4() -> None:
 
 def vit_probs(loaded: LoadedModel, batches: list[Batch], shift: float | None = None) -> list[np.ndarray]:
     """Per layer (S, H, n, n): P read at timm's attn_drop input with the test's own hooks."""
-    model = loaded.model
-    where = {f"p{i}": (b.attn.attn_drop, True) for i, b in enumerate(model.blocks)}
-    fused = [(m, m.fused_attn) for m in model.modules() if hasattr(m, "fused_attn")]
-    handle = None
-    if shift is not None:
-        handle = model.pos_drop.register_forward_hook(
-            lambda m, a, o: o + shift * torch.eye(o.shape[1], o.shape[2], dtype=o.dtype)
-        )
-    try:
-        for m, _ in fused:
-            m.fused_attn = False
-        with hooks(model, where) as seen, torch.no_grad():
-            for b in batches:
-                model(b.inputs["pixel_values"])
-    finally:
-        for m, v in fused:
-            m.fused_attn = v
-        if handle is not None:
-            handle.remove()
-    return [torch.cat(seen[f"p{i}"]).double().numpy() for i in range(len(model.blocks))]
+    ref = vit_reference(loaded, batches, shift)
+    return [ref[f"p{i}"] for i in range(len(loaded.model.blocks))]
 
 
 def check_layer(layer: RankLayer, P: np.ndarray, m: int) -> None:
