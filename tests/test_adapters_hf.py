@@ -29,6 +29,7 @@ from condcli.adapters.base import Adapter, HeadWeights
 from condcli.capture import capture
 from condcli.conditioning import Conditioning
 from condcli.inputs import Batch
+from tests.recording import hook_count as count_hooks
 
 D, H, LAYERS, VOCAB, SEG = 32, 4, 2, 100, 64
 INIT = 0.3  # weight scale: peaked, far-from-uniform attention (0.02, the default, gives P ≈ 1/n everywhere)
@@ -155,10 +156,6 @@ def close(actual: torch.Tensor, expected: torch.Tensor, atol: float = 2e-5, rtol
     torch.testing.assert_close(actual.to(expected.dtype), expected, atol=atol, rtol=rtol)
 
 
-def hook_count(model: nn.Module) -> int:
-    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
-
-
 def blocks(name: str, model: Any) -> list[Any]:
     base = model.base_model
     if name == "gpt2":
@@ -188,9 +185,9 @@ def reference(model: nn.Module, batch: Batch, **flags: bool) -> Any:
 
 def run_capture(adapter: Adapter, batch: Batch, **kwargs: Any) -> Any:
     model: Any = adapter.model
-    before, impl = hook_count(model), model.config._attn_implementation
+    before, impl = count_hooks(model), model.config._attn_implementation
     cap = capture(adapter, batch, **kwargs)
-    assert hook_count(model) == before, "capture left hooks on the model"
+    assert count_hooks(model) == before, "capture left hooks on the model"
     assert model.config._attn_implementation == impl
     return cap
 
@@ -467,7 +464,9 @@ FRESH = ["bert", "gpt2", "vit", "nys_approx"]
 
 
 @pytest.mark.parametrize("name", FRESH)
-def test_capture_leaves_no_hooks_and_restores_attention(name: str) -> None:
+def test_capture_leaves_no_hooks_and_restores_attention(
+    name: str, hook_count: Callable[[nn.Module], int]
+) -> None:
     model: Any = build(name)
     assert hook_count(model) == 0
     impl = model.config._attn_implementation
@@ -478,7 +477,7 @@ def test_capture_leaves_no_hooks_and_restores_attention(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", FRESH)
-def test_cleanup_after_a_forward_that_raises(name: str) -> None:
+def test_cleanup_after_a_forward_that_raises(name: str, hook_count: Callable[[nn.Module], int]) -> None:
     model: Any = build(name)
     adapter = adapter_for(model)
     batch = batch_for(name, model)

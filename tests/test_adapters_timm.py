@@ -118,10 +118,6 @@ class Case:
 # ---------------------------------------------------------------------------------------------- helpers
 
 
-def hook_count(model: nn.Module) -> int:
-    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
-
-
 def flag_modules(model: nn.Module) -> list[Any]:
     """Every module with a ``fused_attn`` switch (typed Any: the flag is a plain attribute)."""
     return [m for m in model.modules() if isinstance(getattr(m, "fused_attn", None), bool)]
@@ -533,14 +529,18 @@ def test_attention_output_rebuilt_from_p_and_v(case: Case, captured: tuple[Captu
         assert float((lc.probs - lc.probs.mean(-1, keepdim=True)).abs().max()) > 1e-4
 
 
-def test_fused_flags_restored_and_no_hooks_left(case: Case, captured: tuple[Capture, Any]) -> None:
+def test_fused_flags_restored_and_no_hooks_left(
+    case: Case, captured: tuple[Capture, Any], hook_count: Callable[[nn.Module], int]
+) -> None:
     flags = flag_modules(case.model)
     assert flags and all(m.fused_attn is True for m in flags)  # set True by the fixture, restored after
     assert hook_count(case.model) == 0
     assert {id(m) for m, _ in case.adapter.fused_flags} == {id(m) for m in flags}
 
 
-def test_failed_forward_leaves_no_hooks_and_restores_flags(case: Case) -> None:
+def test_failed_forward_leaves_no_hooks_and_restores_flags(
+    case: Case, hook_count: Callable[[nn.Module], int]
+) -> None:
     model, img = case.model, case.batch.inputs["pixel_values"]
     with torch.no_grad():
         before = model(img)
@@ -565,7 +565,9 @@ def test_failed_forward_leaves_no_hooks_and_restores_flags(case: Case) -> None:
     assert torch.equal(before, after)
 
 
-def test_conditioning_shifts_the_first_block_input(case: Case) -> None:
+def test_conditioning_shifts_the_first_block_input(
+    case: Case, hook_count: Callable[[nn.Module], int]
+) -> None:
     model = case.model
     n, d = case.ref.x.shape[1:]
     expected = case.ref.x + LAM * torch.eye(n, d)
@@ -593,7 +595,7 @@ def test_conditioning_shifts_the_first_block_input(case: Case) -> None:
     assert hook_count(model) == 0
 
 
-def test_last_layer_only_and_out_of_range(case: Case) -> None:
+def test_last_layer_only_and_out_of_range(case: Case, hook_count: Callable[[nn.Module], int]) -> None:
     last = len(case.ref.layers) - 1
     cap = capture(case.adapter, case.batch, layers=[-1])
     assert list(cap.layers) == [last]

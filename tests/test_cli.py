@@ -4,24 +4,23 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner
+from click.testing import Result
 
 from condcli import __version__
-from condcli.cli import app, main
+from condcli.cli import main
 from condcli.errors import InputError, NonFiniteInputError, UsageError
 
-runner = CliRunner()
 
-
-def test_version_and_help() -> None:
-    result = runner.invoke(app, ["--version"])
+def test_version_and_help(cli: Callable[..., Result]) -> None:
+    result = cli("--version")
     assert result.exit_code == 0
     assert result.stdout == f"condcli {__version__}\n"
-    result = runner.invoke(app, ["--help"])
+    result = cli("--help")
     assert result.exit_code == 0
     assert "Spectral diagnostics" in result.stdout
 
@@ -106,16 +105,13 @@ def test_success_is_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
         ["check", "vit-plain", "--max-samples", "1", "--max-kappa", "1e6"],
     ],
 )
-def test_every_report_starts_with_the_same_envelope(args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_report_starts_with_the_same_envelope(args: list[str], cli: Callable[..., Result]) -> None:
     """SPEC §7: schema_version, tool {name, version} (+ torch, for baselines), command — for every command."""
     import json
 
     import torch
 
-    from condcli import hub
-
-    monkeypatch.setattr(hub, "reachable", lambda: False)
-    result = runner.invoke(app, [*args, "--json"])
+    result = cli(*args, "--json")
     assert result.exit_code == 0, result.output
     r = json.loads(result.stdout)
     assert r["schema_version"] == 1 and r["command"] == args[0]

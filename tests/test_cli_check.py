@@ -8,51 +8,56 @@ from __future__ import annotations
 import copy
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
+from click.testing import Result
 
-from condcli import hub, sources
-from condcli.cli import app, main
+from condcli import sources
+from condcli.cli import main
 from condcli.gate.report import fmt_pair
 from tests.helpers import np_kappa
 
-runner = CliRunner()
 FAST = ["--max-samples", "2", "--batch-size", "2"]
 LAYERS = ["--layers", "0,-1"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _offline() -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(hub, "reachable", lambda: False)
-        yield
+Check = Callable[..., tuple[int, str, str]]
+CheckJson = Callable[..., tuple[int, dict[str, Any]]]
 
 
 @pytest.fixture(scope="module")
-def spectrum() -> dict[str, Any]:
+def spectrum(cli_json: Callable[..., dict[str, Any]]) -> dict[str, Any]:
     """The spectrum report of the same run a check makes (its numbers are verified in test_cli_spectrum)."""
-    result = runner.invoke(app, ["spectrum", "vit-plain", *FAST, *LAYERS, "--no-conditioned", "--json"])
-    assert result.exit_code == 0, result.output
-    data: dict[str, Any] = json.loads(result.stdout)
-    return data
+    return cli_json("spectrum", "vit-plain", *FAST, *LAYERS, "--no-conditioned")
 
 
-def check(*args: str) -> tuple[int, str, str]:
-    result = runner.invoke(app, ["check", *args])
-    assert "Traceback" not in result.output
-    return result.exit_code, result.stdout, result.stderr
+@pytest.fixture(scope="module")
+def check(cli: Callable[..., Result]) -> Check:
+    """``check(*args)``: condcli check's exit code, stdout and stderr (never a traceback)."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        result = cli("check", *args)
+        assert "Traceback" not in result.output
+        return result.exit_code, result.stdout, result.stderr
+
+    return run
 
 
-def check_json(*args: str) -> tuple[int, dict[str, Any]]:
-    code, out, _ = check(*args, "--json")
-    data: dict[str, Any] = json.loads(out)  # stdout holds the JSON and nothing else, pass or fail
-    return code, data
+@pytest.fixture(scope="module")
+def check_json(check: Check) -> CheckJson:
+    """``check_json(*args)``: condcli check --json's exit code and report, pass or fail."""
+
+    def run(*args: str) -> tuple[int, dict[str, Any]]:
+        code, out, _ = check(*args, "--json")
+        data: dict[str, Any] = json.loads(out)  # stdout holds the JSON and nothing else, pass or fail
+        return code, data
+
+    return run
 
 
 def hooked_x() -> np.ndarray:
@@ -71,7 +76,7 @@ def hooked_x() -> np.ndarray:
 
 
 def test_exit_0_when_every_rule_passes_with_values_from_an_independent_reference(
-    spectrum: dict[str, Any],
+    spectrum: dict[str, Any], check_json: CheckJson
 ) -> None:
     code, r = check_json(
         "vit-plain", *FAST, *LAYERS, "--max-kappa", "1000", "--max-kappa-layer", "1e4", "--max-mu-la", "1e13"
@@ -90,7 +95,9 @@ def test_exit_0_when_every_rule_passes_with_values_from_an_independent_reference
         assert checks[rule]["passed"] is True and checks[rule]["source"] == "command line"
 
 
-def test_exit_1_when_a_rule_fails_prints_rule_value_limit_and_fail(spectrum: dict[str, Any]) -> None:
+def test_exit_1_when_a_rule_fails_prints_rule_value_limit_and_fail(
+    spectrum: dict[str, Any], check: Check
+) -> None:
     code, out, err = check("vit-plain", *FAST, "--max-kappa", "100")
     kappa = spectrum["embedding"]["kappa"]["median"]
     value, limit = fmt_pair(kappa, 100)
@@ -102,8 +109,10 @@ def test_exit_1_when_a_rule_fails_prints_rule_value_limit_and_fail(spectrum: dic
     assert out.rstrip().endswith("check failed: 0 of 1 rules passed (failed: max_kappa)")
 
 
-def test_json_on_failure_is_only_json_on_stdout_and_exit_1(spectrum: dict[str, Any]) -> None:
-    result = runner.invoke(app, ["check", "vit-plain", *FAST, "--max-kappa", "100", "--json"])
+def test_json_on_failure_is_only_json_on_stdout_and_exit_1(
+    spectrum: dict[str, Any], cli: Callable[..., Result]
+) -> None:
+    result = cli("check", "vit-plain", *FAST, "--max-kappa", "100", "--json")
     assert result.exit_code == 1
     r = json.loads(result.stdout)
     assert r["passed"] is False and r["checks"][0]["passed"] is False
@@ -111,7 +120,9 @@ def test_json_on_failure_is_only_json_on_stdout_and_exit_1(spectrum: dict[str, A
     assert result.stderr == "check failed: max_kappa: κ(X)\n"
 
 
-def test_a_rule_exactly_at_its_limit_passes(spectrum: dict[str, Any]) -> None:
+def test_a_rule_exactly_at_its_limit_passes(
+    spectrum: dict[str, Any], check: Check, check_json: CheckJson
+) -> None:
     kappa = spectrum["embedding"]["kappa"]["median"]
     code, r = check_json("vit-plain", *FAST, "--max-kappa", repr(kappa))
     assert code == 0 and r["checks"][0]["value"] == r["checks"][0]["limit"] == kappa
@@ -121,7 +132,9 @@ def test_a_rule_exactly_at_its_limit_passes(spectrum: dict[str, Any]) -> None:
     assert code == 1 and value != limit and f"│ {value} │ {limit} │ FAIL" in out
 
 
-def test_config_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spectrum: dict[str, Any]) -> None:
+def test_config_precedence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spectrum: dict[str, Any], check_json: CheckJson
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text(
         '[tool.condcli]\nmodel = "vit-plain"\n\n[tool.condcli.check]\nmax_kappa = 100\nstatistic = "max"\n'
@@ -147,7 +160,9 @@ def baseline_file(tmp_path: Path, report: dict[str, Any], name: str = "baseline.
     return path
 
 
-def test_baseline_of_the_same_run_passes_without_warnings(tmp_path: Path, spectrum: dict[str, Any]) -> None:
+def test_baseline_of_the_same_run_passes_without_warnings(
+    tmp_path: Path, spectrum: dict[str, Any], check: Check
+) -> None:
     path = baseline_file(tmp_path, spectrum)
     code, out, err = check("vit-plain", *FAST, "--baseline", str(path))  # layers: the baseline's own
     assert code == 0 and err == ""
@@ -155,14 +170,14 @@ def test_baseline_of_the_same_run_passes_without_warnings(tmp_path: Path, spectr
 
 
 def test_a_regression_is_detected_and_an_improvement_is_not_flagged(
-    tmp_path: Path, spectrum: dict[str, Any]
+    tmp_path: Path, spectrum: dict[str, Any], cli: Callable[..., Result]
 ) -> None:
     old = copy.deepcopy(spectrum)
     old["embedding"]["kappa"]["median"] /= 1.5  # so the new κ(X) is a 50% regression
     old["layers"][1]["mu_la"]["median"] *= 3  # so the new μ(LA) of the last layer is a big improvement
     old["settings"]["seed"] = 7
     path = baseline_file(tmp_path, old)
-    result = runner.invoke(app, ["check", "vit-plain", *FAST, "--baseline", str(path), "--json"])
+    result = cli("check", "vit-plain", *FAST, "--baseline", str(path), "--json")
     assert result.exit_code == 1
     r = json.loads(result.stdout)
     failed = [c for c in r["checks"] if not c["passed"]]
@@ -176,12 +191,14 @@ def test_a_regression_is_detected_and_an_improvement_is_not_flagged(
     assert r["baseline"]["regressed"] == 1 and r["baseline"]["improved"] == 1
     assert r["warnings"] == ["the baseline's seed differs: 7 there, 0 now"]
     assert "warning: the baseline's seed differs: 7 there, 0 now" in result.stderr
-    table = runner.invoke(app, ["check", "vit-plain", *FAST, "--baseline", str(path), "--tolerance", "60%"])
+    table = cli("check", "vit-plain", *FAST, "--baseline", str(path), "--tolerance", "60%")
     assert table.exit_code == 0  # 50% is within a 60% tolerance
     assert "1 improved by more than the tolerance (not flagged)" in table.stdout
 
 
-def test_junit_from_a_real_run_has_the_right_counts(tmp_path: Path, spectrum: dict[str, Any]) -> None:
+def test_junit_from_a_real_run_has_the_right_counts(
+    tmp_path: Path, spectrum: dict[str, Any], check: Check
+) -> None:
     old = copy.deepcopy(spectrum)
     old["layers"][0]["kappa"]["median"] /= 2
     path = baseline_file(tmp_path, old)
@@ -204,7 +221,9 @@ def test_junit_from_a_real_run_has_the_right_counts(tmp_path: Path, spectrum: di
     assert failed == ["max_kappa: κ(X)", "layers[0].kappa: κ(X_l)"]
 
 
-def test_below_precision_x_fails_a_max_kappa_rule_with_that_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_below_precision_x_fails_a_max_kappa_rule_with_that_reason(
+    monkeypatch: pytest.MonkeyPatch, check_json: CheckJson
+) -> None:
     """A real run on X whose second token nearly repeats the first: σ_k below float32 resolution."""
     real_load = sources.load
 
@@ -295,7 +314,7 @@ def test_bad_usage_or_input_is_one_line_and_exit_2(
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
 
 
-def test_a_model_that_conditions_itself_is_gated_on_what_its_blocks_see() -> None:
+def test_a_model_that_conditions_itself_is_gated_on_what_its_blocks_see(check_json: CheckJson) -> None:
     code, r = check_json(
         "vit-conditioned", *FAST, "--layers", "0", "--max-kappa", "10", "--max-kappa-layer", "10"
     )
@@ -309,8 +328,10 @@ def test_a_model_that_conditions_itself_is_gated_on_what_its_blocks_see() -> Non
     assert layer["value"] == pytest.approx(kappa["value"], rel=1e-5)
 
 
-def test_a_check_report_serves_as_a_baseline(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["check", "vit-plain", *FAST, "--max-kappa", "1000", "--json"])
+def test_a_check_report_serves_as_a_baseline(
+    tmp_path: Path, cli: Callable[..., Result], check_json: CheckJson
+) -> None:
+    result = cli("check", "vit-plain", *FAST, "--max-kappa", "1000", "--json")
     path = baseline_file(tmp_path, json.loads(result.stdout), "check.json")
     code, r = check_json("vit-plain", *FAST, "--baseline", str(path))
     assert code == 0 and r["baseline"]["compared"] == 3 and r["warnings"] == []

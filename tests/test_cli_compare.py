@@ -4,41 +4,25 @@ two reports' own values, the table prints those numbers, and differing input kin
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import Result
 
-from condcli import hub
-from condcli.cli import app, main
+from condcli.cli import main
 from condcli.gate.baseline import load_baseline
 from condcli.gate.report import fmt
 
-runner = CliRunner()
 FAST = ["--max-samples", "2", "--batch-size", "2", "--layers", "0,-1"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _offline() -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(hub, "reachable", lambda: False)
-        yield
-
-
 @pytest.fixture(scope="module")
-def compared() -> dict[str, Any]:
-    result = runner.invoke(app, ["compare", "vit-plain", "vit-conditioned", *FAST, "--json"])
+def compared(cli: Callable[..., Result]) -> dict[str, Any]:
+    result = cli("compare", "vit-plain", "vit-conditioned", *FAST, "--json")
     assert result.exit_code == 0, result.output
     assert "warning: B adds X + 10·I_k at X itself" in result.stderr
-    data: dict[str, Any] = json.loads(result.stdout)
-    return data
-
-
-def spectrum(model: str) -> dict[str, Any]:
-    result = runner.invoke(app, ["spectrum", model, *FAST, "--no-conditioned", "--json"])
-    assert result.exit_code == 0, result.output
     data: dict[str, Any] = json.loads(result.stdout)
     return data
 
@@ -47,10 +31,12 @@ def number(v: float | str) -> float:
     return float(v)
 
 
-def test_both_sides_are_the_spectrum_analysis_of_each_model(compared: dict[str, Any]) -> None:
+def test_both_sides_are_the_spectrum_analysis_of_each_model(
+    compared: dict[str, Any], cli_json: Callable[..., dict[str, Any]]
+) -> None:
     assert compared["command"] == "compare" and compared["schema_version"] == 1
     for side, model in (("a", "vit-plain"), ("b", "vit-conditioned")):
-        alone = spectrum(model)
+        alone = cli_json("spectrum", model, *FAST, "--no-conditioned")
         assert compared[side]["model"]["spec"] == model
         assert compared[side]["embedding"]["kappa"] == alone["embedding"]["kappa"]
         assert [layer["mu_la"] for layer in compared[side]["layers"]] == [
@@ -85,8 +71,8 @@ def test_ratios_are_b_over_a_of_the_two_reports(compared: dict[str, Any]) -> Non
     assert rows["layers[0].kappa"]["ratio"] < 0.05  # the conditioned sample's blocks see a far smaller κ
 
 
-def test_table_prints_the_same_numbers(compared: dict[str, Any]) -> None:
-    result = runner.invoke(app, ["compare", "vit-plain", "vit-conditioned", *FAST])
+def test_table_prints_the_same_numbers(compared: dict[str, Any], cli: Callable[..., Result]) -> None:
+    result = cli("compare", "vit-plain", "vit-conditioned", *FAST)
     assert result.exit_code == 0, result.output
     out = result.stdout
     rows = {r["metric"]: r for r in compared["metrics"]}
@@ -105,12 +91,13 @@ def test_table_prints_the_same_numbers(compared: dict[str, Any]) -> None:
     assert "κ of the tokens the blocks see" in out and "= κ(X + 10·I_k)" in out
 
 
-def test_models_with_different_inputs_are_compared_and_it_is_said(tmp_path: Path) -> None:
+def test_models_with_different_inputs_are_compared_and_it_is_said(
+    tmp_path: Path, cli: Callable[..., Result]
+) -> None:
     out = tmp_path / "cmp"
-    result = runner.invoke(
-        app,
-        ["compare", "gpt2-docstrings", "vit-plain", "--max-samples", "2", "--layers", "none", "--json",
-         "--out", str(out)],
+    result = cli(
+        "compare", "gpt2-docstrings", "vit-plain", "--max-samples", "2", "--layers", "none", "--json",
+        "--out", str(out),
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     r = json.loads(result.stdout)
@@ -138,9 +125,11 @@ def test_each_side_of_a_compare_is_a_usable_baseline(compared: dict[str, Any], t
         (["vit-plain", "gpt2-docstrings", "--layers", "5"], "--layers asks for a layer"),
     ],
 )
-def test_bad_usage_is_one_line_and_exit_2(args: list[str], text: str, tmp_path: Path) -> None:
+def test_bad_usage_is_one_line_and_exit_2(
+    args: list[str], text: str, tmp_path: Path, cli: Callable[..., Result]
+) -> None:
     out = tmp_path / "o"
-    result = runner.invoke(app, ["compare", *args, "--max-samples", "2", "--out", str(out)])
+    result = cli("compare", *args, "--max-samples", "2", "--out", str(out))
     assert result.exit_code == 2, result.output
     assert text in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not out.exists()
@@ -152,10 +141,10 @@ def test_a_missing_model_is_one_line(capsys: pytest.CaptureFixture[str]) -> None
     assert "Missing argument 'MODEL_B'" in err and len(err.splitlines()) == 1
 
 
-def test_readme_numbers_are_what_compare_prints_today() -> None:
+def test_readme_numbers_are_what_compare_prints_today(cli: Callable[..., Result]) -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     section = readme.split("### `condcli check` and `condcli compare`")[1].split("### Models and inputs")[0]
-    result = runner.invoke(app, ["compare", "vit-plain", "vit-conditioned", "--layers", "0,-1"])
+    result = cli("compare", "vit-plain", "vit-conditioned", "--layers", "0,-1")
     assert result.exit_code == 0, result.output
     block = section.split("```text\n")[1].split("```")[0]
     for line in block.splitlines():

@@ -3,28 +3,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
-from typer.testing import CliRunner
+from click.testing import Result
 
-from condcli import hub
-from condcli.cli import app, main
+from condcli.cli import main
 
-runner = CliRunner()
 TINY = ["vit_tiny_patch16_224", "--weights", "random", "--max-samples", "1"]
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hub, "reachable", lambda: False)
-
-
-def test_inspect_json_describes_the_model_and_capture() -> None:
-    result = runner.invoke(app, ["inspect", *TINY, "--json"])
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)  # stdout holds the JSON and nothing else
+def test_inspect_json_describes_the_model_and_capture(cli_json: Callable[..., dict[str, Any]]) -> None:
+    report = cli_json("inspect", *TINY)
     assert report["schema_version"] == 1 and report["command"] == "inspect"
     assert report["model"] == {
         "spec": "vit_tiny_patch16_224",
@@ -43,8 +36,8 @@ def test_inspect_json_describes_the_model_and_capture() -> None:
     assert [layer["index"] for layer in report["layers"]] == list(range(12))
 
 
-def test_inspect_table_output() -> None:
-    result = runner.invoke(app, ["inspect", *TINY])
+def test_inspect_table_output(cli: Callable[..., Result]) -> None:
+    result = cli("inspect", *TINY)
     assert result.exit_code == 0, result.output
     assert "timm-vit" in result.stdout and "softmax over all tokens" in result.stdout
 

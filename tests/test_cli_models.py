@@ -4,28 +4,21 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import Result
 
-from condcli import hub
-from condcli.cli import app, main
+from condcli.cli import main
 from condcli.samples import SAMPLES_ENV, samples_dir
 
-runner = CliRunner()
 NAMES = ("bert-docstrings", "gpt2-docstrings", "vit-conditioned", "vit-plain")
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hub, "reachable", lambda: False)
-
-
-def test_models_json_lists_every_sample_with_its_metric() -> None:
-    result = runner.invoke(app, ["models", "--json"])
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+def test_models_json_lists_every_sample_with_its_metric(cli_json: Callable[..., dict[str, Any]]) -> None:
+    report = cli_json("models")
     assert report["schema_version"] == 1 and report["command"] == "models"
     rows = {s["name"]: s for s in report["samples"]}
     assert tuple(sorted(rows)) == NAMES
@@ -37,8 +30,8 @@ def test_models_json_lists_every_sample_with_its_metric() -> None:
     assert rows["vit-plain"]["conditioning"] is None
 
 
-def test_models_table() -> None:
-    result = runner.invoke(app, ["models"])
+def test_models_table(cli: Callable[..., Result]) -> None:
+    result = cli("models")
     assert result.exit_code == 0, result.output
     meta = json.loads((samples_dir() / "vit-plain" / "metadata.json").read_text())
     assert f"{meta['heldout']['value']:.1%} accuracy" in result.stdout

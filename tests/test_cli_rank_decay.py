@@ -5,44 +5,26 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from click.testing import Result
 from matplotlib.collections import PolyCollection
-from typer.testing import CliRunner
 
-from condcli import hub, plots
-from condcli.cli import app
+from condcli import plots
 from tests.test_rank_decay import np_cumulative
 
-runner = CliRunner()
 FAST = ["--max-samples", "2", "--batch-size", "2"]
 AGG_KEYS = {"median", "mean", "min", "max", "per_sample", "inf_count"}
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hub, "reachable", lambda: False)
-
-
-def run_json(*args: str) -> dict[str, Any]:
-    result = runner.invoke(app, ["rank-decay", *args, "--json"])
-    assert result.exit_code == 0, result.output
-    report: dict[str, Any] = json.loads(result.stdout)  # stdout holds the JSON and nothing else
-    return report
-
-
 @pytest.fixture(scope="module")
-def vit_json() -> dict[str, Any]:
-    hub_reachable = hub.reachable
-    hub.reachable = lambda: False  # type: ignore[assignment]
-    try:
-        return run_json("vit-plain", *FAST, "--conditioned", "10", "--heads")
-    finally:
-        hub.reachable = hub_reachable  # type: ignore[assignment]
+def vit_json(cli_json: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+    return cli_json("rank-decay", "vit-plain", *FAST, "--conditioned", "10", "--heads")
 
 
 def test_json_has_every_spec_key(vit_json: dict[str, Any]) -> None:
@@ -84,8 +66,10 @@ def test_json_numbers_equal_numpy_on_the_hooked_p(vit_json: dict[str, Any]) -> N
             np.testing.assert_allclose(layer["at_m"]["median"], np.median(c[..., 15]), rtol=1e-10)
 
 
-def test_table_shows_layers_heads_and_the_conditioned_forward() -> None:
-    result = runner.invoke(app, ["rank-decay", "vit-plain", *FAST, "--conditioned", "10", "--layers", "0,-1"])
+def test_table_shows_layers_heads_and_the_conditioned_forward(
+    cli: Callable[..., Result], cli_json: Callable[..., dict[str, Any]]
+) -> None:
+    result = cli("rank-decay", "vit-plain", *FAST, "--conditioned", "10", "--layers", "0,-1")
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "rank decay of P per layer (m = 16" in out
@@ -100,14 +84,16 @@ def test_table_shows_layers_heads_and_the_conditioned_forward() -> None:
         "n = 65",
     ):
         assert text in out, text
-    data = run_json("vit-plain", *FAST, "--conditioned", "10", "--layers", "0,-1")
+    data = cli_json("rank-decay", "vit-plain", *FAST, "--conditioned", "10", "--layers", "0,-1")
     first = data["rank_decay"]["layers"][0]
     assert f"{first['at_m']['median']:.3f}" in out  # the printed c_m is the JSON's
 
 
 @pytest.mark.parametrize("name", ["gpt2-docstrings", "bert-docstrings", "vit-conditioned"])
-def test_sample_models_give_a_layers_by_heads_heatmap(name: str, tmp_path: Path) -> None:
-    r = run_json(name, *FAST, "--out", str(tmp_path))
+def test_sample_models_give_a_layers_by_heads_heatmap(
+    name: str, tmp_path: Path, cli_json: Callable[..., dict[str, Any]]
+) -> None:
+    r = cli_json("rank-decay", name, *FAST, "--out", str(tmp_path))
     heads = [len(layer["heads_at_m"]) for layer in r["rank_decay"]["layers"]]
     assert len(heads) == r["model"]["num_layers"] and len(set(heads)) == 1
     fig = plots.rank_heatmap_figure(r)
@@ -144,12 +130,10 @@ def test_plots_are_deterministic(vit_json: dict[str, Any], tmp_path: Path) -> No
 
 
 def test_out_equals_json_and_a_failure_while_writing_leaves_no_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable[..., Result]
 ) -> None:
     out = tmp_path / "run"
-    result = runner.invoke(
-        app, ["rank-decay", "vit-plain", *FAST, "--layers", "-1", "--out", str(out), "--json"]
-    )
+    result = cli("rank-decay", "vit-plain", *FAST, "--layers", "-1", "--out", str(out), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads((out / "report.json").read_text()) == json.loads(result.stdout)
 
@@ -159,7 +143,7 @@ def test_out_equals_json_and_a_failure_while_writing_leaves_no_file(
 
     monkeypatch.setattr(plots, "rank_decay_plots", broken)
     again = tmp_path / "again"
-    result = runner.invoke(app, ["rank-decay", "vit-plain", *FAST, "--layers", "-1", "--out", str(again)])
+    result = cli("rank-decay", "vit-plain", *FAST, "--layers", "-1", "--out", str(again))
     assert result.exit_code != 0
     assert not again.exists() or list(again.iterdir()) == []
 
@@ -179,9 +163,11 @@ def test_out_equals_json_and_a_failure_while_writing_leaves_no_file(
         (["vit-plain", "--format", "gif"], "--format 'gif' is not known"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args: list[str], text: str, tmp_path: Path) -> None:
+def test_bad_input_is_one_line_and_exit_2(
+    args: list[str], text: str, tmp_path: Path, cli: Callable[..., Result]
+) -> None:
     out = tmp_path / "out"
-    result = runner.invoke(app, ["rank-decay", *args, "--max-samples", "2", "--out", str(out)])
+    result = cli("rank-decay", *args, "--max-samples", "2", "--out", str(out))
     assert result.exit_code == 2, result.output
     assert text in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "Traceback" not in result.output
@@ -196,8 +182,8 @@ def test_index_through_main_is_one_line(capsys: pytest.CaptureFixture[str]) -> N
     assert "--index must be at least 1" in err and len(err.strip().splitlines()) == 1
 
 
-def test_float64_rerun_matches(vit_json: dict[str, Any]) -> None:
-    r = run_json("vit-plain", *FAST, "--dtype", "float64", "--layers", "0")
+def test_float64_rerun_matches(vit_json: dict[str, Any], cli_json: Callable[..., dict[str, Any]]) -> None:
+    r = cli_json("rank-decay", "vit-plain", *FAST, "--dtype", "float64", "--layers", "0")
     assert r["settings"]["dtype"] == "float64"
     np.testing.assert_allclose(
         r["rank_decay"]["layers"][0]["cumulative"]["median"],
@@ -207,11 +193,11 @@ def test_float64_rerun_matches(vit_json: dict[str, Any]) -> None:
     assert torch.get_default_dtype() == torch.float32  # a float64 rerun leaves nothing global behind
 
 
-def test_readme_numbers_are_what_the_command_gives() -> None:
+def test_readme_numbers_are_what_the_command_gives(cli_json: Callable[..., dict[str, Any]]) -> None:
     """The README's sentence on the sample ViT (16 synthetic images) against a fresh run of its command."""
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     assert "condcli rank-decay --conditioned 10 --out rank/" in readme
-    r = run_json("--conditioned", "10")
+    r = cli_json("rank-decay", "--conditioned", "10")
     assert r["inputs"]["count"] == 16
     plain, cond = r["rank_decay"]["layers"], r["rank_decay_conditioned"]["layers"]
     erank = [round(la["erank"]["median"], 1) for la in plain]

@@ -5,38 +5,25 @@ written whole or not at all, and one clear line for each kind of bad input.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from click.testing import Result
 from PIL import Image
-from typer.testing import CliRunner
 
-from condcli import hub, plots
-from condcli.cli import app
+from condcli import plots
 from condcli.samples import sample_names
 from tests.helpers import np_kappa
 
-runner = CliRunner()
 FAST = ["--max-samples", "2", "--batch-size", "2"]
 AGG_KEYS = {"median", "mean", "min", "max", "per_sample", "inf_count"}
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hub, "reachable", lambda: False)
-
-
-def run_json(*args: str) -> dict[str, Any]:
-    result = runner.invoke(app, ["spectrum", *args, "--json"])
-    assert result.exit_code == 0, result.output
-    report: dict[str, Any] = json.loads(result.stdout)  # stdout holds the JSON and nothing else
-    return report
-
-
-def test_json_has_every_spec_key() -> None:
-    r = run_json("vit-plain", *FAST)
+def test_json_has_every_spec_key(cli_json: Callable[..., dict[str, Any]]) -> None:
+    r = cli_json("spectrum", "vit-plain", *FAST)
     assert r["schema_version"] == 1 and r["command"] == "spectrum" and r["tool"]["name"] == "condcli"
     assert {"spec", "family", "source", "weights", "num_layers"} <= set(r["model"])
     assert {"kind", "count", "tokens", "dim"} <= set(r["inputs"])
@@ -57,21 +44,23 @@ def test_json_has_every_spec_key() -> None:
     assert r["inputs"]["count"] == 2 and r["settings"]["lambda"] == 10
 
 
-def test_no_model_uses_the_shipped_sample_and_says_so() -> None:
-    r = run_json(*FAST, "--layers", "none")
+def test_no_model_uses_the_shipped_sample_and_says_so(
+    cli: Callable[..., Result], cli_json: Callable[..., dict[str, Any]]
+) -> None:
+    r = cli_json("spectrum", *FAST, "--layers", "none")
     assert r["model"]["spec"] == "vit-plain" and "default" in r["model"]["from"]
-    table = runner.invoke(app, ["spectrum", *FAST, "--layers", "none"])
+    table = cli("spectrum", *FAST, "--layers", "none")
     assert table.exit_code == 0 and "vit-plain (the shipped sample ViT (default))" in table.stdout
 
 
-def test_json_numbers_equal_numpy_on_the_hooked_x() -> None:
+def test_json_numbers_equal_numpy_on_the_hooked_x(cli_json: Callable[..., dict[str, Any]]) -> None:
     """The CLI's κ(X), κ(X + λI_k) and spectrum against NumPy on X captured by the test's own hook."""
     import torch
 
     from condcli.inputs import InputSpec, stream
     from condcli.sources import LoadOptions, load
 
-    r = run_json("vit-plain", *FAST, "--lambda", "3.5", "--layers", "none")
+    r = cli_json("spectrum", "vit-plain", *FAST, "--lambda", "3.5", "--layers", "none")
     loaded = load("vit-plain", LoadOptions(device="cpu"))
     batch = next(iter(stream(loaded.preprocessing, InputSpec(max_samples=2, batch_size=2))))
     seen: list[torch.Tensor] = []
@@ -90,8 +79,8 @@ def test_json_numbers_equal_numpy_on_the_hooked_x() -> None:
     assert r["settings"]["lambda"] == 3.5
 
 
-def test_table_shows_x_layers_and_the_conditioned_forward() -> None:
-    result = runner.invoke(app, ["spectrum", "vit-plain", *FAST, "--layers", "0,-1", "--heads"])
+def test_table_shows_x_layers_and_the_conditioned_forward(cli: Callable[..., Result]) -> None:
+    result = cli("spectrum", "vit-plain", *FAST, "--layers", "0,-1", "--heads")
     assert result.exit_code == 0, result.output
     out = result.stdout
     for text in ("κ(X)", "κ(X + 10·I_k)", "κ(X + C)", "numerical rank", "μ(LA)", "μ(A)", "κ(X_l) +10I"):
@@ -102,8 +91,8 @@ def test_table_shows_x_layers_and_the_conditioned_forward() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(sample_names()))
-def test_every_shipped_sample_runs(name: str) -> None:
-    r = run_json(name, *FAST)
+def test_every_shipped_sample_runs(name: str, cli_json: Callable[..., dict[str, Any]]) -> None:
+    r = cli_json("spectrum", name, *FAST)
     assert r["inputs"]["count"] == 2
     assert all(np.isfinite(v) for v in r["embedding"]["kappa"]["per_sample"])
     if r["embedding"]["model_conditioning"]:
@@ -113,24 +102,24 @@ def test_every_shipped_sample_runs(name: str) -> None:
         assert all(layer["conditioned"] is not None for layer in r["layers"])
 
 
-def test_out_writes_the_report_and_plots(tmp_path: Path) -> None:
+def test_out_writes_the_report_and_plots(tmp_path: Path, cli: Callable[..., Result]) -> None:
     out = tmp_path / "new" / "run"
-    result = runner.invoke(
-        app, ["spectrum", "vit-plain", *FAST, "--out", str(out), "--format", "svg", "--json"]
-    )
+    result = cli("spectrum", "vit-plain", *FAST, "--out", str(out), "--format", "svg", "--json")
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == ["layers.svg", "report.json", "spectrum.svg"]
     assert json.loads((out / "report.json").read_text()) == json.loads(result.stdout)
     assert "wrote" in result.stderr
 
 
-def test_a_failure_while_writing_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failure_while_writing_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable[..., Result]
+) -> None:
     def broken(report: Any, folder: Path, fmt: str) -> list[Path]:
         (folder / "spectrum.png").write_bytes(b"half")
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(plots, "spectrum_plots", broken)
-    result = runner.invoke(app, ["spectrum", "vit-plain", *FAST, "--out", str(tmp_path)])
+    result = cli("spectrum", "vit-plain", *FAST, "--out", str(tmp_path))
     assert result.exit_code != 0
     assert list(tmp_path.iterdir()) == []  # neither report.json nor the half plot, nor the staging folder
 
@@ -149,36 +138,36 @@ def test_a_failure_while_writing_leaves_no_file(tmp_path: Path, monkeypatch: pyt
         (["gpt2-docstrings", "--images", "."], "--images was given for a text model"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args: list[str], text: str, tmp_path: Path) -> None:
+def test_bad_input_is_one_line_and_exit_2(
+    args: list[str], text: str, tmp_path: Path, cli: Callable[..., Result]
+) -> None:
     out = tmp_path / "out"
-    result = runner.invoke(app, ["spectrum", *args, "--max-samples", "2", "--out", str(out)])
+    result = cli("spectrum", *args, "--max-samples", "2", "--out", str(out))
     assert result.exit_code == 2, result.output
     assert text in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "Traceback" not in result.output
     assert not out.exists()  # nothing written, not even the folder
 
 
-def test_empty_image_folder_is_one_line(tmp_path: Path) -> None:
+def test_empty_image_folder_is_one_line(tmp_path: Path, cli: Callable[..., Result]) -> None:
     (tmp_path / "imgs").mkdir()
     (tmp_path / "imgs" / "notes.txt").write_text("not an image")
-    result = runner.invoke(
-        app, ["spectrum", "vit-plain", "--images", str(tmp_path / "imgs"), "--out", str(tmp_path / "o")]
-    )
+    result = cli("spectrum", "vit-plain", "--images", str(tmp_path / "imgs"), "--out", str(tmp_path / "o"))
     assert result.exit_code == 2 and "no usable input" in result.stderr
     assert not (tmp_path / "o").exists()
 
 
-def test_real_images_are_used(tmp_path: Path) -> None:
+def test_real_images_are_used(tmp_path: Path, cli_json: Callable[..., dict[str, Any]]) -> None:
     rng = np.random.default_rng(0)
     for i in range(3):
         Image.fromarray(rng.integers(0, 255, (40, 40, 3), dtype=np.uint8)).save(tmp_path / f"{i}.png")
-    r = run_json("vit-plain", "--images", str(tmp_path), "--layers", "none")
+    r = cli_json("spectrum", "vit-plain", "--images", str(tmp_path), "--layers", "none")
     assert r["inputs"]["kind"] == "images" and r["inputs"]["count"] == 3
 
 
-def test_unwritable_out_is_refused_before_any_work(tmp_path: Path) -> None:
+def test_unwritable_out_is_refused_before_any_work(tmp_path: Path, cli: Callable[..., Result]) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    result = runner.invoke(app, ["spectrum", "vit-plain", *FAST, "--out", str(blocker / "sub")])
+    result = cli("spectrum", "vit-plain", *FAST, "--out", str(blocker / "sub"))
     assert result.exit_code == 2 and "is a file, not a folder" in result.stderr
     assert blocker.read_text() == "x"

@@ -4,37 +4,28 @@ recommendation, --layers, one-line errors before any work, and atomic --out."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
+from click.testing import Result
 
-from condcli import hub
-from condcli.cli import app, main
+from condcli.cli import main
 from condcli.inputs import InputSpec, stream
 from condcli.sources import load
 from tests.helpers import np_kappa, np_sigma
 
-runner = CliRunner()
 VIT = ["vit-plain", "--max-samples", "4", "--batch-size", "3"]
 
 AGG_KEYS = {"median", "mean", "min", "max", "per_sample", "inf_count"}
 
 
 @pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(hub, "reachable", lambda: False)
+def _in_tmp_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # no pyproject.toml here: MODEL defaults to the shipped sample ViT
-
-
-def sweep_json(*args: str) -> dict[str, Any]:
-    result = runner.invoke(app, ["sweep-lambda", *args, "--json"])
-    assert result.exit_code == 0, result.output
-    data: dict[str, Any] = json.loads(result.stdout)  # stdout holds the JSON and nothing else
-    return data
 
 
 def numpy_kappa(lambdas: list[float], max_samples: int) -> np.ndarray:
@@ -48,19 +39,21 @@ def numpy_kappa(lambdas: list[float], max_samples: int) -> np.ndarray:
     return np.array([[float(np_kappa(x + lam * np.eye(*x.shape))) for lam in lambdas] for x in xs])
 
 
-def test_no_model_and_no_grid_is_the_sample_vit_over_1_to_20() -> None:
-    data = sweep_json("--max-samples", "2")
+def test_no_model_and_no_grid_is_the_sample_vit_over_1_to_20(
+    cli: Callable[..., Result], cli_json: Callable[..., dict[str, Any]]
+) -> None:
+    data = cli_json("sweep-lambda", "--max-samples", "2")
     assert data["model"]["spec"] == "vit-plain" and "default" in data["model"]["from"]
     assert data["sweep"]["lambdas"] == [float(v) for v in range(1, 21)]
-    result = runner.invoke(app, ["sweep-lambda", "--range", "1", "20", "--max-samples", "2"])
+    result = cli("sweep-lambda", "--range", "1", "20", "--max-samples", "2")
     assert result.exit_code == 0, result.output
     assert "vit-plain (the shipped sample ViT (default))" in result.stdout
     assert "recommended: λ = " in result.stdout and "Weyl λ for the target" in result.stdout
 
 
-def test_json_contract_and_numbers_equal_numpy() -> None:
+def test_json_contract_and_numbers_equal_numpy(cli_json: Callable[..., dict[str, Any]]) -> None:
     lams = [0.5, 3.0, 8.0, 12.0, 25.0]
-    data = sweep_json(*VIT, "--lambdas", "25,12,3,0.5,8,3")  # unsorted, with a duplicate
+    data = cli_json("sweep-lambda", *VIT, "--lambdas", "25,12,3,0.5,8,3")  # unsorted, with a duplicate
     for key in ("schema_version", "tool", "command", "model", "inputs", "settings", "embedding", "sweep"):
         assert key in data
     assert data["schema_version"] == 1 and data["command"] == "sweep-lambda"
@@ -104,8 +97,8 @@ def test_json_contract_and_numbers_equal_numpy() -> None:
     assert s["layers"] is None
 
 
-def test_sigma_in_the_report_is_numpys() -> None:
-    data = sweep_json("--max-samples", "2", "--lambdas", "10")
+def test_sigma_in_the_report_is_numpys(cli_json: Callable[..., dict[str, Any]]) -> None:
+    data = cli_json("sweep-lambda", "--max-samples", "2", "--lambdas", "10")
     loaded = load("vit-plain")
     m: Any = loaded.model
     (batch,) = stream(loaded.preprocessing, InputSpec(max_samples=2))
@@ -114,18 +107,22 @@ def test_sigma_in_the_report_is_numpys() -> None:
     np.testing.assert_allclose(data["embedding"]["sigma_max"]["per_sample"], np_sigma(x)[:, 0], rtol=1e-9)
 
 
-def test_target_out_of_reach_is_null_and_the_table_says_what_to_do() -> None:
-    data = sweep_json(*VIT, "--range", "0.001", "0.002", "--steps", "3")
+def test_target_out_of_reach_is_null_and_the_table_says_what_to_do(
+    cli: Callable[..., Result], cli_json: Callable[..., dict[str, Any]]
+) -> None:
+    data = cli_json("sweep-lambda", *VIT, "--range", "0.001", "0.002", "--steps", "3")
     assert data["sweep"]["lambdas"] == [0.001, 0.0015, 0.002]
     assert data["sweep"]["recommended_lambda"] is None
-    result = runner.invoke(app, ["sweep-lambda", *VIT, "--range", "0.001", "0.002", "--steps", "3"])
+    result = cli("sweep-lambda", *VIT, "--range", "0.001", "0.002", "--steps", "3")
     assert result.exit_code == 0, result.output
     assert "none in range" in result.stdout and "widen the range" in result.stdout
     assert "Weyl λ for the target" in result.stdout
 
 
-def test_layers_add_one_column_and_one_entry_each() -> None:
-    data = sweep_json(*VIT, "--lambdas", "1,10", "--layers", "0,-1")
+def test_layers_add_one_column_and_one_entry_each(
+    cli: Callable[..., Result], cli_json: Callable[..., dict[str, Any]]
+) -> None:
+    data = cli_json("sweep-lambda", *VIT, "--lambdas", "1,10", "--layers", "0,-1")
     layers = data["sweep"]["layers"]
     assert [layer["index"] for layer in layers] == [0, 5]
     for layer in layers:
@@ -133,7 +130,7 @@ def test_layers_add_one_column_and_one_entry_each() -> None:
         assert len(layer["kappa_median"]) == 2
     # layer 0 sees X + λI_k in float32: its κ is the sweep's κ(X + λI_k)
     np.testing.assert_allclose(layers[0]["kappa_median"], data["sweep"]["kappa"]["median"], rtol=1e-5)
-    result = runner.invoke(app, ["sweep-lambda", *VIT, "--lambdas", "1,10", "--layers", "0,-1"])
+    result = cli("sweep-lambda", *VIT, "--lambdas", "1,10", "--layers", "0,-1")
     assert result.exit_code == 0 and "κ(X_0) blocks.0" in result.stdout and "κ(X_5) blocks.5" in result.stdout
 
 
@@ -202,11 +199,13 @@ def test_out_under_a_file_is_exit_2_and_creates_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == before and blocker.read_text() == "x"
 
 
-def test_out_writes_the_json_report_and_the_plot(tmp_path: Path) -> None:
+def test_out_writes_the_json_report_and_the_plot(
+    tmp_path: Path, cli: Callable[..., Result], cli_json: Callable[..., dict[str, Any]]
+) -> None:
     args = [*VIT, "--lambdas", "2,10", "--layers", "0"]
-    data = sweep_json(*args)
+    data = cli_json("sweep-lambda", *args)
     out = tmp_path / "run"
-    result = runner.invoke(app, ["sweep-lambda", *args, "--out", str(out)])
+    result = cli("sweep-lambda", *args, "--out", str(out))
     assert result.exit_code == 0, result.output
     assert json.loads((out / "report.json").read_text()) == data
     assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

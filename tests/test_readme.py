@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from condcli import hub
-from condcli.cli import app
+from click.testing import Result
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-
-
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hub, "reachable", lambda: False)
 
 
 def test_first_lines_are_the_two_set_up_commands() -> None:
@@ -30,9 +23,11 @@ def test_first_lines_are_the_two_set_up_commands() -> None:
     assert re.search(recipe, makefile, re.M)
 
 
-def test_readme_table_is_what_make_demo_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readme_table_is_what_make_demo_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable[..., Result]
+) -> None:
     monkeypatch.chdir(ROOT)  # make demo runs in the repository root (its pyproject.toml names no model)
-    result = CliRunner().invoke(app, ["spectrum", "--out", str(tmp_path)])
+    result = cli("spectrum", "--out", str(tmp_path))
     assert result.exit_code == 0, result.output
     block = re.search(r"<!-- demo:begin -->\n```text\n(.*?)\n```\n<!-- demo:end -->", README, re.S)
     assert block is not None, "the README lost its demo table"

@@ -11,18 +11,11 @@ import timm
 import torch
 from safetensors.torch import save_file
 
-from condcli import hub
 from condcli.errors import InputError, UsageError
 from condcli.sources import LoadOptions, load, parse_spec
 
 TINY_TIMM = "vit_tiny_patch16_224"
 RANDOM = LoadOptions(weights="random", seed=3)
-
-
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests never touch the network: the Hub is unreachable, as on CI machines."""
-    monkeypatch.setattr(hub, "reachable", lambda: False)
 
 
 def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:

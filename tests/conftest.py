@@ -1,0 +1,56 @@
+"""Shared fixtures: the Hub unreachable for every test, condcli's CLI run in-process (and its --json report
+parsed), and a count of the hooks left on a model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from click.testing import Result
+from torch import nn
+from typer.testing import CliRunner
+
+from condcli import hub
+from tests.recording import hook_count as count_hooks
+
+
+@pytest.fixture(autouse=True, scope="session")
+def offline() -> Iterator[None]:
+    """Tests never touch the network: the Hub is unreachable, as on CI machines (every test, every scope)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(hub, "reachable", lambda: False)
+        yield
+
+
+@pytest.fixture(scope="session")
+def cli() -> Callable[..., Result]:
+    """``cli("spectrum", "vit-plain", …)``: condcli run in-process by Typer's CliRunner, stderr apart."""
+    from condcli.cli import app
+
+    runner = CliRunner()
+
+    def invoke(*args: str) -> Result:
+        return runner.invoke(app, list(args))
+
+    return invoke
+
+
+@pytest.fixture(scope="session")
+def cli_json(cli: Callable[..., Result]) -> Callable[..., dict[str, Any]]:
+    """``cli_json("spectrum", …)``: the command run with --json; asserts exit 0 and returns the report."""
+
+    def run(*args: str) -> dict[str, Any]:
+        result = cli(*args, "--json")
+        assert result.exit_code == 0, result.output
+        report: dict[str, Any] = json.loads(result.stdout)  # stdout holds the JSON and nothing else
+        return report
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def hook_count() -> Callable[[nn.Module], int]:
+    """``hook_count(model)``: forward hooks and pre-hooks on all of the model's modules (none left = 0)."""
+    return count_hooks
