@@ -6,12 +6,14 @@ infinite values are the string "inf" (SPEC §6).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from condcli import __version__
+from condcli.metrics import FLAGS, FORWARD, MetricDef
 from condcli.spectra import Aggregate, SpectrumBand, json_float
 
 SCHEMA_VERSION = 1
@@ -134,30 +136,27 @@ class EmbeddingReport:
 
 @dataclass(frozen=True)
 class ForwardStats:
-    """Per-layer quantities that depend on the forward pass (plain or conditioned), per sample."""
+    """Per-layer quantities that depend on the forward pass (plain or conditioned), per sample.
 
-    kappa: Aggregate  # κ(X_l)
-    kappa_attn_input: Aggregate  # κ(A_l): worst attention group (window) of each sample
-    mu_la: Aggregate  # μ(LA) = κ(W_Q)κ(W_K)κ(W_V)κ(A_l)³, max over heads
-    mu_a: Aggregate | None  # μ(A) = κ(P)κ(A_l)κ(W_V), max over heads and groups; None: P not observable
-    kappa_probs: Aggregate | None  # κ(P), max over heads and groups
-    below_x: int  # samples whose X_l is below the capture dtype's resolution
-    below_attn_input: int
-    below_probs: int | None  # samples with at least one P below resolution
+    ``values`` holds one aggregate per forward metric of :data:`condcli.metrics.FORWARD` (None: not
+    observable for this family, e.g. μ(A) and κ(P) where P cannot be hooked); ``below`` the samples below the
+    capture dtype's resolution per flag ("x", "attn_input", "probs"; None where nothing was measured).
+    """
+
+    values: Mapping[str, Aggregate | None]
+    below: Mapping[str, int | None]
+
+    def __getitem__(self, key: str) -> Aggregate | None:
+        return self.values.get(key)
+
+    def below_of(self, metric: MetricDef) -> int | None:
+        """Samples whose ``metric`` is only a floor (its flag's count); None for unflagged metrics."""
+        return None if metric.flag is None else self.below.get(metric.flag)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "kappa": self.kappa.to_json(),
-            "kappa_attn_input": self.kappa_attn_input.to_json(),
-            "mu_la": self.mu_la.to_json(),
-            "mu_a": _agg(self.mu_a),
-            "kappa_probs": _agg(self.kappa_probs),
-            "below_precision": {
-                "x": self.below_x,
-                "attn_input": self.below_attn_input,
-                "probs": self.below_probs,
-            },
-        }
+        out: dict[str, Any] = {m.key: _agg(self.values.get(m.key)) for m in FORWARD}
+        out["below_precision"] = {flag: self.below.get(flag) for flag in FLAGS}
+        return out
 
 
 @dataclass(frozen=True)
@@ -167,6 +166,7 @@ class HeadReport:
     kappa_la: Aggregate  # the actual κ(LA(A_l)) of this head, to see how tight μ(LA) is
     mu_a: Aggregate | None
     kappa_probs: Aggregate | None
+    attention_entropy: Aggregate | None = None  # None: P not observable
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -175,6 +175,7 @@ class HeadReport:
             "kappa_la": self.kappa_la.to_json(),
             "mu_a": _agg(self.mu_a),
             "kappa_probs": _agg(self.kappa_probs),
+            "attention_entropy": _agg(self.attention_entropy),
         }
 
 
@@ -199,8 +200,10 @@ class LayerReport:
     approximation: bool
     weights: WeightKappas
     plain: ForwardStats
-    heads_detail: tuple[HeadReport, ...] | None  # with --heads
+    heads_detail: tuple[HeadReport, ...] | None  # with per-head detail
     conditioned: ForwardStats | None  # the conditioned forward, when it was run
+    probs_note: str | None = None  # why P (and so μ(A), κ(P), H(P)) cannot be observed in this layer
+    entropy_heads: tuple[float, ...] | None = None  # per head: median over samples of H(P)
 
     def to_json(self) -> dict[str, Any]:
         w = self.weights
@@ -218,6 +221,10 @@ class LayerReport:
             "kappa_wv_heads": [json_float(v) for v in w.wv_heads],
         }
         out.update(self.plain.to_json())
+        out["probs_note"] = self.probs_note
+        out["attention_entropy_heads"] = (
+            None if self.entropy_heads is None else [json_float(v) for v in self.entropy_heads]
+        )
         out["heads_detail"] = None if self.heads_detail is None else [h.to_json() for h in self.heads_detail]
         out["conditioned"] = None if self.conditioned is None else self.conditioned.to_json()
         return out

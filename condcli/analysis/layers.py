@@ -12,8 +12,16 @@ from condcli.adapters.base import HeadWeights, LayerSpec
 from condcli.analysis.persample import summarize_samples, trim
 from condcli.capture import LayerCapture
 from condcli.errors import InternalError
+from condcli.metrics import FLAGS, FORWARD
 from condcli.report import ForwardStats, HeadReport, WeightKappas
-from condcli.spectra import ScalarStream, condition_number, mu_linear_attention, mu_softmax_attention
+from condcli.spectra import (
+    ScalarStream,
+    attention_entropy,
+    condition_number,
+    mu_linear_attention,
+    mu_softmax_attention,
+    stable_rank_of_spectrum,
+)
 
 
 def weight_kappas(w: HeadWeights) -> WeightKappas:
@@ -35,7 +43,11 @@ def linear_attention(a: torch.Tensor, w: HeadWeights) -> torch.Tensor:
 
 
 class ForwardAccumulator:
-    """One layer of one forward (plain or conditioned); ``add`` each captured batch, then ``result``."""
+    """One layer of one forward (plain or conditioned); ``add`` each captured batch, then ``stats``.
+
+    One stream per forward metric of :data:`condcli.metrics.FORWARD`; metrics computed from P stay empty
+    where the family's P cannot be observed, and are then reported as absent.
+    """
 
     def __init__(
         self, spec: LayerSpec, weights: HeadWeights, kappas: WeightKappas, *, per_head: bool
@@ -46,40 +58,49 @@ class ForwardAccumulator:
         self.kq = torch.tensor(kappas.wq_heads, dtype=torch.float64)  # (H,)
         self.kk = torch.tensor(kappas.wk_heads, dtype=torch.float64)
         self.kv = torch.tensor(kappas.wv_heads, dtype=torch.float64)
-        self.kappa, self.kappa_a, self.mu_la = ScalarStream(), ScalarStream(), ScalarStream()
-        self.mu_a, self.kappa_p = ScalarStream(), ScalarStream()
+        self.streams = {m.key: ScalarStream() for m in FORWARD}
         H = len(kappas.wq_heads)
         self.head_mu_la = [ScalarStream() for _ in range(H)]
         self.head_la = [ScalarStream() for _ in range(H)]
         self.head_mu_a = [ScalarStream() for _ in range(H)]
         self.head_p = [ScalarStream() for _ in range(H)]
-        self.below_x = self.below_a = self.below_p = 0
+        self.head_entropy = [ScalarStream() for _ in range(H)]  # always kept: the report lists it per head
+        self.below = {flag: 0 for flag in FLAGS}
 
     def add(self, layer: LayerCapture, lengths: torch.Tensor | None) -> None:
         if layer.x_in is None or layer.attn_in is None:
             raise InternalError(
                 f"{self.spec.name}: X_l or A_l was not captured", "report it with the model name"
             )
+        put = self.streams
         sx = summarize_samples(trim(layer.x_in, lengths, (0,)), layer.x_in.dtype)
-        self.kappa.extend(sx.kappa)
-        self.below_x += int(sx.below.sum())
+        put["kappa"].extend(sx.kappa)
+        put["stable_rank"].extend(torch.stack([stable_rank_of_spectrum(s) for s in sx.sigma]))
+        self.below["x"] += int(sx.below.sum())
         attn = trim(layer.attn_in, lengths, (1,))  # per sample (G, n, c)
         sa = summarize_samples(attn, layer.attn_in.dtype)
         ka = sa.kappa  # (S, G)
-        self.kappa_a.extend(ka.amax(-1))
-        self.below_a += int(sa.below.any(-1).sum())
+        put["kappa_attn_input"].extend(ka.amax(-1))
+        self.below["attn_input"] += int(sa.below.any(-1).sum())
         mu_la = mu_linear_attention(self.kq, self.kk, self.kv, ka.amax(-1)[:, None])  # (S, H)
-        self.mu_la.extend(mu_la.amax(-1))
+        put["mu_la"].extend(mu_la.amax(-1))
+        probs = None
         if layer.probs is not None:
+            p = trim(layer.probs, lengths, (2, 3))  # per sample (G, H, q, k)
             # P is low rank in practice (Linformer): κ(P) ≫ 300, a Gram attempt would be thrown away
-            sp = summarize_samples(trim(layer.probs, lengths, (2, 3)), layer.probs.dtype, "svd")
+            sp = summarize_samples(p, layer.probs.dtype, "svd")
             kp = sp.kappa  # (S, G, H)
             mu_a = mu_softmax_attention(kp, ka[..., None], self.kv)  # (S, G, H)
-            self.mu_a.extend(mu_a.flatten(1).amax(-1))
-            self.kappa_p.extend(kp.flatten(1).amax(-1))
-            self.below_p += int(sp.below.flatten(1).any(-1).sum())
+            put["mu_a"].extend(mu_a.flatten(1).amax(-1))
+            put["kappa_probs"].extend(kp.flatten(1).amax(-1))
+            self.below["probs"] += int(sp.below.flatten(1).any(-1).sum())
+            entropy = torch.stack([_head_entropy(m, self.spec.causal) for m in p]).cpu()  # (S, H)
+            put["attention_entropy"].extend(entropy.amin(-1))
+            for h, stream in enumerate(self.head_entropy):
+                stream.extend(entropy[:, h])
+            probs = (kp, mu_a)
         if self.per_head:
-            self._add_heads(attn, mu_la, None if layer.probs is None else (kp, mu_a))
+            self._add_heads(attn, mu_la, probs)
 
     def _add_heads(
         self,
@@ -96,23 +117,30 @@ class ForwardAccumulator:
                 self.head_p[h].extend(kp[:, :, h].amax(-1))
                 self.head_mu_a[h].extend(mu_a[:, :, h].amax(-1))
 
+    @property
+    def has_probs(self) -> bool:
+        return len(self.streams["kappa_probs"]) > 0
+
     def stats(self) -> ForwardStats:
-        has_p = len(self.kappa_p) > 0
-        return ForwardStats(
-            kappa=self.kappa.result(),
-            kappa_attn_input=self.kappa_a.result(),
-            mu_la=self.mu_la.result(),
-            mu_a=self.mu_a.result() if has_p else None,
-            kappa_probs=self.kappa_p.result() if has_p else None,
-            below_x=self.below_x,
-            below_attn_input=self.below_a,
-            below_probs=self.below_p if has_p else None,
-        )
+        has_p = self.has_probs
+        values = {
+            m.key: self.streams[m.key].result() if has_p or not m.needs_probs else None for m in FORWARD
+        }
+        below: dict[str, int | None] = dict(self.below)
+        if not has_p:
+            below["probs"] = None
+        return ForwardStats(values, below)
+
+    def entropy_heads(self) -> tuple[float, ...] | None:
+        """Per head, the median over samples of H(P); None where P was not observed."""
+        if not self.has_probs:
+            return None
+        return tuple(s.result().median for s in self.head_entropy)
 
     def head_reports(self) -> tuple[HeadReport, ...] | None:
         if not self.per_head:
             return None
-        has_p = len(self.kappa_p) > 0
+        has_p = self.has_probs
         return tuple(
             HeadReport(
                 head=h,
@@ -120,6 +148,12 @@ class ForwardAccumulator:
                 kappa_la=self.head_la[h].result(),
                 mu_a=self.head_mu_a[h].result() if has_p else None,
                 kappa_probs=self.head_p[h].result() if has_p else None,
+                attention_entropy=self.head_entropy[h].result() if has_p else None,
             )
             for h in range(len(self.head_mu_la))
         )
+
+
+def _head_entropy(p: torch.Tensor, causal: bool) -> torch.Tensor:
+    """(G, H, q, k) one sample's P → (H,): H(P) per head, the mean over its groups (windows)."""
+    return attention_entropy(p, causal=causal).mean(0)

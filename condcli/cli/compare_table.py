@@ -8,8 +8,8 @@ from rich.table import Table
 
 from condcli.cli.tables import WARN, header
 from condcli.gate.compare import SEEN
-from condcli.gate.metrics import FORWARD, WEIGHTS
 from condcli.gate.report import CompareReport, CompareRow, fmt
+from condcli.metrics import FORWARD, WEIGHTS, MetricDef
 
 
 def _value(v: float, floor: bool) -> str:
@@ -46,36 +46,44 @@ def _pair(r: CompareRow | None) -> tuple[str, str]:
     return escape(f"{_value(r.a, r.floor_a)} → {_value(r.b, r.floor_b)}"), _ratio(r)
 
 
-def layer_table(report: CompareReport, labels: list[str], suffix: str, title: str) -> Table | None:
+def _metric_key(r: CompareRow) -> str:
+    """ "layers[3].conditioned.mu_la" → "conditioned.mu_la": the row's metric within its layer."""
+    return r.key.split(".", 1)[1]
+
+
+def layer_table(report: CompareReport, metrics: list[MetricDef], section: str, title: str) -> Table | None:
     """Rows: the layers both have; per metric an "A → B" column and a B/A column.
 
-    ``suffix``: "" for the plain forward, ", conditioned" for the conditioned forward's rows.
+    ``section``: "" for the plain forward and the weights, "conditioned." for the conditioned forward.
     """
-    rows = [r for r in report.rows if r.layer is not None and r.label_a.removesuffix(suffix) in labels]
-    if suffix:
-        rows = [r for r in rows if r.label_a.endswith(suffix)]
+    keys = [section + m.key for m in metrics]
+    rows = [r for r in report.rows if r.layer is not None and _metric_key(r) in keys]
     if not rows:
         return None
-    columns = [c for label in labels for c in (f"{label} A → B", "B/A")]
+    shown = [m for m in metrics if any(_metric_key(r) == section + m.key for r in rows)]
+    columns = [c for m in shown for c in (f"{m.label} A → B", "B/A")]
     table = Table("layer", *columns, title=title, title_justify="left")
     for index in sorted({r.layer for r in rows if r.layer is not None}):
-        mine = {r.label_a.removesuffix(suffix): r for r in rows if r.layer == index}
+        mine = {_metric_key(r): r for r in rows if r.layer == index}
         first = next(iter(mine.values()))
         name = first.name_a if first.name_a == first.name_b else f"{first.name_a} / {first.name_b}"
-        table.add_row(escape(f"{index} {name}"), *(c for label in labels for c in _pair(mine.get(label))))
+        cells = (c for m in shown for c in _pair(mine.get(section + m.key)))
+        table.add_row(escape(f"{index} {name}"), *cells)
     return table
 
 
 def layer_tables(report: CompareReport) -> list[Table]:
     stat = report.statistic
-    forward = [label for _, label, _ in FORWARD]
-    weights = [label for _, label in WEIGHTS]
     specs = [
-        (forward, "", f"layers, plain forward ({stat} over samples; μ: max over heads)"),
-        (weights, "", "layers, projection weights (full d×d, model constants)"),
-        (forward, ", conditioned", f"layers, conditioned forward: X + λ·I_k fed on ({stat} over samples)"),
+        (list(FORWARD), "", f"layers, plain forward ({stat} over samples; μ: max over heads)"),
+        (list(WEIGHTS), "", "layers, projection weights (full d×d, model constants)"),
+        (
+            list(FORWARD),
+            "conditioned.",
+            f"layers, conditioned forward: X + λ·I_k fed on ({stat} over samples)",
+        ),
     ]
-    tables = [layer_table(report, labels, suffix, title) for labels, suffix, title in specs]
+    tables = [layer_table(report, metrics, section, title) for metrics, section, title in specs]
     return [t for t in tables if t is not None]
 
 

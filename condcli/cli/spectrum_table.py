@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.tables import WARN, header, median, num
+from condcli.metrics import FORWARD, WEIGHTS, MetricDef, forward
 from condcli.report import LayerReport, SpectrumReport
 from condcli.spectra import Aggregate
 
@@ -47,34 +48,28 @@ def embedding_table(report: SpectrumReport) -> Table:
     return table
 
 
+def _weight(layer: LayerReport, metric: MetricDef) -> str:
+    w = layer.weights
+    return num({"kappa_wq": w.wq, "kappa_wk": w.wk, "kappa_wv": w.wv}[metric.key])
+
+
 def layer_table(report: SpectrumReport) -> Table:
+    """One row per layer; the columns are the registry's (:mod:`condcli.metrics`), plain then conditioned."""
     cond = report.conditioned_forward.applied
     lam = f"{report.settings.lam:g}"
-    cols = ["layer", "κ(X_l)", "κ(A_l)", "κ(W_Q)", "κ(W_K)", "κ(W_V)", "μ(LA)", "μ(A)", "κ(P)"]
-    if cond:
-        cols += [f"κ(X_l) +{lam}I", f"κ(A_l) +{lam}I", f"μ(LA) +{lam}I", f"μ(A) +{lam}I"]
+    plain_cols = [m for m in (*FORWARD[:2], *WEIGHTS, *FORWARD[2:]) if m.column is not None]
+    cond_cols = [m for m in FORWARD if m.conditioned_column] if cond else []
+    cols = ["layer", *(m.column or m.label for m in plain_cols)]
+    cols += [f"{m.column} +{lam}I" for m in cond_cols]
     table = Table(*cols, title="layers (medians over samples; μ: max over heads)", title_justify="left")
     for layer in report.layers:
         p = layer.plain
-        row = [
-            escape(f"{layer.index} {layer.name}"),
-            median(p.kappa, p.below_x),
-            median(p.kappa_attn_input, p.below_attn_input),
-            num(layer.weights.wq),
-            num(layer.weights.wk),
-            num(layer.weights.wv),
-            median(p.mu_la, p.below_attn_input),
-            median(p.mu_a, p.below_probs),
-            median(p.kappa_probs, p.below_probs),
-        ]
+        row = [escape(f"{layer.index} {layer.name}")]
+        for m in plain_cols:
+            row.append(_weight(layer, m) if m.scope == "weight" else median(p[m.key], p.below_of(m)))
         if layer.conditioned is not None:
             c = layer.conditioned
-            row += [
-                median(c.kappa, c.below_x),
-                median(c.kappa_attn_input, c.below_attn_input),
-                median(c.mu_la, c.below_attn_input),
-                median(c.mu_a, c.below_probs),
-            ]
+            row += [median(c[m.key], c.below_of(m)) for m in cond_cols]
         table.add_row(*row)
     return table
 
@@ -85,10 +80,11 @@ def heads_table(layer: LayerReport) -> Table:
         "κ(W_Q^h)",
         "κ(W_K^h)",
         "κ(W_V^h)",
-        "μ(LA)",
+        forward("mu_la").label,
         "κ(LA) actual",
-        "μ(A)",
-        "κ(P)",
+        forward("mu_a").label,
+        forward("kappa_probs").label,
+        forward("attention_entropy").label,
         title=escape(f"layer {layer.index} {layer.name}: per head (medians over samples)"),
         title_justify="left",
     )
@@ -103,8 +99,28 @@ def heads_table(layer: LayerReport) -> Table:
             median(h.kappa_la),
             median(h.mu_a),
             median(h.kappa_probs),
+            median(h.attention_entropy),
         )
     return table
+
+
+def _footnotes(out: Console, report: SpectrumReport) -> None:
+    out.print(
+        "κ(W): the full d×d projection; μ(LA) = κ(W_Q)κ(W_K)κ(W_V)κ(A_l)³ and μ(A) = κ(P)κ(A_l)κ(W_V) "
+        "use each head's d×d_h slices and the worst head; H(P): normalised attention entropy (1 uniform, "
+        "0 collapsed), the lowest head; srank: stable rank Σσ²/σ_1²."
+    )
+    if any(layer.plain.below.get("probs") for layer in report.layers):
+        out.print(
+            f"{WARN} on κ(P)/μ(A): P is numerically singular below float resolution in some samples "
+            "(attention is low rank, as Linformer observed): the value is a floor."
+        )
+    if any(layer.plain.below.get("x") or layer.plain.below.get("attn_input") for layer in report.layers):
+        out.print(f"{WARN} on κ(X_l)/κ(A_l): some samples below the capture dtype's resolution.")
+    missing = [layer for layer in report.layers if layer.probs_note is not None]
+    if missing:
+        where = ", ".join(str(layer.index) for layer in missing)
+        out.print(escape(f"— in layer(s) {where}: {missing[0].probs_note}"))
 
 
 def render(out: Console, report: SpectrumReport) -> None:
@@ -115,17 +131,7 @@ def render(out: Console, report: SpectrumReport) -> None:
         for layer in report.layers:
             if layer.heads_detail is not None:
                 out.print(heads_table(layer))
-        out.print(
-            "κ(W): the full d×d projection; μ(LA) = κ(W_Q)κ(W_K)κ(W_V)κ(A_l)³ and μ(A) = κ(P)κ(A_l)κ(W_V) "
-            "use each head's d×d_h slices and the worst head."
-        )
-        if any(layer.plain.below_probs for layer in report.layers):
-            out.print(
-                f"{WARN} on κ(P)/μ(A): P is numerically singular below float resolution in some samples "
-                "(attention is low rank, as Linformer observed): the value is a floor."
-            )
-        if any(layer.plain.below_x or layer.plain.below_attn_input for layer in report.layers):
-            out.print(f"{WARN} on κ(X_l)/κ(A_l): some samples below the capture dtype's resolution.")
+        _footnotes(out, report)
     cf = report.conditioned_forward
     if not cf.applied and cf.reason:
         out.print(escape(f"conditioned forward ({cf.conditioning}): not run — {cf.reason}"))

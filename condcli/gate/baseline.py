@@ -1,8 +1,10 @@
 """Baselines for ``condcli check --baseline FILE``: a report made by ``condcli spectrum --json`` (or a
 check's ``--json``), loaded and validated, then compared metric by metric with a fresh run.
 
-Every metric is "higher is worse". With tolerance t, a metric regresses when new > old·(1 + t); it counts
-as improved (reported, never failed) when new·(1 + t) < old. inf (numerically singular) is explicit: inf
+Which way is worse comes from the metric registry (:mod:`condcli.metrics`). With tolerance t, a
+higher-is-worse metric (a κ or μ) regresses when new > old·(1 + t) and counts as improved (reported, never
+failed) when new·(1 + t) < old; a lower-is-worse one (attention entropy, stable rank) regresses when
+new < old·(1 − t) and improves when new·(1 − t) > old. inf (numerically singular) is explicit: inf
 now and finite in the baseline is a regression; inf on both sides is not. Layers are matched by index and
 name; metrics on only one side are warned about and not compared.
 """
@@ -134,9 +136,10 @@ def context_warnings(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str
 
 def compare_one(old: Metric, new: Metric, tolerance: float, statistic: str, source: str) -> CheckResult:
     """One metric: a regression fails, anything else passes (an improvement is noted)."""
-    limit = old.value * (1 + tolerance)
-    regressed = new.value > limit  # inf > finite limit: now singular; inf > inf is False
-    improved = new.value * (1 + tolerance) < old.value
+    metric = new.definition
+    limit = old.value * (1 + tolerance) if metric.worse == "higher" else old.value * (1 - tolerance)
+    regressed = metric.regressed(old.value, new.value, tolerance)  # inf now, finite before: regressed
+    improved = metric.improved(old.value, new.value, tolerance)
     ratio = math.inf if math.isinf(new.value) else (new.value / old.value if old.value else math.nan)
     change = "" if math.isinf(old.value) or math.isnan(ratio) else f" (×{fmt(ratio)})"
     floor = " (a floor: samples below the capture dtype's resolution)" if new.floor or old.floor else ""
@@ -144,7 +147,8 @@ def compare_one(old: Metric, new: Metric, tolerance: float, statistic: str, sour
         reason: str | None = f"now numerically singular (inf); baseline {fmt(old.value, 4)}"
     elif regressed:
         reason = (
-            f"regressed: {fmt(new.value, 4)} > baseline {fmt(old.value, 4)} + {percent(tolerance)}"
+            f"regressed: {fmt(new.value, 4)} {'>' if metric.worse == 'higher' else '<'} baseline "
+            f"{fmt(old.value, 4)} {'+' if metric.worse == 'higher' else '−'} {percent(tolerance)}"
             f"{change}{floor}"
         )
     elif improved:
@@ -157,7 +161,7 @@ def compare_one(old: Metric, new: Metric, tolerance: float, statistic: str, sour
         rule="baseline",
         metric=new.key,
         label=new.label,
-        statistic="value" if new.key.split(".")[-1].startswith("kappa_w") else statistic,
+        statistic="value" if metric.scope == "weight" else statistic,
         value=new.value,
         limit=limit,
         passed=not regressed,

@@ -15,17 +15,14 @@ from typing import Any, cast
 
 from condcli.errors import UsageError
 from condcli.gate.metrics import STATISTICS, Statistic
+from condcli.metrics import GATES, MetricDef
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-LIMITS: dict[str, str] = {  # config key → command-line option
-    "max_kappa": "--max-kappa",
-    "max_mu_la": "--max-mu-la",
-    "max_kappa_layer": "--max-kappa-layer",
-}
+LIMITS: dict[str, str] = {rule: m.option or rule for rule, m in GATES.items()}  # config key → option
 KEYS: tuple[str, ...] = (*LIMITS, "statistic", "baseline", "tolerance")
 DEFAULT_TOLERANCE = 0.10
 DEFAULT_STATISTIC: Statistic = "median"
@@ -72,16 +69,25 @@ def parse_tolerance(value: Any, where: str) -> float:
     return number
 
 
-def check_limit(value: Any, where: str) -> float:
-    """A limit on a condition number or μ: a finite number ≥ 1 (every κ is ≥ 1)."""
+def check_limit(value: Any, where: str, metric: MetricDef | None = None) -> float:
+    """A limit within the metric's ``limit_range`` (default: a condition number or μ, a finite number ≥ 1,
+    since every κ is ≥ 1)."""
+    low, high = metric.limit_range if metric is not None else (1.0, math.inf)
+    example = "e.g. 200 or 1e9" if math.isinf(high) else f"e.g. {(low + high) / 2:g}"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError(f"{where} must be a number, got {value!r}", "e.g. 200 or 1e9")
+        raise UsageError(f"{where} must be a number, got {value!r}", example)
     if not math.isfinite(value):
-        raise UsageError(f"{where} must be a finite number, got {value!r}", "e.g. 200 or 1e9")
-    if value < 1:
+        raise UsageError(f"{where} must be a finite number, got {value!r}", example)
+    if value < low:
+        what = "a condition number" if metric is None or metric.worse == "higher" else metric.label
         raise UsageError(
-            f"{where} must be ≥ 1, got {value!r}",
-            "a condition number is never below 1, so such a limit could never pass",
+            f"{where} must be ≥ {low:g}, got {value!r}",
+            f"{what} is never below {low:g}, so such a limit could never pass",
+        )
+    if value > high:
+        raise UsageError(
+            f"{where} must be ≤ {high:g}, got {value!r}",
+            f"{metric.label if metric else 'it'} is never above {high:g}, so such a limit could never pass",
         )
     return float(value)
 
@@ -149,7 +155,7 @@ def resolve(
             return LIMITS.get(key, "--" + key)
         return f"[tool.condcli.check] {key} in {file_label}"
 
-    limits = {key: check_limit(chosen[key], where(key)) for key in LIMITS if key in chosen}
+    limits = {key: check_limit(chosen[key], where(key), GATES[key]) for key in LIMITS if key in chosen}
     statistic = (
         check_statistic(chosen["statistic"], where("statistic"))
         if "statistic" in chosen

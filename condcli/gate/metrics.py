@@ -2,7 +2,8 @@
 
 A metric's ``key`` is a stable path into the report — ``embedding.kappa``, ``layers[3].mu_la``,
 ``layers[3].conditioned.kappa``, ``layers[3].kappa_wq`` — so a baseline and a fresh run, or two models,
-are matched key by key. Every metric here is "higher is worse" (a condition number or a bound on one).
+are matched key by key. Which metrics exist, their labels and which way is worse come from the registry
+(:mod:`condcli.metrics`).
 """
 
 from __future__ import annotations
@@ -12,28 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from condcli.metrics import EMBEDDING, FORWARD, WEIGHTS, MetricDef
+
 Statistic = Literal["median", "mean", "max"]
 STATISTICS: tuple[Statistic, ...] = ("median", "mean", "max")
-
-# (key in the embedding section, label)
-EMBEDDING: tuple[tuple[str, str], ...] = (
-    ("kappa", "κ(X)"),
-    ("kappa_conditioned", "κ(X + λ·I_k)"),
-    ("kappa_corrected", "κ(X + C)"),
-)
-# (key in a layer's forward statistics, label, key of its below-precision count)
-FORWARD: tuple[tuple[str, str, str], ...] = (
-    ("kappa", "κ(X_l)", "x"),
-    ("kappa_attn_input", "κ(A_l)", "attn_input"),
-    ("mu_la", "μ(LA)", "attn_input"),
-    ("mu_a", "μ(A)", "probs"),
-    ("kappa_probs", "κ(P)", "probs"),
-)
-WEIGHTS: tuple[tuple[str, str], ...] = (
-    ("kappa_wq", "κ(W_Q)"),
-    ("kappa_wk", "κ(W_K)"),
-    ("kappa_wv", "κ(W_V)"),
-)
 
 
 class ReportShapeError(Exception):
@@ -96,6 +79,7 @@ class Metric:
     layer: int | None  # None: the embedding
     layer_name: str | None
     floor: bool  # some samples were below the capture dtype's resolution: the value is a floor
+    definition: MetricDef  # what it is (registry): which way is worse
 
     @property
     def where(self) -> str:
@@ -120,13 +104,13 @@ def embedding_metrics(report: Mapping[str, Any], statistic: Statistic) -> dict[s
     section(emb, "kappa", "embedding")  # the one section every baseline must have
     below = count(emb.get("below_precision", 0), "embedding.below_precision")
     out: dict[str, Metric] = {}
-    for key, label in EMBEDDING:
-        if key not in emb:
+    for m in EMBEDDING:
+        if m.key not in emb:
             continue
-        label = _lambda_label(report) if key == "kappa_conditioned" else label
-        value = statistic_of(emb[key], statistic, f"embedding.{key}")
-        floor = key == "kappa" and below > 0
-        out[f"embedding.{key}"] = Metric(f"embedding.{key}", label, value, None, None, floor)
+        label = _lambda_label(report) if m.key == "kappa_conditioned" else m.label
+        value = statistic_of(emb[m.key], statistic, f"embedding.{m.key}")
+        floor = m.flag is not None and below > 0
+        out[f"embedding.{m.key}"] = Metric(f"embedding.{m.key}", label, value, None, None, floor, m)
     return out
 
 
@@ -137,12 +121,13 @@ def _forward_metrics(
     if not isinstance(below, Mapping):
         raise ReportShapeError(f"{prefix}.below_precision", "is not an object")
     out: dict[str, Metric] = {}
-    for key, label, flag in FORWARD:
-        if stats.get(key) is None:  # absent or null: not observable for this family
+    for m in FORWARD:
+        if stats.get(m.key) is None:  # absent or null: not observable for this family (or an older report)
             continue
-        floor = bool(below.get(flag) or 0)
-        value = statistic_of(stats[key], statistic, f"{prefix}.{key}")
-        out[f"{prefix}.{key}"] = Metric(f"{prefix}.{key}", label + suffix, value, index, name, floor)
+        floor = m.flag is not None and bool(below.get(m.flag) or 0)
+        value = statistic_of(stats[m.key], statistic, f"{prefix}.{m.key}")
+        key = f"{prefix}.{m.key}"
+        out[key] = Metric(key, m.label + suffix, value, index, name, floor, m)
     return out
 
 
@@ -159,10 +144,10 @@ def layer_metrics(layer: Any, position: int, statistic: Statistic) -> dict[str, 
         raise ReportShapeError(f"{where}.name", "is missing or not a string")
     prefix = f"layers[{index}]"
     out = _forward_metrics(layer, prefix, index, name, statistic, "")
-    for key, label in WEIGHTS:
-        if layer.get(key) is not None:
-            value = number(layer[key], f"{prefix}.{key}")
-            out[f"{prefix}.{key}"] = Metric(f"{prefix}.{key}", label, value, index, name, False)
+    for m in WEIGHTS:
+        if layer.get(m.key) is not None:
+            value = number(layer[m.key], f"{prefix}.{m.key}")
+            out[f"{prefix}.{m.key}"] = Metric(f"{prefix}.{m.key}", m.label, value, index, name, False, m)
     cond = layer.get("conditioned")
     if cond is not None:
         if not isinstance(cond, Mapping):

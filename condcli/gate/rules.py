@@ -2,11 +2,13 @@
 
 - ``max_kappa``: κ of the embedded tokens the blocks compute with — κ(X) for a plain model; for a model
   that adds its own X + λ·I_k (or X + C) at X, κ of that sum — as the chosen statistic over samples.
-- ``max_kappa_layer``: κ(X_l) of the plain forward, the worst of the analysed layers.
-- ``max_mu_la``: μ(LA) = κ(W_Q)κ(W_K)κ(W_V)κ(A_l)³ (max over heads), the worst of the analysed layers.
+- every per-layer metric with a gate in the registry (:mod:`condcli.metrics`): ``max_kappa_layer`` (κ(X_l)),
+  ``max_mu_la`` (μ(LA), max over heads), ``min_attention_entropy`` (H(P), lowest head),
+  ``min_stable_rank`` (of X_l) — on the plain forward, the worst of the analysed layers. A higher-is-worse
+  metric's limit is a maximum, a lower-is-worse one's a minimum.
 
-A value exactly at its limit passes (value ≤ limit). A κ that is inf (numerically singular) or measured on
-samples below the capture dtype's resolution (a floor, not a measurement: SPEC §2) fails, with that reason.
+A value exactly at its limit passes. A κ that is inf (numerically singular) or measured on samples below
+the capture dtype's resolution (a floor, not a measurement: SPEC §2) fails, with that reason.
 """
 
 from __future__ import annotations
@@ -20,12 +22,10 @@ from condcli.errors import UsageError
 from condcli.gate.config import LIMITS, CheckConfig
 from condcli.gate.metrics import Statistic, count, report_layers, section, statistic_of
 from condcli.gate.report import CheckResult, fmt_pair
+from condcli.metrics import FLAG_SUBJECT, GATES, MetricDef
 
-# rule → (key in a layer's forward statistics, label, key of its below-precision count, what is below)
-LAYER_RULES: dict[str, tuple[str, str, str, str]] = {
-    "max_kappa_layer": ("kappa", "κ(X_l)", "x", "X_l"),
-    "max_mu_la": ("mu_la", "μ(LA)", "attn_input", "A_l"),
-}
+# rule → its per-layer metric (every gate of the registry but max_kappa, which is on X)
+LAYER_RULES: dict[str, MetricDef] = {rule: m for rule, m in GATES.items() if m.scope == "forward"}
 
 
 def seen_key(builtin: Conditioning | None, lam: float) -> str | None:
@@ -104,13 +104,16 @@ class _LayerValue:
     below: int
 
 
-def _layer_values(report: Mapping[str, Any], rule: str, statistic: Statistic) -> list[_LayerValue]:
-    key, _, flag, _ = LAYER_RULES[rule]
+def _layer_values(report: Mapping[str, Any], metric: MetricDef, statistic: Statistic) -> list[_LayerValue]:
+    """The metric in every analysed layer that has it (a metric of P is absent where P is not observed)."""
+    key, flag = metric.key, metric.flag
     out = []
     for position, layer in enumerate(report_layers(report)):
         path = f"layers[{position}]"
         if not isinstance(layer, Mapping):
             raise UsageError(f"{path} is not an object", "rerun condcli")
+        if metric.needs_probs and layer.get(key) is None:
+            continue
         agg = section(layer, key, path)
         below = layer.get("below_precision") or {}
         out.append(
@@ -119,7 +122,7 @@ def _layer_values(report: Mapping[str, Any], rule: str, statistic: Statistic) ->
                 name=str(layer["name"]),
                 value=statistic_of(agg, statistic, f"{path}.{key}"),
                 inf=count(agg.get("inf_count", 0), f"{path}.{key}.inf_count"),
-                below=count(below.get(flag) or 0, f"{path}.below_precision.{flag}"),
+                below=0 if flag is None else count(below.get(flag) or 0, f"{path}.below_precision.{flag}"),
             )
         )
     return out
@@ -128,30 +131,34 @@ def _layer_values(report: Mapping[str, Any], rule: str, statistic: Statistic) ->
 def layer_rule(
     report: Mapping[str, Any], rule: str, limit: float, statistic: Statistic, source: str
 ) -> CheckResult:
-    """``max_kappa_layer`` / ``max_mu_la``: the worst analysed layer of the plain forward."""
-    key, label, _, what = LAYER_RULES[rule]
-    values = _layer_values(report, rule, statistic)
+    """A per-layer rule (:data:`LAYER_RULES`): the worst analysed layer of the plain forward."""
+    metric = LAYER_RULES[rule]
+    values = _layer_values(report, metric, statistic)
     if not values:
+        needs = "layers whose attention probabilities P can be observed" if metric.needs_probs else "layers"
         raise UsageError(
-            f"{LIMITS[rule]} needs layers, but none were analysed", "drop --layers none or pick layers"
+            f"{LIMITS[rule]} needs {needs}, but none were analysed", "drop --layers none or pick layers"
         )
     n = count(section(report, "inputs").get("count", 0), "inputs.count")
     dtype = str(section(report, "embedding").get("capture_dtype", "the capture dtype"))
-    worst = max(values, key=lambda v: v.value)
-    over = [v for v in values if v.value > limit]
+    worst_value = metric.worst([v.value for v in values])
+    worst = next(v for v in values if v.value == worst_value)
+    over = [v for v in values if metric.beyond(v.value, limit)]
     reasons = []
     if over:
         shown, lim = fmt_pair(worst.value, limit)
+        sign = ">" if metric.bound == "max" else "<"
         reasons.append(
-            f"{label} {statistic} {shown} > {lim} in {len(over)} of {len(values)} layers, "
+            f"{metric.label} {statistic} {shown} {sign} {lim} in {len(over)} of {len(values)} layers, "
             f"worst layer {worst.index} {worst.name}"
         )
+    what = FLAG_SUBJECT.get(metric.flag or "", metric.label)
     for v in values:
         reasons += _precision(v.inf, max(v.below, v.inf), n, dtype, what, f"layer {v.index} {v.name}")
     return CheckResult(
         rule=rule,
-        metric=f"layers[{worst.index}].{key}",
-        label=f"{label}, worst of {len(values)} layers",
+        metric=f"layers[{worst.index}].{metric.key}",
+        label=f"{metric.label}, worst of {len(values)} layers",
         statistic=statistic,
         value=worst.value,
         limit=limit,

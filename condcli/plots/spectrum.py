@@ -11,6 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from condcli.metrics import forward
 from condcli.plots.base import (
     CONDITIONED,
     PLAIN,
@@ -88,24 +89,23 @@ def layers_figure(report: Report) -> Figure | None:
         return np.array([_median(s.get(key)) for s in src], dtype=np.float64)
 
     has_conditioned = any(layer.get("conditioned") is not None for layer in layers)
-    kappa = [
-        (medians("kappa"), PLAIN, "κ(X_l)", "-"),
-        (medians("kappa_attn_input"), PLAIN, "κ(A_l)", "--"),
-    ]
-    mu = [(medians("mu_la"), PLAIN, "μ(LA)", "-")]
+    lines = (("kappa", "-"), ("kappa_attn_input", "--"))  # the left panel's metrics (registry keys)
+    kappa = [(medians(key), PLAIN, forward(key).label, style) for key, style in lines]
+    mu_la = forward("mu_la").label
+    mu = [(medians("mu_la"), PLAIN, mu_la, "-")]
     if has_conditioned:
         kappa += [
-            (medians("kappa", True), CONDITIONED, "κ(X_l), conditioned", "-"),
-            (medians("kappa_attn_input", True), CONDITIONED, "κ(A_l), conditioned", "--"),
+            (medians(key, True), CONDITIONED, f"{forward(key).label}, conditioned", style)
+            for key, style in lines
         ]
-        mu.append((medians("mu_la", True), CONDITIONED, "μ(LA), conditioned", "-"))
+        mu.append((medians("mu_la", True), CONDITIONED, f"{mu_la}, conditioned", "-"))
 
     fig = Figure(figsize=(11.0, 4.5), layout="constrained")
     left, right = fig.subplots(1, 2)
     _layer_axis(left, x, kappa, "median κ")
     left.set_title("Condition numbers per layer")
-    _layer_axis(right, x, mu, "median μ(LA) (max over heads)")
-    right.set_title("Linear-attention bound μ(LA) per layer")
+    _layer_axis(right, x, mu, f"median {mu_la} (max over heads)")
+    right.set_title(f"Linear-attention bound {mu_la} per layer")
     fig.suptitle(_title(report, "Per-layer conditioning"))
     return fig
 

@@ -32,6 +32,7 @@ from condcli.spectra.core import (
     singular_values,
     summarize,
 )
+from condcli.spectra.entropy import attention_entropy
 from condcli.spectra.ranks import (
     collapse_residual,
     cumulative_spectrum,
@@ -51,6 +52,7 @@ from condcli.spectra.shift import (
 )
 
 __all__ = [
+    "attention_entropy",
     "GRAM_MAX_KAPPA",
     "Aggregate",
     "ScalarStream",

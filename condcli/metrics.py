@@ -1,0 +1,204 @@
+"""The metric registry: every number condcli reports and gates on, declared once (SPEC §2–§5).
+
+A :class:`MetricDef` says what a metric is called in the JSON report (``key`` within its ``scope``), how it is
+shown (``label``, ``column``), which way is worse, whether a below-precision count qualifies it (``flag``),
+and how ``check`` gates it (``gate``: the rule name, whose option is derived from it). The report's JSON,
+the tables, the gate rules and their config keys, baselines, ``compare`` and the plots all read these
+declarations; the numbers themselves are computed in :mod:`condcli.analysis`.
+
+Adding a metric: one declaration here, and its per-sample value in the analysis accumulator that owns its
+inputs (:class:`condcli.analysis.layers.ForwardAccumulator` for per-layer metrics).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+Scope = Literal["embedding", "forward", "weight"]
+Worse = Literal["higher", "lower"]
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """One metric, as every consumer sees it."""
+
+    key: str  # the JSON key within its scope: embedding.<key>, layers[i].<key>, layers[i].conditioned.<key>
+    label: str  # how tables and messages name it, e.g. "μ(LA)"
+    scope: Scope  # embedding: X; forward: per layer, plain and conditioned forward; weight: model constant
+    worse: Worse  # which way is worse: "higher" (a condition number) or "lower" (an entropy, a rank)
+    formula: str  # the definition, for help texts and the glossary
+    flag: str | None = None  # forward: key in below_precision; embedding: the samples' below_precision
+    gate: str | None = None  # rule name (also the config key), e.g. "max_mu_la"; None: not gateable
+    gate_help: str = ""  # what the rule fails on
+    limit_range: tuple[float, float] = (1.0, math.inf)  # the limits that can make sense
+    column: str | None = None  # header of its column in the per-layer table; None: no column
+    conditioned_column: bool = False  # also a column for the conditioned forward
+    needs_probs: bool = False  # computed from P: absent where the family's P cannot be observed
+
+    @property
+    def option(self) -> str | None:
+        """The ``check`` option of its gate rule, e.g. ``--max-mu-la``."""
+        return None if self.gate is None else "--" + self.gate.replace("_", "-")
+
+    @property
+    def bound(self) -> Literal["max", "min"]:
+        """A gate limit is a maximum for higher-is-worse metrics and a minimum for lower-is-worse ones."""
+        return "max" if self.worse == "higher" else "min"
+
+    def beyond(self, value: float, limit: float) -> bool:
+        """Whether ``value`` is on the wrong side of ``limit`` (a value exactly at its limit passes)."""
+        return value > limit if self.worse == "higher" else value < limit
+
+    def worst(self, values: list[float]) -> float:
+        return max(values) if self.worse == "higher" else min(values)
+
+    def regressed(self, old: float, new: float, tolerance: float) -> bool:
+        """Worse than ``old`` by more than the relative ``tolerance`` (inf now and finite before counts)."""
+        if self.worse == "higher":
+            return new > old * (1 + tolerance)
+        return new < old * (1 - tolerance)
+
+    def improved(self, old: float, new: float, tolerance: float) -> bool:
+        """Better than ``old`` by more than the relative ``tolerance``."""
+        if self.worse == "higher":
+            return new * (1 + tolerance) < old
+        return new * (1 - tolerance) > old
+
+
+def _gate_help(what: str) -> str:
+    return f"Fail when {what} of any analysed layer"
+
+
+EMBEDDING: tuple[MetricDef, ...] = (
+    MetricDef(
+        "kappa",
+        "κ(X)",
+        "embedding",
+        "higher",
+        "σ_1/σ_k of the embedded tokens X (N × d, after position encoding), k = min(N, d)",
+        flag="below_precision",
+        gate="max_kappa",
+        gate_help="Fail when κ of the embedded tokens the blocks see (κ(X); κ(X + λ·I_k) for a model that "
+        "adds its own shift) is above this, or when X is singular or below the capture dtype's resolution.",
+    ),
+    MetricDef(
+        "kappa_conditioned",
+        "κ(X + λ·I_k)",
+        "embedding",
+        "higher",
+        "exact κ of X + λ·I_k, I_k the N × d identity (not (σ_1+λ)/(σ_k+λ))",
+    ),
+    MetricDef(
+        "kappa_corrected",
+        "κ(X + C)",
+        "embedding",
+        "higher",
+        "κ of X + C, C = σ_1·U_k V_kᵀ (Theorem 4.4): 2σ_1/(σ_1 + σ_k) ≤ 2",
+    ),
+)
+
+WEIGHTS: tuple[MetricDef, ...] = tuple(
+    MetricDef(
+        f"kappa_w{w}",
+        f"κ(W_{w.upper()})",
+        "weight",
+        "higher",
+        f"σ_1/σ_k of the full d × (H·d_h) {name} projection",
+        column=f"κ(W_{w.upper()})",
+    )
+    for w, name in (("q", "query"), ("k", "key"), ("v", "value"))
+)
+
+FORWARD: tuple[MetricDef, ...] = (
+    MetricDef(
+        "kappa",
+        "κ(X_l)",
+        "forward",
+        "higher",
+        "σ_1/σ_k of the residual stream X_l entering block l",
+        flag="x",
+        gate="max_kappa_layer",
+        gate_help=_gate_help("κ(X_l)") + " is above this.",
+        column="κ(X_l)",
+        conditioned_column=True,
+    ),
+    MetricDef(
+        "kappa_attn_input",
+        "κ(A_l)",
+        "forward",
+        "higher",
+        "σ_1/σ_k of the attention input A_l (after the pre-norm); the worst attention group (window)",
+        flag="attn_input",
+        column="κ(A_l)",
+        conditioned_column=True,
+    ),
+    MetricDef(
+        "mu_la",
+        "μ(LA)",
+        "forward",
+        "higher",
+        "κ(W_Q^h)κ(W_K^h)κ(W_V^h)κ(A_l)³ (Proposition 4.2), the worst head",
+        flag="attn_input",
+        gate="max_mu_la",
+        gate_help=_gate_help("μ(LA) (max over heads)") + " is above this.",
+        column="μ(LA)",
+        conditioned_column=True,
+    ),
+    MetricDef(
+        "mu_a",
+        "μ(A)",
+        "forward",
+        "higher",
+        "κ(P)κ(A_l)κ(W_V^h), P the attention probabilities, the worst head and group",
+        flag="probs",
+        column="μ(A)",
+        conditioned_column=True,
+        needs_probs=True,
+    ),
+    MetricDef(
+        "kappa_probs",
+        "κ(P)",
+        "forward",
+        "higher",
+        "σ_1/σ_min(q,k) of the attention probabilities P, the worst head and group",
+        flag="probs",
+        column="κ(P)",
+        needs_probs=True,
+    ),
+    MetricDef(
+        "attention_entropy",
+        "H(P)",
+        "forward",
+        "lower",
+        "mean over queries of −Σ_j p_j log p_j / log(keys the query attends to), the lowest head "
+        "(entropy collapse, Zhai et al. 2023: 1 = uniform, 0 = one key)",
+        gate="min_attention_entropy",
+        gate_help=_gate_help("the normalised attention entropy (lowest head)")
+        + " is below this (entropy collapse); between 0 and 1.",
+        limit_range=(0.0, 1.0),
+        column="H(P)",
+        needs_probs=True,
+    ),
+    MetricDef(
+        "stable_rank",
+        "srank(X_l)",
+        "forward",
+        "lower",
+        "Σσ_i²/σ_1² of X_l (stable rank, between 1 and k)",
+        gate="min_stable_rank",
+        gate_help=_gate_help("the stable rank Σσ²/σ_1² of X_l") + " is below this.",
+        column="srank(X_l)",
+    ),
+)
+
+ALL: tuple[MetricDef, ...] = (*EMBEDDING, *WEIGHTS, *FORWARD)
+GATES: dict[str, MetricDef] = {m.gate: m for m in ALL if m.gate is not None}  # rule name → metric
+FLAGS: tuple[str, ...] = tuple(dict.fromkeys(m.flag for m in FORWARD if m.flag is not None))
+FLAG_SUBJECT: dict[str, str] = {"x": "X_l", "attn_input": "A_l", "probs": "P"}  # what a flag's samples hold
+
+
+def forward(key: str) -> MetricDef:
+    """The per-layer metric with this key."""
+    return next(m for m in FORWARD if m.key == key)

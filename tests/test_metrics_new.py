@@ -1,0 +1,110 @@
+"""The two metrics added through the registry, against independent references: attention entropy H(P) from
+transformers' own ``output_attentions`` (causal support counted from the mask's structure, not from P), and
+the stable rank of X_l from NumPy SVDs of ``hidden_states``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
+from condcli.inputs import Batch, InputSpec, InputStream, stream
+from condcli.report import SpectrumReport
+from condcli.samples import samples_dir
+from condcli.sources import LoadOptions, load
+from condcli.spectra import attention_entropy
+from tests.helpers import np_sigma
+
+
+def replayed(batches: list[Batch]) -> InputStream:
+    return InputStream(
+        "synthetic", "replayed", lambda s: iter(batches), expected=sum(b.size for b in batches)
+    )
+
+
+def np_entropy(P: np.ndarray, support: np.ndarray) -> np.ndarray:
+    """(H, q, k) one sample's P and (q,) keys per query → (H,): mean normalised entropy over queries that
+    attend to more than one key."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plogp = np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0)
+    h = -plogp.sum(-1)  # (H, q)
+    keep = support > 1
+    return (h[:, keep] / np.log(support[keep])[None, :]).mean(-1)
+
+
+@pytest.fixture(scope="module", params=["bert-docstrings", "gpt2-docstrings"])
+def text_case(request: pytest.FixtureRequest) -> tuple[str, list[Batch], SpectrumReport, Any]:
+    from transformers import AutoModel
+
+    name = request.param
+    loaded = load(name, LoadOptions(device="cpu"))
+    batches = list(stream(loaded.preprocessing, InputSpec(max_samples=5, batch_size=5)))
+    assert batches[0].lengths is not None and len(set(batches[0].lengths.tolist())) > 1  # really padded
+    options = SpectrumOptions(lam=10.0, conditioned=False, heads=True)
+    report = analyse_spectrum(loaded, replayed(batches), options, "test")
+    fresh = AutoModel.from_pretrained(str(samples_dir() / name), attn_implementation="eager")
+    fresh.eval()
+    with torch.no_grad():
+        out = fresh(**batches[0].inputs, output_hidden_states=True, output_attentions=True)
+    return name, batches, report, out
+
+
+def test_attention_entropy_equals_numpy_on_output_attentions(text_case: Any) -> None:
+    name, batches, report, out = text_case
+    lengths = batches[0].lengths.tolist()
+    for layer in report.layers:
+        att = out.attentions[layer.index].double().numpy()  # (B, H, T, T)
+        per_head = []
+        for b, n in enumerate(lengths):
+            # keys each query may attend to: all n real tokens, or i + 1 under GPT-2's causal mask
+            support = np.arange(1, n + 1) if name.startswith("gpt2") else np.full(n, n)
+            per_head.append(np_entropy(att[b, :, :n, :n], support))
+        ref = np.stack(per_head)  # (S, H)
+        got = layer.plain["attention_entropy"]
+        assert got is not None
+        np.testing.assert_allclose(got.per_sample, ref.min(1), rtol=1e-9)
+        assert layer.heads_detail is not None
+        for h, head in enumerate(layer.heads_detail):
+            assert head.attention_entropy is not None
+            np.testing.assert_allclose(head.attention_entropy.per_sample, ref[:, h], rtol=1e-9)
+        assert layer.entropy_heads is not None
+        np.testing.assert_allclose(layer.entropy_heads, np.median(ref, 0), rtol=1e-9)
+        assert 0 < ref.min() and ref.max() <= 1  # trained attention: neither collapsed nor uniform
+
+
+def test_stable_rank_equals_numpy_on_hidden_states(text_case: Any) -> None:
+    _, batches, report, out = text_case
+    lengths = batches[0].lengths.tolist()
+    for layer in report.layers:
+        hs = out.hidden_states[layer.index].double().numpy()
+        ref = []
+        for b, n in enumerate(lengths):
+            s = np_sigma(hs[b, :n])
+            ref.append((s**2).sum() / s[0] ** 2)
+        got = layer.plain["stable_rank"]
+        assert got is not None
+        np.testing.assert_allclose(got.per_sample, ref, rtol=1e-9)
+
+
+def test_entropy_of_known_distributions() -> None:
+    n = 6
+    uniform = torch.full((n, n), 1 / n, dtype=torch.float64)
+    one_hot = torch.eye(n)  # collapsed: exact zeros elsewhere, as a float32 softmax of big logits gives
+    causal_uniform = torch.tril(torch.ones(n, n, dtype=torch.float64)) / torch.arange(1, n + 1)[:, None]
+    half = torch.zeros(n, n, dtype=torch.float64)
+    half[:, :2] = 0.5  # every query splits evenly over 2 of its 6 keys
+    np.testing.assert_allclose(attention_entropy(uniform), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(attention_entropy(causal_uniform, causal=True), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(attention_entropy(half), np.log(2) / np.log(6), rtol=1e-12)
+    assert float(attention_entropy(one_hot)) == 0.0
+    assert float(attention_entropy(one_hot, causal=True)) == 0.0
+    # causal with fewer queries than keys (a cached prefix): query i sees i + 1 + (k − q) keys
+    tail = causal_uniform[-2:]
+    np.testing.assert_allclose(attention_entropy(tail, causal=True), 1.0, rtol=1e-12)
+    assert float(attention_entropy(torch.ones(1, 1))) == 1.0  # one key only: nothing to lose
+    p = torch.tensor([[0.7, 0.2, 0.1]], dtype=torch.float64)
+    ref = -(0.7 * np.log(0.7) + 0.2 * np.log(0.2) + 0.1 * np.log(0.1)) / np.log(3)
+    np.testing.assert_allclose(float(attention_entropy(p)), ref, rtol=1e-12)
