@@ -15,10 +15,11 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from condcli.adapters.base import Adapter, Probe, first_input, to_tokens
+from condcli.adapters.base import Adapter, LayerSpec, Probe, first_input
 from condcli.conditioning import Conditioning
 from condcli.errors import InputError, InternalError, UsageError
 from condcli.inputs import Batch
+from condcli.layout import to_tokens
 
 PROBES = ("x_in", "attn_in", "probs")
 
@@ -70,10 +71,15 @@ def layer_set(adapter: Adapter, layers: Iterable[int] | None) -> list[int]:
 
 
 class _Recorder:
-    """Collects probe values; hands a layer to the sink once every asked-for probe has fired."""
+    """Collects probe values; hands a layer to the sink once every asked-for probe it has has fired.
 
-    def __init__(self, wanted: Collection[str], sink: LayerSink | None) -> None:
+    Every probe is optional: a layer whose P cannot be observed (``LayerSpec.probs`` is None) is handed over
+    with X_l and A_l alone, so the rest of its analysis still runs.
+    """
+
+    def __init__(self, wanted: Collection[str], specs: Iterable[LayerSpec], sink: LayerSink | None) -> None:
         self.wanted = tuple(p for p in PROBES if p in wanted)
+        self.expect = {s.index: tuple(p for p in self.wanted if getattr(s, p) is not None) for s in specs}
         self.sink = sink
         self.layers: dict[int, LayerCapture] = {}
         self.fired: dict[tuple[int, str], int] = {}
@@ -88,7 +94,7 @@ class _Recorder:
             )
         layer = self.layers.setdefault(index, LayerCapture(index))
         setattr(layer, probe, value.detach())
-        if self.sink is not None and all(getattr(layer, p) is not None for p in self.wanted):
+        if self.sink is not None and all(getattr(layer, p) is not None for p in self.expect[index]):
             self.sink(self.layers.pop(index))
 
 
@@ -140,7 +146,7 @@ def capture(
     device = param.device
     lengths = batch.lengths.to(device) if batch.lengths is not None else None
     size = batch.size
-    recorder = _Recorder(probes, sink)
+    recorder = _Recorder(probes, (adapter.layers[i] for i in chosen), sink)
     seen: dict[str, torch.Tensor] = {}
     point = adapter.embedding
 

@@ -2,10 +2,11 @@
 
 Use it in your own training code::
 
-    from condcli.conditioning import ConditionedEmbedding, condition_model
+    from condcli.adapters import condition_model
+    from condcli.conditioning import ConditionedEmbedding
 
     model = timm.create_model("vit_base_patch16_224")
-    condition_model(model, lam=10.0)        # wraps the embedding point (pos_drop for a timm ViT)
+    condition_model(model, lam=10.0)        # wraps the embedding point its adapter names (pos_drop here)
     # or by hand, for any module whose output is X (B, N, d):
     model.pos_drop = ConditionedEmbedding(model.pos_drop, lam=10.0)
 
@@ -24,8 +25,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from condcli.adapters.base import Layout, from_tokens, to_tokens
 from condcli.errors import UsageError
+from condcli.layout import Layout, from_tokens, to_tokens
 from condcli.spectra import correction
 
 Mode = Literal["shift", "correction"]
@@ -105,26 +106,3 @@ class ConditionedEmbedding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.conditioning.describe()}, layout={self.layout}"
-
-
-def condition_model(model: nn.Module, lam: float = 10.0, mode: Mode = "shift") -> nn.Module:
-    """Wrap ``model``'s embedding point (found by its condcli adapter) in a :class:`ConditionedEmbedding`.
-
-    Works for every family condcli supports; returns the same model, changed in place. For text with
-    padding use a forward hook with :meth:`Conditioning.apply` and the attention mask's lengths instead.
-    """
-    from condcli.adapters import adapter_for
-
-    adapter = adapter_for(model)
-    point = adapter.embedding
-    if adapter.builtin is not None:
-        raise UsageError(
-            f"this model already adds {adapter.builtin.describe()} at X", "condition a model once"
-        )
-    if point.at_input:
-        raise UsageError(
-            f"X of this model is the input of {point.name}, not the output of an embedding module",
-            "condition it with a forward pre-hook on that module that returns Conditioning.apply(X)",
-        )
-    model.set_submodule(point.name, ConditionedEmbedding(point.module, lam, mode, point.layout))
-    return model

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 from torch import nn
 
-if TYPE_CHECKING:
-    from condcli.conditioning import Conditioning
-
-Layout = Literal["tokens", "nhwc", "nchw"]  # (B, N, d) · (B, H, W, d) · (B, d, H, W)
+from condcli.conditioning import Conditioning
+from condcli.layout import Layout
 
 # take(args, kwargs, output, batch_size) -> tensor; output is None for a pre-forward probe.
 Take = Callable[[tuple[Any, ...], dict[str, Any], Any, int], torch.Tensor]
@@ -57,24 +55,6 @@ def first_output(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, bat
     out = output[0] if isinstance(output, tuple | list) else output
     assert isinstance(out, torch.Tensor)
     return out
-
-
-def to_tokens(x: torch.Tensor, layout: Layout) -> torch.Tensor:
-    """Any supported layout → (B, N, d), tokens in row-major spatial order."""
-    if layout == "tokens":
-        return x
-    if layout == "nhwc":
-        return x.reshape(x.shape[0], -1, x.shape[-1])
-    return x.flatten(2).transpose(1, 2)  # nchw
-
-
-def from_tokens(tokens: torch.Tensor, like: torch.Tensor, layout: Layout) -> torch.Tensor:
-    """Inverse of :func:`to_tokens`: put (B, N, d) back into the layout (and shape) of ``like``."""
-    if layout == "tokens":
-        return tokens
-    if layout == "nhwc":
-        return tokens.reshape(like.shape)
-    return tokens.transpose(1, 2).reshape(like.shape)
 
 
 def group_tokens(x: torch.Tensor, batch: int) -> torch.Tensor:
@@ -174,20 +154,30 @@ class LayerSpec:
     probs: Probe | None  # → (B, G, H, q, k); None where the family's P cannot be observed
     weights: Callable[[], HeadWeights]
     approximation: bool = False  # P is an approximation of softmax attention (Nyströmformer)
+    causal: bool = False  # a causal mask: query i attends to the keys up to its own position
+    no_probs: str = (  # why P cannot be observed, shown where ``probs`` is None
+        "P cannot be observed: the attention computes its softmax as a function, "
+        "with no module or returned weights to hook"
+    )
+
+    @property
+    def probs_note(self) -> str | None:
+        """None where P is observed, else why it is not (μ(A), κ(P) and H(P) are then absent)."""
+        return None if self.probs is not None else self.no_probs
 
 
-@dataclass
+@dataclass(frozen=True)
 class Adapter:
-    """A model's analysable structure. Families build one in :mod:`condcli.adapters`."""
+    """A model's analysable structure, immutable once built (by :func:`condcli.adapters.adapter_for`)."""
 
     family: str  # registry key, e.g. "timm-vit"
     model: nn.Module
     embedding: EmbeddingPoint
-    layers: list[LayerSpec]
+    layers: tuple[LayerSpec, ...]
     input_kind: Literal["images", "text"]
-    notes: list[str] = field(default_factory=list)  # what could not be found, shown to the user
+    notes: tuple[str, ...] = ()  # what could not be found, shown to the user
     forward: Callable[[dict[str, torch.Tensor]], Any] | None = None  # default: model(**inputs)
-    fused_flags: list[tuple[nn.Module, str]] = field(default_factory=list)  # (module, attr) set False
+    fused_flags: tuple[tuple[nn.Module, str], ...] = ()  # (module, attr) set False for the capture
     builtin: Conditioning | None = None  # the model's own conditioning at X (trained with conditioned tokens)
 
     def run(self, inputs: dict[str, torch.Tensor]) -> Any:
@@ -222,6 +212,8 @@ def _hf_attn_impl(model: nn.Module) -> str | None:
     return str(impl)
 
 
-def fused_flags(model: nn.Module) -> list[tuple[nn.Module, str]]:
+def fused_flags(model: nn.Module) -> tuple[tuple[nn.Module, str], ...]:
     """Every timm module that carries a ``fused_attn`` switch."""
-    return [(m, "fused_attn") for m in model.modules() if isinstance(getattr(m, "fused_attn", None), bool)]
+    return tuple(
+        (m, "fused_attn") for m in model.modules() if isinstance(getattr(m, "fused_attn", None), bool)
+    )

@@ -26,9 +26,9 @@ from condcli.adapters.base import (
     group_probs,
     linear_qkv,
     one_group,
-    to_tokens,
     windows_in,
 )
+from condcli.layout import to_tokens
 
 
 def matches(model: nn.Module) -> bool:
@@ -175,9 +175,9 @@ def build(model: nn.Module) -> Adapter:
             layout="nchw",
             after_position_encoding=True,
         ),
-        layers=layers,
+        layers=tuple(layers),
         input_kind="images",
-        notes=notes,
+        notes=tuple(notes),
         forward=lambda inputs: model(inputs["pixel_values"]),
         fused_flags=fused_flags(model),
     )

@@ -24,9 +24,9 @@ from condcli.adapters.base import (
     fused_flags,
     group_probs,
     linear_qkv,
-    to_tokens,
     windows_in,
 )
+from condcli.layout import to_tokens
 
 
 def matches(model: nn.Module) -> bool:
@@ -106,9 +106,9 @@ def build(model: nn.Module) -> Adapter:
             layout="nhwc",
             after_position_encoding=False,
         ),
-        layers=layers,
+        layers=tuple(layers),
         input_kind="images",
-        notes=notes,
+        notes=tuple(notes),
         forward=lambda inputs: model(inputs["pixel_values"]),
         fused_flags=fused_flags(model),
     )
