@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from condcli.capture import LayerCapture, capture
+from condcli.capture import LayerCapture, capture, layer_set
 from condcli.inputs import InputSpec, stream
 from condcli.report import envelope
 from condcli.sources import LoadedModel
@@ -19,34 +20,57 @@ class LayerFound:
     name: str
     attention: str
     heads: int
-    x_in: tuple[int, ...]  # per-sample shape (N, d)
-    attn_in: tuple[int, ...]  # (G, n, c)
-    probs: tuple[int, ...] | None  # (G, H, q, k)
+    x_in: tuple[int, ...] | None  # per-sample shape (N, d); None: the probe did not fire
+    attn_in: tuple[int, ...] | None  # (G, n, c)
+    probs: tuple[int, ...] | None  # (G, H, q, k); None: P cannot be observed
     approximation: bool
+    probs_note: str | None  # why P cannot be observed
 
 
 def _shape(t: torch.Tensor | None) -> tuple[int, ...] | None:
     return None if t is None else tuple(t.shape[1:])
 
 
-def inspect_model(loaded: LoadedModel, spec: InputSpec, model_from: str) -> dict[str, Any]:
-    """Capture the first batch and describe what was seen, in the SPEC §7 envelope."""
+def _list(shape: tuple[int, ...] | None) -> list[int] | None:
+    return None if shape is None else list(shape)
+
+
+def inspect_model(
+    loaded: LoadedModel,
+    spec: InputSpec,
+    model_from: str,
+    *,
+    layers: Sequence[int] | None = None,
+    lam: float | None = None,
+) -> dict[str, Any]:
+    """Capture the first batch and describe what was seen, in the SPEC §7 envelope.
+
+    ``layers``: the layers to capture and list (None: all). ``lam``: the λ an analysis of this model would
+    use, recorded in the settings.
+    """
     inputs = stream(loaded.preprocessing, spec)
-    found: list[LayerFound] = []
-    specs = {s.index: s for s in loaded.adapter.layers}
+    seen: dict[int, LayerCapture] = {}
 
     def sink(layer: LayerCapture) -> None:
-        s = specs[layer.index]
-        x_in, attn_in = _shape(layer.x_in), _shape(layer.attn_in)
-        assert x_in is not None and attn_in is not None
-        found.append(
-            LayerFound(
-                s.index, s.name, s.attention, s.heads, x_in, attn_in, _shape(layer.probs), s.approximation
-            )
-        )
+        seen[layer.index] = layer
 
     first = next(iter(inputs))
-    got = capture(loaded.adapter, first, sink=sink)
+    got = capture(loaded.adapter, first, layers=layers, sink=sink)
+    # every chosen layer is listed, also one whose P cannot be observed (probs null, probs_note says why)
+    found = [
+        LayerFound(
+            s.index,
+            s.name,
+            s.attention,
+            s.heads,
+            _shape(seen[s.index].x_in) if s.index in seen else None,
+            _shape(seen[s.index].attn_in) if s.index in seen else None,
+            _shape(seen[s.index].probs) if s.index in seen else None,
+            s.approximation,
+            s.probs_note,
+        )
+        for s in (loaded.adapter.layers[i] for i in layer_set(loaded.adapter, layers))
+    ]
     tokens = [int(m.shape[0]) for m in got.samples()]
     point = loaded.adapter.embedding
     return {
@@ -72,6 +96,7 @@ def inspect_model(loaded: LoadedModel, spec: InputSpec, model_from: str) -> dict
             "dtype": str(loaded.dtype).removeprefix("torch."),
             "device": str(loaded.device),
             "seed": spec.seed,
+            **({} if lam is None else {"lambda": lam}),
         },
         "embedding": {
             "where": point.name,
@@ -87,12 +112,13 @@ def inspect_model(loaded: LoadedModel, spec: InputSpec, model_from: str) -> dict
                 "name": f.name,
                 "attention": f.attention,
                 "heads": f.heads,
-                "x_in_shape": list(f.x_in),
-                "attn_input_shape": list(f.attn_in),
-                "probs_shape": None if f.probs is None else list(f.probs),
+                "x_in_shape": _list(f.x_in),
+                "attn_input_shape": _list(f.attn_in),
+                "probs_shape": _list(f.probs),
                 "approximation": f.approximation,
+                "probs_note": f.probs_note,
             }
-            for f in sorted(found, key=lambda f: f.index)
+            for f in found
         ],
         "notes": loaded.notes,
     }
