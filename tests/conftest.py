@@ -13,7 +13,6 @@ from torch import nn
 from typer.testing import CliRunner
 
 from condcli import hub
-from tests.recording import hook_count as count_hooks
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -53,4 +52,6 @@ def cli_json(cli: Callable[..., Result]) -> Callable[..., dict[str, Any]]:
 @pytest.fixture(scope="session")
 def hook_count() -> Callable[[nn.Module], int]:
     """``hook_count(model)``: forward hooks and pre-hooks on all of the model's modules (none left = 0)."""
-    return count_hooks
+    from tests.recording import hook_count as count
+
+    return count

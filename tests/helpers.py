@@ -43,3 +43,21 @@ def prescribed(
 def geometric_sigma(k: int, kappa: float) -> np.ndarray:
     """k singular values from 1 down to 1/κ, evenly spaced in log."""
     return np.logspace(0, -np.log10(kappa), k) if k > 1 else np.ones(1)
+
+
+def np_cumulative(P: np.ndarray) -> np.ndarray:
+    """c_m = Σ_{i≤m} σ_i / Σσ per matrix (SPEC §4), via NumPy's SVD in float64."""
+    s = np.linalg.svd(np.asarray(P, dtype=np.float64), compute_uv=False)
+    return np.cumsum(s, axis=-1) / s.sum(-1, keepdims=True)
+
+
+def np_rank90(c: np.ndarray) -> np.ndarray:
+    """The first m (counted from 1) where the cumulative spectrum c reaches 0.9."""
+    return np.argmax(c >= 0.9 - 1e-12, axis=-1) + 1
+
+
+def np_erank(P: np.ndarray) -> np.ndarray:
+    """RankMe effective rank per matrix: p = σ/Σσ + 1e-7, exp(−Σ p log p)."""
+    s = np.linalg.svd(np.asarray(P, dtype=np.float64), compute_uv=False)
+    p = s / s.sum(-1, keepdims=True) + 1e-7
+    return np.exp(-(p * np.log(p)).sum(-1))

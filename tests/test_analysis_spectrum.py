@@ -4,8 +4,6 @@ hooks (timm blocks, HF ``hidden_states``), the projection weights sliced by hand
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -13,10 +11,11 @@ import pytest
 import torch
 
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
-from condcli.inputs import Batch, InputSpec, InputStream, stream
+from condcli.inputs import Batch, InputSpec, stream
 from condcli.report import SpectrumReport
 from condcli.sources import LoadedModel, LoadOptions, load
 from tests.helpers import np_kappa, np_sigma
+from tests.recording import replay, vit_reference
 
 LAM = 10.0
 F32 = np.finfo(np.float32).eps
@@ -34,60 +33,6 @@ def assert_agg(got: Any, values: list[float], rtol: float) -> None:
     np.testing.assert_allclose(
         [got.median, got.min, got.max], [ref["median"], ref["min"], ref["max"]], rtol=rtol
     )
-
-
-def replay(batches: list[Batch], label: str = "replayed") -> InputStream:
-    """The same batches again, as a stream (so analysis and reference see identical inputs)."""
-    return InputStream("synthetic", label, lambda s: iter(batches), expected=sum(b.size for b in batches))
-
-
-@contextmanager
-def hooks(
-    model: torch.nn.Module, where: dict[str, tuple[torch.nn.Module, bool]]
-) -> Iterator[dict[str, list]]:
-    """Record a module's input (pre=True) or output for every call; removed afterwards."""
-    seen: dict[str, list] = {k: [] for k in where}
-    handles = []
-    for key, (module, pre) in where.items():
-        if pre:
-            handles.append(
-                module.register_forward_pre_hook(lambda m, a, k=key: seen[k].append(a[0].detach()))
-            )
-        else:
-            handles.append(module.register_forward_hook(lambda m, a, o, k=key: seen[k].append(o.detach())))
-    try:
-        yield seen
-    finally:
-        for h in handles:
-            h.remove()
-
-
-def vit_reference(loaded: LoadedModel, batches: list[Batch], shift: float | None) -> dict[str, Any]:
-    """X, X_l, A_l (norm1 output) and P (attn_drop input, fused attention off) read with our own hooks."""
-    model = loaded.model
-    where: dict[str, tuple[torch.nn.Module, bool]] = {"x": (model.pos_drop, False)}
-    for i, block in enumerate(model.blocks):
-        where[f"x{i}"] = (block, True)
-        where[f"a{i}"] = (block.norm1, False)
-        where[f"p{i}"] = (block.attn.attn_drop, True)
-    fused = [(m, m.fused_attn) for m in model.modules() if hasattr(m, "fused_attn")]
-    handle = None
-    if shift is not None:  # the conditioned forward, done by hand: pos_drop's output + λ·I_k
-        handle = model.pos_drop.register_forward_hook(
-            lambda m, a, o: o + shift * torch.eye(o.shape[1], o.shape[2], dtype=o.dtype)
-        )
-    try:
-        for m, _ in fused:
-            m.fused_attn = False
-        with hooks(model, where) as seen, torch.no_grad():
-            for b in batches:
-                model(b.inputs["pixel_values"])
-    finally:
-        for m, v in fused:
-            m.fused_attn = v
-        if handle is not None:
-            handle.remove()
-    return {k: torch.cat(v).double().numpy() for k, v in seen.items()}
 
 
 def head_weights(block: Any, heads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -18,7 +18,7 @@ from condcli.errors import InputError, UsageError
 from condcli.inputs import Batch
 from condcli.samples import builtin_conditioning
 from condcli.sources import LoadOptions, load
-from tests.test_adapters_generic import ToyModel
+from tests.toy_models import ToyModel
 
 TINY = "vit_tiny_patch16_224"
 

@@ -16,7 +16,8 @@ from click.testing import Result
 from matplotlib.collections import PolyCollection
 
 from condcli import plots
-from tests.test_rank_decay import np_cumulative
+from tests.helpers import np_cumulative
+from tests.recording import vit_probs
 
 FAST = ["--max-samples", "2", "--batch-size", "2"]
 AGG_KEYS = {"median", "mean", "min", "max", "per_sample", "inf_count"}
@@ -51,7 +52,6 @@ def test_json_has_every_spec_key(vit_json: dict[str, Any]) -> None:
 def test_json_numbers_equal_numpy_on_the_hooked_p(vit_json: dict[str, Any]) -> None:
     from condcli.inputs import InputSpec, stream
     from condcli.sources import LoadOptions, load
-    from tests.test_rank_decay import vit_probs
 
     loaded = load("vit-plain", LoadOptions(device="cpu"))
     batches = list(stream(loaded.preprocessing, InputSpec(max_samples=2, batch_size=2)))

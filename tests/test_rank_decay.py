@@ -17,24 +17,10 @@ from condcli.preprocessing import timm_preprocessing
 from condcli.rank_report import RankDecayReport, RankLayer
 from condcli.sources import LoadedModel, LoadOptions, load
 from condcli.spectra import cumulative_spectrum, effective_rank_of_spectrum, rank_at_fraction
-from tests.test_analysis_spectrum import replay, vit_reference
+from tests.helpers import np_cumulative, np_erank, np_rank90
+from tests.recording import replay, vit_probs
 
 LAM = 10.0
-
-
-def np_cumulative(P: np.ndarray) -> np.ndarray:
-    s = np.linalg.svd(np.asarray(P, dtype=np.float64), compute_uv=False)
-    return np.cumsum(s, axis=-1) / s.sum(-1, keepdims=True)
-
-
-def np_rank90(c: np.ndarray) -> np.ndarray:
-    return np.argmax(c >= 0.9 - 1e-12, axis=-1) + 1
-
-
-def np_erank(P: np.ndarray) -> np.ndarray:
-    s = np.linalg.svd(np.asarray(P, dtype=np.float64), compute_uv=False)
-    p = s / s.sum(-1, keepdims=True) + 1e-7
-    return np.exp(-(p * np.log(p)).sum(-1))
 
 
 # ------------------------------------------------------------------------------------- the formulas
@@ -80,12 +66,6 @@ def test_default_index_is_round_n_over_4() -> None:
 
 
 # ------------------------------------------------------------------------- the sample ViT, recorded P
-
-
-def vit_probs(loaded: LoadedModel, batches: list[Batch], shift: float | None = None) -> list[np.ndarray]:
-    """Per layer (S, H, n, n): P read at timm's attn_drop input with the test's own hooks."""
-    ref = vit_reference(loaded, batches, shift)
-    return [ref[f"p{i}"] for i in range(len(loaded.model.blocks))]
 
 
 def check_layer(layer: RankLayer, P: np.ndarray, m: int) -> None:
@@ -246,7 +226,7 @@ def _loaded(model: torch.nn.Module, adapter: Any, spec: str, pre: Any) -> Loaded
 @pytest.mark.parametrize("key", ["swin", "xcit", "davit"])
 def test_families_report_the_attention_they_really_have(key: str) -> None:
     from condcli.capture import capture
-    from tests.test_adapters_timm import make_case
+    from tests.timm_cases import make_case
 
     case = make_case(key)
     loaded = _loaded(case.model, case.adapter, key, timm_preprocessing(case.model))
@@ -271,7 +251,7 @@ def test_families_report_the_attention_they_really_have(key: str) -> None:
 
 def test_nystromformer_p_is_named_an_approximation() -> None:
     from condcli.adapters import adapter_for
-    from tests.test_adapters_hf import SEG, build, text_batch
+    from tests.hf_cases import SEG, build, text_batch
 
     model = build("nys_approx")
     adapter = adapter_for(model)
