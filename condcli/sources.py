@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from condcli import hub
-from condcli.adapters import Adapter, adapter_for
+from condcli.adapters import Adapter, adapter_for, condition_model
 from condcli.checkpoints import load_into, read_state_dict
 from condcli.devices import resolve_device, resolve_dtype
 from condcli.errors import InputError, UsageError
@@ -193,8 +193,6 @@ def _apply_builtin_conditioning(model: nn.Module, spec: ModelSpec) -> list[str]:
     found = builtin_conditioning(Path(spec.target))
     if found is None:
         return []
-    from condcli.conditioning import condition_model
-
     lam, mode = found
     condition_model(model, lam=lam, mode="shift" if mode == "shift" else "correction")
     return [

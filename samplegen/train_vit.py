@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from condcli.conditioning import ConditionedEmbedding, condition_model
+from condcli.adapters import condition_model
+from condcli.conditioning import ConditionedEmbedding
 from samplegen import shapes
 from samplegen.common import deterministic, fit
 

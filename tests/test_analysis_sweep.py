@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from condcli.analysis.sweep import SweepOptions, analyse_sweep, lambda_grid, percentiles
-from condcli.conditioning import condition_model
+from condcli.adapters import condition_model
 from condcli.errors import InputError, UsageError
 from condcli.inputs import InputSpec, stream
 from condcli.report import SweepReport

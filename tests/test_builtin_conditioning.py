@@ -5,15 +5,16 @@ the shift is re-applied from metadata.json when such a folder is loaded (the shi
 from __future__ import annotations
 
 import json
+from dataclasses import FrozenInstanceError
 from pathlib import Path
 
 import pytest
 import timm
 import torch
 
-from condcli.adapters import adapter_for
+from condcli.adapters import adapter_for, condition_model
 from condcli.capture import capture
-from condcli.conditioning import ConditionedEmbedding, Conditioning, condition_model
+from condcli.conditioning import ConditionedEmbedding, Conditioning
 from condcli.errors import InputError, UsageError
 from condcli.inputs import Batch
 from condcli.samples import builtin_conditioning
@@ -38,6 +39,8 @@ def test_x_is_taken_before_the_models_own_shift() -> None:
     adapter = adapter_for(conditioned)
     assert adapter.embedding.name == "pos_drop.inner"
     assert adapter.builtin == Conditioning(7.0) and "X + 7·I_k" in adapter.notes[0]
+    with pytest.raises(FrozenInstanceError):  # known when built, never patched in afterwards
+        adapter.builtin = None  # type: ignore[misc]
     got = capture(adapter, pixels(), probes=("x_in",))
     ref = capture(adapter_for(plain), pixels(), probes=("x_in",))
     torch.testing.assert_close(got.x, ref.x, rtol=0, atol=0)  # X: the same tokens as the plain model's

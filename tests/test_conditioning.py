@@ -7,12 +7,11 @@ import pytest
 import timm
 import torch
 
-from condcli.adapters import adapter_for
+from condcli.adapters import adapter_for, condition_model
 from condcli.capture import capture
 from condcli.conditioning import (
     ConditionedEmbedding,
     Conditioning,
-    condition_model,
     correct_tokens,
     shift_tokens,
 )

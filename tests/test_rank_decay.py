@@ -271,11 +271,12 @@ def test_layers_whose_p_cannot_be_observed_are_named_and_none_at_all_is_one_erro
 
     loaded = load("vit-plain", LoadOptions(device="cpu"))
     batches = list(stream(loaded.preprocessing, InputSpec(max_samples=2, batch_size=2)))
-    layers = loaded.adapter.layers
-    loaded.adapter.layers = [replace(s, probs=None) if s.index in (1, 2) else s for s in layers]
+    adapter = loaded.adapter  # immutable: each case is a new adapter without P in some layers
+    blind = tuple(replace(s, probs=None) if s.index in (1, 2) else s for s in adapter.layers)
+    loaded = replace(loaded, adapter=replace(adapter, layers=blind))
     report = analyse_rank_decay(loaded, replay(batches), RankDecayOptions(lam=LAM), "t")
     assert [la.index for la in report.rank_decay.layers] == [0, 3, 4, 5]
     assert "layers 1, 2: P cannot be observed there, so they are left out" in report.notes
-    loaded.adapter.layers = [replace(s, probs=None) for s in layers]
+    loaded = replace(loaded, adapter=replace(adapter, layers=tuple(replace(s, probs=None) for s in blind)))
     with pytest.raises(InputError, match="cannot be observed in the chosen layers"):
         analyse_rank_decay(loaded, replay(batches), RankDecayOptions(lam=LAM), "t")

@@ -1,6 +1,8 @@
 """Family adapters: one module per family, tried in order; the generic fallback comes last.
 
-Each family module has ``matches(model) -> bool`` and ``build(model) -> Adapter``.
+Each family module has ``matches(model) -> bool`` and ``build(model) -> Adapter``. :func:`adapter_for` is
+the one way to the adapter of a model, with the model's own conditioning (a :class:`ConditionedEmbedding`
+at X) already seen through; :func:`condition_model` wraps the embedding point an adapter names.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from types import ModuleType
 from torch import nn
 
 from condcli.adapters.base import Adapter, EmbeddingPoint, HeadWeights, LayerSpec, Probe
+from condcli.conditioning import ConditionedEmbedding, Mode
+from condcli.errors import UsageError
 
 # Order matters: specific families first, the generic fallback last.
 FAMILIES: tuple[str, ...] = (
@@ -36,36 +40,66 @@ def adapter_for(model: nn.Module) -> Adapter:
     for name in FAMILIES:
         module = _family(name)
         if module.matches(model):
-            adapter: Adapter = module.build(model)
-            return _see_through_conditioning(adapter)
+            return _seen_through(module.build(model))
     raise AssertionError("the generic adapter matches every model")  # pragma: no cover
 
 
-def _see_through_conditioning(adapter: Adapter) -> Adapter:
-    """A model that conditions its own tokens (a ConditionedEmbedding at X): take X before the shift.
+def _seen_through(found: Adapter) -> Adapter:
+    """The family's adapter, completed for a model that conditions its own tokens.
 
-    X is then the paper's X (right after positional encoding); the blocks see X + λ·I_k, and
-    ``adapter.builtin`` says what the model adds.
+    Where the family's embedding point is a :class:`ConditionedEmbedding`, X is taken before the shift
+    (the paper's X, right after positional encoding), the blocks see X + λ·I_k, and ``builtin`` says what
+    the model adds. The result is a new adapter; the family's is never handed out.
     """
-    from condcli.conditioning import ConditionedEmbedding
-
-    point = adapter.embedding
+    point = found.embedding
     if not isinstance(point.module, ConditionedEmbedding):
-        return adapter
-    builtin = point.module.conditioning
-    adapter.embedding = replace(
-        point,
-        module=point.module.inner,
-        name=f"{point.name}.inner",
-        description=f"{point.description}, before the model's own {builtin.describe()}",
+        return found
+    own = point.module.conditioning
+    return replace(
+        found,
+        embedding=replace(
+            point,
+            module=point.module.inner,
+            name=f"{point.name}.inner",
+            description=f"{point.description}, before the model's own {own.describe()}",
+        ),
+        builtin=own,
+        notes=(
+            f"the model adds {own.describe()} at {point.name} itself: X is taken before it,"
+            " the blocks see the sum",
+            *found.notes,
+        ),
     )
-    adapter.builtin = builtin
-    adapter.notes.insert(
-        0,
-        f"the model adds {builtin.describe()} at {point.name} itself: X is taken before it,"
-        " the blocks see the sum",
-    )
-    return adapter
 
 
-__all__ = ["FAMILIES", "Adapter", "EmbeddingPoint", "HeadWeights", "LayerSpec", "Probe", "adapter_for"]
+def condition_model(model: nn.Module, lam: float = 10.0, mode: Mode = "shift") -> nn.Module:
+    """Wrap ``model``'s embedding point (named by its adapter) in a :class:`ConditionedEmbedding`.
+
+    Works for every family condcli supports; returns the same model, changed in place. For text with
+    padding use a forward hook with :meth:`Conditioning.apply` and the attention mask's lengths instead.
+    """
+    adapter = adapter_for(model)
+    point = adapter.embedding
+    if adapter.builtin is not None:
+        raise UsageError(
+            f"this model already adds {adapter.builtin.describe()} at X", "condition a model once"
+        )
+    if point.at_input:
+        raise UsageError(
+            f"X of this model is the input of {point.name}, not the output of an embedding module",
+            "condition it with a forward pre-hook on that module that returns Conditioning.apply(X)",
+        )
+    model.set_submodule(point.name, ConditionedEmbedding(point.module, lam, mode, point.layout))
+    return model
+
+
+__all__ = [
+    "FAMILIES",
+    "Adapter",
+    "EmbeddingPoint",
+    "HeadWeights",
+    "LayerSpec",
+    "Probe",
+    "adapter_for",
+    "condition_model",
+]

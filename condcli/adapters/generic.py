@@ -159,9 +159,9 @@ def build(model: nn.Module) -> Adapter:
             after_position_encoding=False,
             at_input=True,
         ),
-        layers=layers,
+        layers=tuple(layers),
         input_kind="images" if images and not is_hf else "text",
-        notes=notes,
+        notes=tuple(notes),
         forward=None if hasattr(model, "config") else (lambda inputs: model(inputs["pixel_values"])),
         fused_flags=fused_flags(model),
     )

@@ -104,7 +104,7 @@ def build(model: nn.Module) -> Adapter:
         family=family,
         model=model,
         embedding=EmbeddingPoint(point, module_path(model, point), description),
-        layers=layers,
+        layers=tuple(layers),
         input_kind="text",
-        notes=notes,
+        notes=tuple(notes),
     )

@@ -92,8 +92,8 @@ def build(model: nn.Module) -> Adapter:
             module_path(model, base.drop),
             "output of drop (token embedding wte + position embedding wpe)",
         ),
-        layers=layers,
+        layers=tuple(layers),
         input_kind="text",
-        notes=notes,
+        notes=tuple(notes),
         forward=lambda inputs: model(**inputs, use_cache=False),
     )

@@ -145,8 +145,8 @@ def build(model: nn.Module) -> Adapter:
             module_path(model, base.embeddings),
             "output of embeddings (word + position + token type embeddings, after LayerNorm)",
         ),
-        layers=layers,
+        layers=tuple(layers),
         input_kind="text",
-        notes=notes,
+        notes=tuple(notes),
         forward=partial(_forward, model),
     )

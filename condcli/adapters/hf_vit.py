@@ -81,7 +81,7 @@ def build(model: nn.Module) -> Adapter:
             module_path(model, base.embeddings),
             "output of embeddings (patch embedding + class token + position embedding)",
         ),
-        layers=layers,
+        layers=tuple(layers),
         input_kind="images",
         forward=lambda inputs: model(pixel_values=inputs["pixel_values"]),
     )

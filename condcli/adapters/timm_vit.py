@@ -63,9 +63,9 @@ def build(model: nn.Module) -> Adapter:
             "pos_drop",
             "output of pos_drop (patch embedding + class token + position embedding)",
         ),
-        layers=layers,
+        layers=tuple(layers),
         input_kind="images",
-        notes=notes,
+        notes=tuple(notes),
         forward=lambda inputs: model(inputs["pixel_values"]),
         fused_flags=fused_flags(model),
     )

@@ -78,9 +78,9 @@ def build(model: nn.Module) -> Adapter:
         family="timm-xcit",
         model=model,
         embedding=EmbeddingPoint(m.pos_drop, "pos_drop", description, after_position_encoding=has_pos),
-        layers=layers,
+        layers=tuple(layers),
         input_kind="images",
-        notes=notes,
+        notes=tuple(notes),
         forward=lambda inputs: model(inputs["pixel_values"]),
         fused_flags=fused_flags(model),
     )

@@ -1,0 +1,178 @@
+"""condcli's import graph: no cycles, imports only go downward (DESIGN.md), the core never imports typer/rich.
+
+The graph is read from the source (every import statement, also inside functions and ``TYPE_CHECKING``
+blocks), so a lazy import cannot hide a cycle. Importing ``a.b.c`` from outside package ``a.b`` first runs
+``a/b/__init__.py``: that edge is part of the graph too.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "condcli"
+
+# Top to bottom: a module may import modules of its own layer or of a lower one, never of a higher one.
+# DESIGN.md: cli → analysis → {sources, inputs, capture, conditioning, spectra} → report. A new top-level
+# module goes into one of these layers (the test below names any module that is in none).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("cli", ("condcli.__main__", "condcli.cli")),
+    ("analysis", ("condcli.analysis", "condcli.inspection")),
+    ("readers of reports", ("condcli.gate", "condcli.plots")),
+    (
+        "pipeline",
+        (
+            "condcli.sources",
+            "condcli.inputs",
+            "condcli.inputs_text",
+            "condcli.preprocessing",
+            "condcli.capture",
+            "condcli.checkpoints",
+            "condcli.hub",
+            "condcli.devices",
+            "condcli.samples",
+            "condcli.project_config",
+        ),
+    ),
+    ("adapters", ("condcli.adapters",)),
+    ("conditioning", ("condcli.conditioning",)),
+    ("report", ("condcli.report", "condcli.rank_report", "condcli.metrics")),
+    ("core", ("condcli.spectra", "condcli.layout", "condcli.errors", "condcli")),
+)
+
+
+@cache
+def modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name)."""
+    found = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def imported_names(name: str) -> Iterator[str]:
+    """Dotted names ``name`` imports, relative imports resolved (a ``from`` import gives module.attr)."""
+    path = modules()[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def _owner(dotted: str) -> str | None:
+    """The condcli module that ``dotted`` (a module or a name in one) lives in."""
+    while dotted not in modules():
+        if "." not in dotted:
+            return None
+        dotted = dotted.rpartition(".")[0]
+    return dotted
+
+
+@cache
+def graph() -> dict[str, frozenset[str]]:
+    """module → the condcli modules importing it runs (the target and its packages' __init__ files)."""
+    edges: dict[str, frozenset[str]] = {}
+    for name in modules():
+        targets = set()
+        for dotted in imported_names(name):
+            target = _owner(dotted) if dotted.split(".")[0] == "condcli" else None
+            while target is not None:
+                if target != name and not name.startswith(target + "."):
+                    targets.add(target)
+                target = target.rpartition(".")[0] or None
+        edges[name] = frozenset(targets)
+    return edges
+
+
+def layer_of(name: str) -> int | None:
+    best: tuple[int, int] | None = None  # (prefix length, layer)
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            inside = name == prefix or (prefix != "condcli" and name.startswith(prefix + "."))
+            if inside and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), rank)
+    return None if best is None else best[1]
+
+
+def test_the_graph_is_read_from_the_source() -> None:
+    edges = graph()
+    assert "condcli.layout" in edges["condcli.conditioning"]
+    assert "condcli.adapters" in edges["condcli.sources"]  # the package itself, not only a submodule
+    assert "condcli.adapters" in edges["condcli.capture"]  # via condcli.adapters.base: its __init__ runs
+    assert "condcli.errors" in edges["condcli.spectra.core"]
+
+
+def test_there_is_no_import_cycle() -> None:
+    edges, state, stack = graph(), dict[str, str](), list[str]()
+
+    def visit(name: str) -> None:
+        state[name] = "open"
+        stack.append(name)
+        for target in sorted(edges[name]):
+            if state.get(target) == "open":
+                cycle = [*stack[stack.index(target) :], target]
+                pytest.fail("import cycle: " + " → ".join(cycle))
+            if target not in state:
+                visit(target)
+        stack.pop()
+        state[name] = "done"
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name)
+
+
+def test_every_module_has_a_layer() -> None:
+    missing = sorted(name for name in modules() if layer_of(name) is None)
+    assert not missing, f"put these modules into LAYERS in {Path(__file__).name}: {missing}"
+
+
+def test_imports_only_go_downward() -> None:
+    upward = []
+    for name, targets in graph().items():
+        for target in sorted(targets):
+            here, there = layer_of(name), layer_of(target)
+            if here is not None and there is not None and there < here:
+                upward.append(f"{name} ({LAYERS[here][0]}) imports {target} ({LAYERS[there][0]})")
+    assert not upward, "\n".join(upward)
+
+
+@pytest.mark.parametrize(
+    ("package", "allowed"),
+    [
+        ("typer", ("condcli.cli", "condcli.__main__")),
+        ("rich", ("condcli.cli",)),
+        ("matplotlib", ("condcli.plots",)),
+    ],
+)
+def test_ui_libraries_stay_in_their_layer(package: str, allowed: tuple[str, ...]) -> None:
+    users = sorted(
+        name
+        for name in modules()
+        if any(dotted.split(".")[0] == package for dotted in imported_names(name))
+        and not any(name == a or name.startswith(a + ".") for a in allowed)
+    )
+    assert not users, f"{package} is imported outside {allowed}: {users}"
+
+
+def test_the_neutral_and_pure_modules_import_nothing_above_them() -> None:
+    edges = graph()
+    assert edges["condcli.layout"] == frozenset()  # adapters, conditioning and capture all read it
+    for name in (n for n in modules() if n.startswith("condcli.spectra")):
+        assert {t for t in edges[name] if not t.startswith("condcli.spectra")} <= {"condcli.errors"}, name
+    assert not {
+        t for t in edges["condcli.conditioning"] if t.startswith(("condcli.adapters", "condcli.capture"))
+    }
