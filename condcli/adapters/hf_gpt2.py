@@ -82,6 +82,7 @@ def build(model: nn.Module) -> Adapter:
                 attn_in=Probe(attn, one_group, after=False),  # = ln_1 output
                 probs=Probe(attn, attention_weights, after=True),
                 weights=partial(_weights, attn),
+                causal=True,
             )
         )
     return Adapter(
