@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from condcli.analysis.sweep import SweepOptions, analyse_sweep, lambda_grid, percentiles
 from condcli.adapters import condition_model
+from condcli.analysis.sweep import SweepOptions, analyse_sweep, lambda_grid, percentiles
 from condcli.errors import InputError, UsageError
 from condcli.inputs import InputSpec, stream
 from condcli.report import SweepReport
