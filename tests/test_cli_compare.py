@@ -135,10 +135,11 @@ def test_bad_usage_is_one_line_and_exit_2(
     assert not out.exists()
 
 
-def test_a_missing_model_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+def test_one_model_against_itself_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # MODEL_B alone is compared with [tool.condcli] model, else the sample ViT: here vit-plain twice
     assert main(["compare", "vit-plain"]) == 2
     err = capsys.readouterr().err
-    assert "Missing argument 'MODEL_B'" in err and len(err.splitlines()) == 1
+    assert "A and B are both vit-plain" in err and len(err.splitlines()) == 1
 
 
 def test_readme_numbers_are_what_compare_prints_today(cli: Callable[..., Result]) -> None:

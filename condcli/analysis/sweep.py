@@ -55,6 +55,7 @@ class SweepOptions:
     target_kappa: float = DEFAULT_TARGET  # recommend the smallest λ whose median κ(X + λI_k) ≤ this
     layers: Sequence[int] | None = ()  # layers whose κ(X_l) to follow per λ; (): none, None: all
     seed: int = 0
+    lam: float | None = None  # λ of the embedding section's κ(X + λI_k); None: the model's own, else 10
 
 
 def _check_lambdas(values: Sequence[float], flag: str) -> None:
@@ -216,7 +217,7 @@ def analyse_sweep(
         raise InternalError("the λ grid must be ascending and de-duplicated", "build it with lambda_grid")
     grid = torch.tensor(lambdas, dtype=torch.float64)
     chosen = sweep_layers(loaded, options.layers)
-    lam = resolve_lambda(None, adapter)
+    lam = resolve_lambda(options.lam, adapter)
     embedding = EmbeddingAccumulator(lam, spectra=False)
     per_layer = {i: _LayerKappas(len(lambdas) + 1) for i in chosen}
     kappa_rows: list[Floats] = []  # per batch (B, L): per-sample scalars only

@@ -17,7 +17,9 @@ import typer
 
 from condcli.cli import options as o
 from condcli.cli.gate_common import StatisticOption
+from condcli.cli.gate_options import gate_options
 from condcli.cli.main import EXIT_CHECK_FAILED, command
+from condcli.metrics import GATES
 
 if TYPE_CHECKING:
     from condcli.gate.baseline import Baseline
@@ -27,31 +29,6 @@ if TYPE_CHECKING:
 
 # ruff: noqa: UP045  (typer reads Optional[...] at run time on Python 3.10)
 
-MaxKappa = Annotated[
-    Optional[float],
-    typer.Option(
-        "--max-kappa",
-        help="Fail when κ of the embedded tokens the blocks see (κ(X); κ(X + λ·I_k) for a model that adds "
-        "its own shift) is above this, or when X is singular or below the capture dtype's resolution.",
-        show_default=False,
-    ),
-]
-MaxMuLa = Annotated[
-    Optional[float],
-    typer.Option(
-        "--max-mu-la",
-        help="Fail when μ(LA) (max over heads) of any analysed layer is above this.",
-        show_default=False,
-    ),
-]
-MaxKappaLayer = Annotated[
-    Optional[float],
-    typer.Option(
-        "--max-kappa-layer",
-        help="Fail when κ(X_l) of any analysed layer is above this.",
-        show_default=False,
-    ),
-]
 BaselineOpt = Annotated[
     Optional[Path],
     typer.Option(
@@ -87,15 +64,6 @@ Config = Annotated[
         show_default=False,
     ),
 ]
-CheckLayers = Annotated[
-    Optional[str],
-    typer.Option(
-        "--layers",
-        help="all, none, or 0,3,-1. Default: all when a layer rule is set, else the baseline's layers, "
-        "else none.",
-        show_default=False,
-    ),
-]
 CheckConditioned = Annotated[
     Optional[bool],
     typer.Option(
@@ -106,58 +74,47 @@ CheckConditioned = Annotated[
 ]
 
 NOTHING = (
-    "nothing to check: give a rule (--max-kappa F, --max-mu-la F, --max-kappa-layer F) or --baseline FILE"
+    f"nothing to check: give a rule ({', '.join(f'{m.option} F' for m in GATES.values())}) or --baseline FILE"
 )
 
 
 @command("check")
+@o.run_options(
+    defaults={"layers": None},
+    help={
+        "layers": "all, none, or 0,3,-1. Default: all when a layer rule is set, else the baseline's layers, "
+        "else none."
+    },
+)
+@gate_options
 def check_command(
-    model: o.ModelArg = None,
-    max_kappa: MaxKappa = None,
-    max_mu_la: MaxMuLa = None,
-    max_kappa_layer: MaxKappaLayer = None,
+    run: o.RunOptions,
+    limits: dict[str, float | None],
     statistic: StatisticOption = None,
     baseline: BaselineOpt = None,
     tolerance: Tolerance = None,
     junit: Junit = None,
     config: Config = None,
-    weights: o.Weights = "pretrained",
-    checkpoint: o.Checkpoint = None,
-    seed: o.Seed = 0,
-    images: o.Images = None,
-    text: o.Text = None,
-    max_samples: o.MaxSamples = None,
-    batch_size: o.BatchSize = 8,
-    lam: o.Lambda = None,
-    layers: CheckLayers = None,
     conditioned: CheckConditioned = None,
-    device: o.Device = "auto",
-    dtype: o.Dtype = None,
-    trust_remote_code: o.TrustRemoteCode = False,
-    as_json: o.Json = False,
 ) -> None:
     """Gate a model's conditioning in CI: exit 0 when every rule passes, 1 when one fails.
 
-    Rules come from the options and from \\[tool.condcli.check] in ./pyproject.toml (or --config FILE);
-    the command line wins. Each is evaluated on a fresh analysis, on the --statistic over samples
-    (default median) and, for layer rules, the worst analysed layer of the plain forward.
+    Rules come from the options (one per gateable metric) and from \\[tool.condcli.check] in
+    ./pyproject.toml (or --config FILE); the command line wins. Each is evaluated on a fresh analysis, on
+    the --statistic over samples (default median) and, for layer rules, the worst analysed layer of the
+    plain forward.
     """
-    from condcli.analysis.common import resolve_lambda
-    from condcli.analysis.spectrum import SpectrumOptions
-    from condcli.cli.gate_common import spectrum_of, warn
+    from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
+    from condcli.cli.gate_common import warn
     from condcli.errors import UsageError
     from condcli.gate import config as gate_config
     from condcli.gate.baseline import load_baseline
     from condcli.gate.junit import check_junit_path, write_junit
     from condcli.gate.rules import LAYER_RULES, evaluate, seen_key
-    from condcli.project_config import resolve_model
-    from condcli.sources import load
 
     cwd = Path.cwd()
     cli = {
-        "max_kappa": max_kappa,
-        "max_mu_la": max_mu_la,
-        "max_kappa_layer": max_kappa_layer,
+        **limits,  # one per gate of the metric registry, e.g. max_kappa, min_attention_entropy
         "statistic": statistic,
         "baseline": baseline,
         "tolerance": tolerance,
@@ -166,7 +123,7 @@ def check_command(
     if cfg.empty:
         where = cfg.config_file or cwd / "pyproject.toml"
         raise UsageError(NOTHING, f"or set them in [tool.condcli.check] of {where}")
-    chosen = o.parse_layers(layers) if layers is not None else None
+    chosen = run.layer_choice() if run.layers is not None else None
     layer_rules = [r for r in cfg.limits if r in LAYER_RULES]
     if layer_rules and chosen == []:
         option = gate_config.LIMITS[layer_rules[0]]
@@ -174,10 +131,8 @@ def check_command(
     base = load_baseline(cfg.baseline, cfg.statistic) if cfg.baseline is not None else None
     if junit is not None:
         check_junit_path(junit)
-    spec = o.input_spec(images, text, max_samples, batch_size, seed)
-    spec_text, model_from = resolve_model(model, config or cwd / "pyproject.toml")
-    loaded = load(spec_text, o.load_options(weights, checkpoint, seed, device, dtype, trust_remote_code))
-    lam_value = resolve_lambda(lam, loaded.adapter)
+    setup = o.setup_run(run, config=config)
+    loaded, lam_value = setup.loaded, setup.lam
     kappa_key = seen_key(loaded.adapter.builtin, lam_value)
     if "max_kappa" in cfg.limits and kappa_key is None:
         own = loaded.adapter.builtin.describe() if loaded.adapter.builtin else "its own shift"
@@ -186,7 +141,7 @@ def check_command(
             f"--lambda {lam_value:g} would measure another shift",
             "drop --lambda",
         )
-    if layers is None:  # all for a layer rule, else the baseline's layers this model has, else none
+    if run.layers is None:  # all for a layer rule, else the baseline's layers this model has, else none
         chosen = (
             None
             if layer_rules
@@ -194,16 +149,16 @@ def check_command(
         )
     if conditioned is None:
         conditioned = base is not None and base.has_conditioned_forward()
-    options = SpectrumOptions(lam=lam_value, layers=chosen, conditioned=conditioned, seed=seed)
+    options = SpectrumOptions(lam=lam_value, layers=chosen, conditioned=conditioned, seed=run.seed)
     started, stamp = time.monotonic(), datetime.now(timezone.utc).isoformat(timespec="seconds")
-    spectrum = spectrum_of(loaded, model_from, spec, options, "check", progress=not as_json)
+    spectrum = setup.analyse("check", analyse_spectrum, options)
     elapsed = time.monotonic() - started
     data = spectrum.to_json()
     report = _report(spectrum, data, cfg, evaluate(data, cfg, kappa_key), base)
     if junit is not None:
         write_junit(junit, _junit(report, data, elapsed, stamp))
     warn(report.warnings)
-    _print(report, as_json)
+    _print(report, run.as_json)
     if junit is not None:
         print(f"wrote {junit}", file=sys.stderr)
     if not report.passed:

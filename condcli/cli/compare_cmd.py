@@ -14,10 +14,27 @@ from condcli.cli.main import command
 # ruff: noqa: UP045  (typer reads Optional[...] at run time on Python 3.10)
 
 ModelA = Annotated[
-    str, typer.Argument(metavar="MODEL_A", help="Model A, the reference (any MODEL form, see 'spectrum').")
+    Optional[str],
+    typer.Argument(
+        metavar="MODEL_A",
+        help="Model A, the reference (any MODEL form, see 'spectrum'). Given alone, the one model is B and "
+        "A is \\[tool.condcli] model in ./pyproject.toml (else the shipped sample ViT).",
+        show_default=False,
+    ),
 ]
 ModelB = Annotated[
-    str, typer.Argument(metavar="MODEL_B", help="Model B, compared against A (ratios are B/A).")
+    Optional[str],
+    typer.Argument(
+        metavar="MODEL_B", help="Model B, compared against A (ratios are B/A).", show_default=False
+    ),
+]
+CheckpointA = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--checkpoint-a",
+        help="A state dict for A's architecture (--checkpoint is B's), e.g. two checkpoints of one model.",
+        show_default=False,
+    ),
 ]
 CompareOut = Annotated[
     Optional[Path],
@@ -32,24 +49,38 @@ CompareConditioned = Annotated[
 ]
 
 
+def _sides(
+    run: o.RunOptions, first: str | None, second: str | None, checkpoint_a: Path | None
+) -> list[o.RunOptions]:
+    """The run options of A and B: ``MODEL_A MODEL_B``, or ``MODEL_B`` alone against
+    ``[tool.condcli] model`` (else the shipped sample ViT); --checkpoint-a is A's, --checkpoint B's."""
+    from dataclasses import replace
+
+    from condcli.errors import UsageError
+    from condcli.project_config import resolve_model
+
+    a, b = (first, second) if second is not None else (None, first)
+    runs = [replace(run, model=a, checkpoint=checkpoint_a), replace(run, model=b)]
+    config = Path.cwd() / "pyproject.toml"
+    (name_a, _), (name_b, _) = (resolve_model(r.model, config) for r in runs)
+    if name_a == name_b and runs[0].checkpoint == runs[1].checkpoint:
+        raise UsageError(
+            f"A and B are both {name_a}" + (f" with --checkpoint {run.checkpoint}" if run.checkpoint else ""),
+            "give MODEL_A MODEL_B, MODEL_B alone to compare it with [tool.condcli] model, or two "
+            "checkpoints of one model with --checkpoint-a FILE --checkpoint FILE",
+        )
+    return runs
+
+
 @command("compare")
+@o.run_options(model=False)
 def compare_command(
-    model_a: ModelA,
-    model_b: ModelB,
+    run: o.RunOptions,
+    model_a: ModelA = None,
+    model_b: ModelB = None,
+    checkpoint_a: CheckpointA = None,
     statistic: StatisticOption = None,
-    weights: o.Weights = "pretrained",
-    seed: o.Seed = 0,
-    images: o.Images = None,
-    text: o.Text = None,
-    max_samples: o.MaxSamples = None,
-    batch_size: o.BatchSize = 8,
-    lam: o.Lambda = None,
-    layers: o.Layers = "all",
     conditioned: CompareConditioned = False,
-    device: o.Device = "auto",
-    dtype: o.Dtype = None,
-    trust_remote_code: o.TrustRemoteCode = False,
-    as_json: o.Json = False,
     out: CompareOut = None,
 ) -> None:
     """Two models' κ and μ side by side on the same inputs, with B/A ratios.
@@ -58,10 +89,9 @@ def compare_command(
     """
     import gc
 
-    from condcli.analysis.common import resolve_lambda
-    from condcli.analysis.spectrum import SpectrumOptions
+    from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
     from condcli.cli.compare_table import render
-    from condcli.cli.gate_common import spectrum_of, warn
+    from condcli.cli.gate_common import warn
     from condcli.cli.output import OutputDir, emit
     from condcli.cli.tables import stdout_console
     from condcli.gate.compare import compare_reports
@@ -69,24 +99,18 @@ def compare_command(
     from condcli.gate.report import CompareReport
     from condcli.gate.rules import seen_key
     from condcli.report import SpectrumReport
-    from condcli.sources import load
 
     stat = check_statistic(statistic, "--statistic") if statistic is not None else DEFAULT_STATISTIC
-    chosen = o.parse_layers(layers)
+    chosen = run.layer_choice()
     target = OutputDir(out) if out is not None else None  # checked before any work
-    spec = o.input_spec(images, text, max_samples, batch_size, seed)
-    load_options = o.load_options(weights, None, seed, device, dtype, trust_remote_code)
     reports: list[SpectrumReport] = []
     seen: list[str | None] = []
-    for label, name in (("A", model_a), ("B", model_b)):
-        loaded = load(name, load_options)
-        lam_value = resolve_lambda(lam, loaded.adapter)
-        seen.append(seen_key(loaded.adapter.builtin, lam_value))
-        options = SpectrumOptions(lam=lam_value, layers=chosen, conditioned=conditioned, seed=seed)
-        reports.append(
-            spectrum_of(loaded, "command line", spec, options, f"compare {label}", progress=not as_json)
-        )
-        del loaded
+    for label, side in zip("AB", _sides(run, model_a, model_b, checkpoint_a), strict=True):
+        setup = o.setup_run(side)
+        seen.append(seen_key(setup.loaded.adapter.builtin, setup.lam))
+        options = SpectrumOptions(lam=setup.lam, layers=chosen, conditioned=conditioned, seed=run.seed)
+        reports.append(setup.analyse(f"compare {label}", analyse_spectrum, options))
+        del setup
         gc.collect()  # one model in memory at a time
     data_a, data_b = (r.to_json() for r in reports)
     rows, warnings = compare_reports(data_a, data_b, stat, seen[0], seen[1])
@@ -96,6 +120,6 @@ def compare_command(
         report.to_json(),
         target,
         lambda folder: [],
-        as_json=as_json,
+        as_json=run.as_json,
         render=lambda: render(stdout_console(), report),
     )

@@ -1,5 +1,4 @@
-"""What ``condcli check`` and ``condcli compare`` share: the --statistic option, one spectrum analysis of
-a loaded model, and warnings on stderr."""
+"""What ``condcli check`` and ``condcli compare`` share: the --statistic option and warnings on stderr."""
 
 from __future__ import annotations
 
@@ -9,11 +8,6 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-
-from condcli.analysis.spectrum import SpectrumOptions
-from condcli.inputs import InputSpec
-from condcli.report import SpectrumReport
-from condcli.sources import LoadedModel
 
 # ruff: noqa: UP045  (typer reads Optional[...] at run time on Python 3.10)
 
@@ -25,25 +19,6 @@ StatisticOption = Annotated[
         show_default=False,
     ),
 ]
-
-
-def spectrum_of(
-    loaded: LoadedModel,
-    model_from: str,
-    spec: InputSpec,
-    options: SpectrumOptions,
-    label: str,
-    *,
-    progress: bool,
-) -> SpectrumReport:
-    """The spectrum analysis of one model on its own preprocessing of ``spec``, with a progress bar."""
-    from condcli.analysis.spectrum import analyse_spectrum
-    from condcli.cli.progress import progress_bar
-    from condcli.inputs import stream
-
-    inputs = stream(loaded.preprocessing, spec)
-    with progress_bar(label, inputs.expected, enabled=progress) as advance:
-        return analyse_spectrum(loaded, inputs, options, model_from, advance)
 
 
 def warn(lines: Iterable[str]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -26,7 +25,9 @@ def _render(report: dict[str, Any]) -> None:
         f"[bold]{m['spec']}[/] ({m['from']}): family {m['family']}, {m['source']}, {m['weights']} weights"
     )
     pos = "after position encoding" if e["after_position_encoding"] else "no absolute position encoding"
-    out.print(f"X: {e['description']} [{e['where']}], {pos}; tokens {i['tokens']} × d {i['dim']}")
+    lam = report["settings"].get("lambda")
+    shift = "" if lam is None else f"; λ {lam:g} in X + λ·I_k"
+    out.print(f"X: {e['description']} [{e['where']}], {pos}; tokens {i['tokens']} × d {i['dim']}{shift}")
     out.print(f"inputs: {i['description']}; {i['preprocessing']}")
     table = Table("layer", "name", "attention", "heads", "X_l", "A_l (G×n×c)", "P (G×H×q×k)")
     for layer in report["layers"]:
@@ -45,29 +46,15 @@ def _render(report: dict[str, Any]) -> None:
 
 
 @command("inspect")
-def inspect_command(
-    model: o.ModelArg = None,
-    weights: o.Weights = "pretrained",
-    checkpoint: o.Checkpoint = None,
-    seed: o.Seed = 0,
-    images: o.Images = None,
-    text: o.Text = None,
-    max_samples: o.MaxSamples = None,
-    batch_size: o.BatchSize = 2,
-    device: o.Device = "auto",
-    dtype: o.Dtype = None,
-    trust_remote_code: o.TrustRemoteCode = False,
-    as_json: o.Json = False,
-) -> None:
+@o.run_options(defaults={"batch_size": 2})
+def inspect_command(run: o.RunOptions) -> None:
     """Load MODEL, capture one batch and show what condcli found: X, blocks, attention kind, shapes."""
     from condcli.inspection import inspect_model
-    from condcli.project_config import resolve_model
-    from condcli.sources import load
 
-    spec_text, model_from = resolve_model(model, Path.cwd() / "pyproject.toml")
-    loaded = load(spec_text, o.load_options(weights, checkpoint, seed, device, dtype, trust_remote_code))
-    report = inspect_model(loaded, o.input_spec(images, text, max_samples, batch_size, seed), model_from)
-    if as_json:
+    chosen = run.layer_choice()
+    setup = o.setup_run(run)
+    report = inspect_model(setup.loaded, setup.spec, setup.model_from, layers=chosen, lam=setup.lam)
+    if run.as_json:
         print(json.dumps(report, indent=2))
     else:
         _render(report)

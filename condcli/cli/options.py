@@ -1,84 +1,200 @@
-"""Options shared by every command (SPEC §8), declared once as annotated types."""
+"""Options shared by the commands (SPEC §8), each declared once.
+
+Every command that loads a model and reads inputs takes the same bundle: ``@run_options()`` appends the
+bundle's typer parameters (:data:`COMMON`) to the command's own and hands the command one
+:class:`RunOptions`; :func:`setup_run` turns that into the loaded model, its λ and its inputs. A command
+declares only what is its own (``--heads``, ``--out``, …) and may override a bundle default or help text
+where its behaviour differs (e.g. ``check``'s ``--layers``).
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 
 import typer
 
 from condcli.inputs import InputSpec
 from condcli.sources import LoadOptions
 
+if TYPE_CHECKING:
+    from condcli.analysis.common import Progress
+    from condcli.inputs import InputStream
+    from condcli.sources import LoadedModel
+
 # ruff: noqa: UP045  (typer reads Optional[...] at run time on Python 3.10)
 
-ModelArg = Annotated[
-    Optional[str],
-    typer.Argument(
-        help="timm name, hf:ID or org/name, a local folder, a sample checkpoint name. "
-        "Default: \\[tool.condcli] model in ./pyproject.toml, else the shipped sample ViT.",
+MODEL_HELP = (
+    "timm name, hf:ID or org/name, a local folder, a sample checkpoint name. "
+    "Default: \\[tool.condcli] model in ./pyproject.toml, else the shipped sample ViT."
+)
+ModelArg = Annotated[Optional[str], typer.Argument(help=MODEL_HELP, show_default=False)]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What every analysis command is told about the model, its inputs and the run (one field per option)."""
+
+    model: str | None = None  # MODEL; None: [tool.condcli] model, else the shipped sample ViT
+    weights: str = "pretrained"  # pretrained | random
+    checkpoint: Path | None = None  # a state dict for MODEL's architecture
+    seed: int = 0  # random init and synthetic inputs
+    images: Path | None = None  # a folder of images
+    text: Path | None = None  # a text file, one sample per line
+    max_samples: int | None = None  # at most this many samples
+    batch_size: int = 8  # samples per forward pass
+    lam: float | None = None  # λ of X + λ·I_k; None: the model's own, else 10
+    layers: str | None = "all"  # all | none | 0,3,-1 (None: the command decides, e.g. check)
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dtype: str | None = None  # None: the model's own dtype
+    trust_remote_code: bool = False  # let a Hugging Face model run code from its repository
+    as_json: bool = False  # the JSON report on stdout and nothing else there
+
+    def load_options(self) -> LoadOptions:
+        """How to load MODEL (``--weights`` checked here)."""
+        from condcli.errors import UsageError
+
+        if self.weights not in ("pretrained", "random"):
+            raise UsageError(
+                f"--weights {self.weights!r} is not known", "use --weights pretrained or --weights random"
+            )
+        return LoadOptions(
+            weights="pretrained" if self.weights == "pretrained" else "random",
+            checkpoint=self.checkpoint,
+            seed=self.seed,
+            device=self.device,
+            dtype=self.dtype,
+            trust_remote_code=self.trust_remote_code,
+        )
+
+    def input_spec(self) -> InputSpec:
+        """What to read (checked here: not both --images and --text, a positive batch size)."""
+        return InputSpec(
+            images=self.images,
+            text=self.text,
+            max_samples=self.max_samples,
+            batch_size=self.batch_size,
+            seed=self.seed,
+        )
+
+    def layer_choice(self) -> list[int] | None:
+        """--layers parsed: None every layer, [] none (an unset --layers counts as all)."""
+        return parse_layers("all" if self.layers is None else self.layers)
+
+
+@dataclass(frozen=True)
+class Common:
+    """One option of the bundle: the RunOptions field it fills, its flag, type, default and help."""
+
+    name: str  # the RunOptions field (and the command's parameter name)
+    flag: str  # the command-line flag
+    type: Any  # the type typer converts to (Optional[...] where None is a value)
+    default: Any
+    help: str
+    show_default: bool = True
+
+
+COMMON: tuple[Common, ...] = (
+    Common(
+        "weights",
+        "--weights",
+        str,
+        "pretrained",
+        "pretrained (download or local cache) or random (seeded init).",
+    ),
+    Common(
+        "checkpoint",
+        "--checkpoint",
+        Optional[Path],
+        None,
+        "A .safetensors or .pt/.pth state dict for MODEL's architecture.",
+    ),
+    Common("seed", "--seed", int, 0, "Seed for random init and synthetic inputs."),
+    Common("images", "--images", Optional[Path], None, "A folder of images (searched recursively)."),
+    Common("text", "--text", Optional[Path], None, "A UTF-8 file, one sample per line."),
+    Common("max_samples", "--max-samples", Optional[int], None, "Use at most this many samples."),
+    Common("batch_size", "--batch-size", int, 8, "Samples per forward pass."),
+    Common(
+        "lam",
+        "--lambda",
+        Optional[float],
+        None,
+        "λ of X + λ·I_k. Default: the model's own λ if it was trained with conditioned tokens, else 10.",
         show_default=False,
     ),
-]
-Weights = Annotated[
-    str, typer.Option("--weights", help="pretrained (download or local cache) or random (seeded init).")
-]
-Checkpoint = Annotated[
-    Optional[Path],
-    typer.Option("--checkpoint", help="A .safetensors or .pt/.pth state dict for MODEL's architecture."),
-]
-Seed = Annotated[int, typer.Option("--seed", help="Seed for random init and synthetic inputs.")]
-Images = Annotated[
-    Optional[Path], typer.Option("--images", help="A folder of images (searched recursively).")
-]
-Text = Annotated[Optional[Path], typer.Option("--text", help="A UTF-8 file, one sample per line.")]
-MaxSamples = Annotated[Optional[int], typer.Option("--max-samples", help="Use at most this many samples.")]
-BatchSize = Annotated[int, typer.Option("--batch-size", help="Samples per forward pass.")]
-Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
-Dtype = Annotated[
-    Optional[str], typer.Option("--dtype", help="Run the model in float32/float64/float16/bfloat16.")
-]
-TrustRemoteCode = Annotated[
-    bool,
-    typer.Option("--trust-remote-code", help="Allow a Hugging Face model to run code from its repository."),
-]
-Json = Annotated[bool, typer.Option("--json", help="Print the JSON report on stdout and nothing else there.")]
+    Common("layers", "--layers", Optional[str], "all", "all, none, or indices such as 0,3,-1."),
+    Common("device", "--device", str, "auto", "auto, cpu, cuda or cuda:N."),
+    Common("dtype", "--dtype", Optional[str], None, "Run the model in float32/float64/float16/bfloat16."),
+    Common(
+        "trust_remote_code",
+        "--trust-remote-code",
+        bool,
+        False,
+        "Allow a Hugging Face model to run code from its repository.",
+    ),
+    Common("as_json", "--json", bool, False, "Print the JSON report on stdout and nothing else there."),
+)
+COMMON_FLAGS: dict[str, str] = {"model": "MODEL", **{c.name: c.flag for c in COMMON}}
+"""Parameter name → what the user types, for every bundled option (e.g. "lam" → "--lambda")."""
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def load_options(
-    weights: str, checkpoint: Path | None, seed: int, device: str, dtype: str | None, trust: bool
-) -> LoadOptions:
-    from condcli.errors import UsageError
-
-    if weights not in ("pretrained", "random"):
-        raise UsageError(
-            f"--weights {weights!r} is not known", "use --weights pretrained or --weights random"
-        )
-    return LoadOptions(
-        weights="pretrained" if weights == "pretrained" else "random",
-        checkpoint=checkpoint,
-        seed=seed,
-        device=device,
-        dtype=dtype,
-        trust_remote_code=trust,
+def _option(c: Common, default: Any, help: str) -> inspect.Parameter:
+    info = typer.Option(c.flag, help=help, show_default=c.show_default)
+    return inspect.Parameter(
+        c.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[c.type, info]
     )
 
 
-def input_spec(
-    images: Path | None, text: Path | None, max_samples: int | None, batch_size: int, seed: int
-) -> InputSpec:
-    return InputSpec(images=images, text=text, max_samples=max_samples, batch_size=batch_size, seed=seed)
+def run_options(
+    *,
+    model: bool = True,
+    defaults: Mapping[str, Any] | None = None,
+    help: Mapping[str, str] | None = None,
+) -> Callable[[F], F]:
+    """Give a command every common option: its first parameter receives one :class:`RunOptions`.
+
+    ``model``: also take the optional MODEL argument (compare declares its own two). ``defaults`` and
+    ``help``: per-command overrides by field name, where the command's behaviour differs.
+    """
+    overrides, helps = dict(defaults or {}), dict(help or {})
+    unknown = (set(overrides) | set(helps)) - {f.name for f in fields(RunOptions)}
+    if unknown:
+        raise TypeError(f"run_options: unknown option(s) {sorted(unknown)}")
+
+    def decorate(fn: F) -> F:
+        own = list(inspect.signature(fn, eval_str=True).parameters.values())
+        if not own or own[0].name != "run":
+            raise TypeError(f"{fn.__name__}: the first parameter must be 'run: RunOptions'")
+        names = {c.name for c in COMMON} | ({"model"} if model else set())
+        clash = names & {p.name for p in own[1:]}
+        if clash:
+            raise TypeError(f"{fn.__name__} re-declares common option(s) {sorted(clash)}")
+        keyword = inspect.Parameter.KEYWORD_ONLY  # typer passes everything by keyword
+        head = [inspect.Parameter("model", keyword, default=None, annotation=ModelArg)] if model else []
+        bundled = [_option(c, overrides.get(c.name, c.default), helps.get(c.name, c.help)) for c in COMMON]
+        # in --help and on the command line: MODEL (or compare's MODEL_A MODEL_B), then the command's own
+        # options, then the bundle's
+        params = [*head, *(p.replace(kind=keyword) for p in own[1:]), *bundled]
+
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> Any:
+            given = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
+            return fn(RunOptions(**given), **kwargs)
+
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command  # type: ignore[return-value]
+
+    return decorate
 
 
-Lambda = Annotated[
-    Optional[float],
-    typer.Option(
-        "--lambda",
-        help="λ of X + λ·I_k. Default: the model's own λ if it was trained with conditioned tokens, else 10.",
-        show_default=False,
-    ),
-]
-Layers = Annotated[str, typer.Option("--layers", help="all, none, or indices such as 0,3,-1.")]
+Json = Annotated[bool, typer.Option("--json", help="Print the JSON report on stdout and nothing else there.")]
 Out = Annotated[
     Optional[Path], typer.Option("--out", help="Write report.json and the plots into this folder.")
 ]
@@ -109,3 +225,47 @@ def plot_format(text: str) -> str:
     if text not in ("png", "svg", "pdf"):
         raise UsageError(f"--format {text!r} is not known", "use --format png, svg or pdf")
     return text
+
+
+Opts = TypeVar("Opts")
+R = TypeVar("R")
+Runner = Callable[["LoadedModel", "InputStream", Opts, str, "Progress | None"], R]
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """A loaded model ready to analyse: where MODEL came from, the λ of this run, and what to read."""
+
+    loaded: LoadedModel
+    model_from: str  # "command line", "[tool.condcli] model in pyproject.toml", …
+    lam: float  # --lambda, else the model's own λ, else 10
+    spec: InputSpec
+    progress: bool  # show a progress bar (never with --json)
+
+    def inputs(self) -> InputStream:
+        """The model's own preprocessing of the inputs (checked here: a missing folder, the wrong kind)."""
+        from condcli.inputs import stream
+
+        return stream(self.loaded.preprocessing, self.spec)
+
+    def analyse(self, label: str, runner: Runner[Opts, R], options: Opts) -> R:
+        """Run one analysis runner over the inputs, with a progress bar on stderr labelled ``label``."""
+        from condcli.cli.progress import progress_bar
+
+        inputs = self.inputs()
+        with progress_bar(label, inputs.expected, enabled=self.progress) as advance:
+            return runner(self.loaded, inputs, options, self.model_from, advance)
+
+
+def setup_run(run: RunOptions, *, config: Path | None = None) -> RunSetup:
+    """Check the input options, load MODEL (else ``[tool.condcli] model`` of ``config`` or
+    ./pyproject.toml, else the shipped sample ViT) and resolve λ."""
+    from condcli.analysis.common import resolve_lambda
+    from condcli.project_config import resolve_model
+    from condcli.sources import load
+
+    spec = run.input_spec()
+    spec_text, model_from = resolve_model(run.model, config or Path.cwd() / "pyproject.toml")
+    loaded = load(spec_text, run.load_options())
+    lam = resolve_lambda(run.lam, loaded.adapter)
+    return RunSetup(loaded, model_from, lam, spec, progress=not run.as_json)

@@ -34,44 +34,30 @@ ConditionedLambda = Annotated[
 
 
 @command("rank-decay")
+@o.run_options()
 def rank_decay_command(
-    model: o.ModelArg = None,
-    weights: o.Weights = "pretrained",
-    checkpoint: o.Checkpoint = None,
-    seed: o.Seed = 0,
-    images: o.Images = None,
-    text: o.Text = None,
-    max_samples: o.MaxSamples = None,
-    batch_size: o.BatchSize = 8,
+    run: o.RunOptions,
     index: Index = None,
     heads: Heads = False,
-    layers: o.Layers = "all",
     conditioned: ConditionedLambda = None,
-    lam: o.Lambda = None,
-    device: o.Device = "auto",
-    dtype: o.Dtype = None,
-    trust_remote_code: o.TrustRemoteCode = False,
-    as_json: o.Json = False,
     out: o.Out = None,
     fmt: o.Format = "png",
 ) -> None:
     """Singular values and normalized cumulative spectra of P per layer, head and sample, with charts."""
-    from condcli.analysis.common import resolve_lambda
+    from dataclasses import replace
+
     from condcli.analysis.rank_decay import RankDecayOptions, analyse_rank_decay
     from condcli.analysis.rank_layers import check_index
     from condcli.cli.output import OutputDir, emit
-    from condcli.cli.progress import progress_bar
     from condcli.cli.rank_table import render
     from condcli.cli.tables import stdout_console
     from condcli.errors import UsageError
-    from condcli.inputs import stream
-    from condcli.project_config import resolve_model
-    from condcli.sources import load
 
     check_index(index)
-    chosen = o.parse_layers(layers)
+    chosen = run.layer_choice()
     if chosen == []:
         raise UsageError("--layers none leaves no attention to analyse", "give all, or indices such as 0,-1")
+    lam = run.lam
     if conditioned is not None and lam is not None and conditioned != lam:
         raise UsageError(
             f"--conditioned {conditioned:g} and --lambda {lam:g} disagree",
@@ -79,21 +65,16 @@ def rank_decay_command(
         )
     fmt = o.plot_format(fmt)
     target = OutputDir(out) if out is not None else None  # checked before any work
-    spec = o.input_spec(images, text, max_samples, batch_size, seed)
-    spec_text, model_from = resolve_model(model, Path.cwd() / "pyproject.toml")
-    loaded = load(spec_text, o.load_options(weights, checkpoint, seed, device, dtype, trust_remote_code))
-    lam_value = resolve_lambda(conditioned if conditioned is not None else lam, loaded.adapter)
+    setup = o.setup_run(replace(run, lam=conditioned if conditioned is not None else lam))
     options = RankDecayOptions(
-        lam=lam_value,
+        lam=setup.lam,
         conditioned=conditioned is not None,
         index=index,
         layers=chosen,
         heads=heads,
-        seed=seed,
+        seed=run.seed,
     )
-    inputs = stream(loaded.preprocessing, spec)
-    with progress_bar("rank-decay", inputs.expected, enabled=not as_json) as advance:
-        report = analyse_rank_decay(loaded, inputs, options, model_from, advance)
+    report = setup.analyse("rank-decay", analyse_rank_decay, options)
     data = report.to_json()
 
     def plots(folder: Path) -> list[Path]:
@@ -101,4 +82,4 @@ def rank_decay_command(
 
         return rank_decay_plots(data, folder, fmt)
 
-    emit(data, target, plots, as_json=as_json, render=lambda: render(stdout_console(), report))
+    emit(data, target, plots, as_json=run.as_json, render=lambda: render(stdout_console(), report))

@@ -37,13 +37,6 @@ TargetKappa = Annotated[
     float,
     typer.Option("--target-kappa", help="Recommend the smallest λ whose median κ(X + λ·I_k) is ≤ this."),
 ]
-SweepLayers = Annotated[
-    str,
-    typer.Option(
-        "--layers",
-        help="Also follow κ(X_l) of these layers in the conditioned forward at each λ: all, none, or 0,3,-1.",
-    ),
-]
 
 
 def parse_lambdas(text: str) -> list[float]:
@@ -62,51 +55,45 @@ def parse_lambdas(text: str) -> list[float]:
 
 
 @command("sweep-lambda")
+@o.run_options(
+    defaults={"layers": "none"},
+    help={
+        "layers": "Also follow κ(X_l) of these layers in the conditioned forward at each λ: all, none, "
+        "or 0,3,-1.",
+        "lam": "λ of the single-λ κ(X + λ·I_k) in the report's embedding section (the sweep itself runs "
+        "over --range/--lambdas). Default: the model's own λ if it was trained with conditioned tokens, "
+        "else 10.",
+    },
+)
 def sweep_command(
-    model: o.ModelArg = None,
+    run: o.RunOptions,
     value_range: Range = None,
     steps: Steps = None,
     lambdas: Lambdas = None,
     target_kappa: TargetKappa = 2.0,
-    layers: SweepLayers = "none",
-    weights: o.Weights = "pretrained",
-    checkpoint: o.Checkpoint = None,
-    seed: o.Seed = 0,
-    images: o.Images = None,
-    text: o.Text = None,
-    max_samples: o.MaxSamples = None,
-    batch_size: o.BatchSize = 8,
-    device: o.Device = "auto",
-    dtype: o.Dtype = None,
-    trust_remote_code: o.TrustRemoteCode = False,
-    as_json: o.Json = False,
     out: o.Out = None,
     fmt: o.Format = "png",
 ) -> None:
     """κ(X + λ·I_k) over a grid of λ: median and p10–p90 over samples, bounds, and the recommended λ."""
     from condcli.analysis.sweep import SweepOptions, analyse_sweep, check_target, lambda_grid, sweep_layers
     from condcli.cli.output import OutputDir, emit
-    from condcli.cli.progress import progress_bar
     from condcli.cli.sweep_table import render
     from condcli.cli.tables import stdout_console
-    from condcli.inputs import stream
-    from condcli.project_config import resolve_model
-    from condcli.sources import load
 
     given = parse_lambdas(lambdas) if lambdas is not None else None
     grid = lambda_grid(value_range, steps, given)
     target_value = check_target(target_kappa)
-    chosen = o.parse_layers(layers)
+    chosen = run.layer_choice()
     fmt = o.plot_format(fmt)
     target = OutputDir(out) if out is not None else None  # checked before any work
-    spec = o.input_spec(images, text, max_samples, batch_size, seed)
-    spec_text, model_from = resolve_model(model, Path.cwd() / "pyproject.toml")
-    loaded = load(spec_text, o.load_options(weights, checkpoint, seed, device, dtype, trust_remote_code))
-    chosen = sweep_layers(loaded, chosen)  # out of range / builtin conditioning: before any forward pass
-    inputs = stream(loaded.preprocessing, spec)
-    options = SweepOptions(lambdas=grid, target_kappa=target_value, layers=chosen, seed=seed)
-    with progress_bar("sweep-lambda", inputs.expected, enabled=not as_json) as advance:
-        report = analyse_sweep(loaded, inputs, options, model_from, advance)
+    setup = o.setup_run(run)
+    chosen = sweep_layers(
+        setup.loaded, chosen
+    )  # out of range / builtin conditioning: before any forward pass
+    options = SweepOptions(
+        lambdas=grid, target_kappa=target_value, layers=chosen, seed=run.seed, lam=setup.lam
+    )
+    report = setup.analyse("sweep-lambda", analyse_sweep, options)
     data = report.to_json()
 
     def plots(folder: Path) -> list[Path]:
@@ -114,4 +101,4 @@ def sweep_command(
 
         return sweep_plots(data, folder, fmt)
 
-    emit(data, target, plots, as_json=as_json, render=lambda: render(stdout_console(), report))
+    emit(data, target, plots, as_json=run.as_json, render=lambda: render(stdout_console(), report))
