@@ -90,17 +90,17 @@ def test_layer_numbers_equal_a_recomputation_from_hooks_and_weights(vit: Any) ->
         full_q = np.concatenate(list(wq), axis=1)  # d × d, heads side by side
         np.testing.assert_allclose(layer.weights.wq, np_kappa(full_q), rtol=1e-9)
         ka, kp = np_kappa(A), np_kappa(P)  # (S,), (S, H)
-        assert_agg(layer.plain.kappa, list(np_kappa(X)), 1e-9)
-        assert_agg(layer.plain.kappa_attn_input, list(ka), 1e-9)
+        assert_agg(layer.plain["kappa"], list(np_kappa(X)), 1e-9)
+        assert_agg(layer.plain["kappa_attn_input"], list(ka), 1e-9)
         mu_la = (kq * kk * kv)[None, :] * ka[:, None] ** 3
-        assert_agg(layer.plain.mu_la, list(mu_la.max(1)), 1e-9)
+        assert_agg(layer.plain["mu_la"], list(mu_la.max(1)), 1e-9)
         mu_a = kp * ka[:, None] * kv[None, :]
         # P is nearly singular (κ up to ~1e10): two LAPACKs agree on σ_min only to ≈ eps·κ relative
         p_tol = max(1e-9, 100 * np.finfo(np.float64).eps * float(kp.max()))
-        assert_agg(layer.plain.mu_a, list(mu_a.max(1)), p_tol)
-        assert_agg(layer.plain.kappa_probs, list(kp.max(1)), p_tol)
+        assert_agg(layer.plain["mu_a"], list(mu_a.max(1)), p_tol)
+        assert_agg(layer.plain["kappa_probs"], list(kp.max(1)), p_tol)
         tol = max(P.shape[-2:]) * F32 * np_sigma(P)[..., 0]
-        assert layer.plain.below_probs == int((np_sigma(P)[..., -1] <= tol).any(1).sum())
+        assert layer.plain.below["probs"] == int((np_sigma(P)[..., -1] <= tol).any(1).sum())
         assert layer.heads_detail is not None and len(layer.heads_detail) == H
         for h, head in enumerate(layer.heads_detail):
             assert_agg(head.mu_la, list(mu_la[:, h]), 1e-9)
@@ -117,11 +117,11 @@ def test_conditioned_forward_equals_a_hand_made_shifted_forward(vit: Any) -> Non
     for layer in report.layers:
         i = layer.index
         assert layer.conditioned is not None
-        assert_agg(layer.conditioned.kappa, list(np_kappa(ref[f"x{i}"])), 1e-9)
-        assert_agg(layer.conditioned.kappa_attn_input, list(np_kappa(ref[f"a{i}"])), 1e-9)
+        assert_agg(layer.conditioned["kappa"], list(np_kappa(ref[f"x{i}"])), 1e-9)
+        assert_agg(layer.conditioned["kappa_attn_input"], list(np_kappa(ref[f"a{i}"])), 1e-9)
     # what block 0 sees in the conditioned forward is X + λI_k (shifted in float32 by the model)
     np.testing.assert_allclose(
-        report.layers[0].conditioned.kappa.per_sample,
+        report.layers[0].conditioned["kappa"].per_sample,
         report.embedding.kappa_conditioned.per_sample,
         rtol=1e-5,
     )
@@ -139,7 +139,7 @@ def test_results_do_not_depend_on_the_batch_split(vit: Any) -> None:
     np.testing.assert_allclose(again.embedding.kappa.per_sample, report.embedding.kappa.per_sample, rtol=1e-4)
     assert [layer.index for layer in again.layers] == [0, 5]
     np.testing.assert_allclose(
-        again.layers[1].plain.kappa.per_sample, report.layers[5].plain.kappa.per_sample, rtol=1e-3
+        again.layers[1].plain["kappa"].per_sample, report.layers[5].plain["kappa"].per_sample, rtol=1e-3
     )
 
 
@@ -165,7 +165,7 @@ def test_text_with_padding_uses_each_samples_real_tokens(name: str) -> None:
     )
     assert report.inputs.tokens == max(lengths)
     for layer in report.layers:
-        assert_agg(layer.plain.kappa, [float(np_kappa(x)) for x in per_layer[layer.index]], 1e-9)
+        assert_agg(layer.plain["kappa"], [float(np_kappa(x)) for x in per_layer[layer.index]], 1e-9)
         assert layer.conditioned is None
     # ragged spectra: index i aggregates the samples that have an i-th singular value
     assert report.embedding.spectrum is not None
@@ -192,7 +192,7 @@ def test_a_model_with_its_own_shift_reports_what_its_blocks_see() -> None:
     assert report.layers[0].conditioned is None
     # X is taken before the model's own shift; block 0 sees X + 10·I_k
     np.testing.assert_allclose(
-        report.layers[0].plain.kappa.per_sample, report.embedding.kappa_conditioned.per_sample, rtol=1e-5
+        report.layers[0].plain["kappa"].per_sample, report.embedding.kappa_conditioned.per_sample, rtol=1e-5
     )
 
 

@@ -85,7 +85,7 @@ def test_exit_0_when_every_rule_passes_with_values_from_an_independent_reference
     assert {"schema_version", "tool", "model", "inputs", "settings", "embedding", "layers"} <= set(r)
     assert r["tool"]["torch"] == torch.__version__
     checks = {c["rule"]: c for c in r["checks"]}
-    assert list(checks) == ["max_kappa", "max_mu_la", "max_kappa_layer"]
+    assert list(checks) == ["max_kappa", "max_kappa_layer", "max_mu_la"]  # the registry's order
     assert checks["max_kappa"]["value"] == pytest.approx(float(np.median(np_kappa(hooked_x()))), rel=1e-9)
     for rule, key in (("max_mu_la", "mu_la"), ("max_kappa_layer", "kappa")):
         medians = {layer["index"]: layer[key]["median"] for layer in spectrum["layers"]}
@@ -166,7 +166,7 @@ def test_baseline_of_the_same_run_passes_without_warnings(
     path = baseline_file(tmp_path, spectrum)
     code, out, err = check("vit-plain", *FAST, "--baseline", str(path))  # layers: the baseline's own
     assert code == 0 and err == ""
-    assert "19 metrics compared — 0 regressed, 0 improved" in out  # 3 for X, 8 per layer (2 layers)
+    assert "23 metrics compared — 0 regressed, 0 improved" in out  # 3 for X, 10 per layer (2 layers)
 
 
 def test_a_regression_is_detected_and_an_improvement_is_not_flagged(
@@ -209,12 +209,12 @@ def test_junit_from_a_real_run_has_the_right_counts(
     )  # fmt: skip
     assert code == 1 and f"wrote {junit}" in err
     root = ET.parse(junit).getroot()
-    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("21", "2", "0")
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("25", "2", "0")
     rules, metrics = root.findall("testsuite")
     assert (rules.get("name"), rules.get("tests"), rules.get("failures")) == ("condcli check", "2", "1")
     assert (metrics.get("name"), metrics.get("tests"), metrics.get("failures")) == (
         "condcli baseline",
-        "19",
+        "23",  # 3 for X, 10 per layer (2 layers)
         "1",
     )
     failed = [c.get("name") for c in root.iter("testcase") if c.find("failure") is not None]

@@ -12,11 +12,38 @@ import pytest
 from condcli.errors import InputError, UsageError
 from condcli.gate.baseline import compare_baseline, compare_one, context_warnings, load_baseline
 from condcli.gate.metrics import Metric, extract_metrics
+from condcli.metrics import EMBEDDING, FORWARD, WEIGHTS
 from tests.gate_reports import agg, layer, report, write
 
 
 def metric(key: str, value: float, layer: int | None = None, name: str | None = None) -> Metric:
-    return Metric(key, key, value, layer, name, False)
+    """A metric of the report, its definition (which way is worse) from the registry by its key."""
+    short = key.rsplit(".", 1)[-1]
+    scoped = EMBEDDING if key.startswith("embedding.") else (*FORWARD, *WEIGHTS)
+    return Metric(key, key, value, layer, name, False, next(m for m in scoped if m.key == short))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "passed", "improved", "reason"),
+    [
+        (0.5, 0.45, True, False, None),  # exactly old·(1 − 10%): not a regression
+        (0.5, 0.4499, False, False, "regressed: 0.4499 < baseline 0.5 − 10% (×0.9)"),
+        (0.5, 0.6, True, True, "improved: 0.6 from baseline 0.5 (×1.2)"),
+        (0.5, 0.52, True, False, None),  # better, within the tolerance
+    ],
+)
+def test_a_lower_is_worse_metric_regresses_when_it_drops(
+    old: float, new: float, passed: bool, improved: bool, reason: str | None
+) -> None:
+    r = compare_one(
+        metric("layers[0].attention_entropy", old, 0, "b0"),
+        metric("layers[0].attention_entropy", new, 0, "b0"),
+        0.1,
+        "median",
+        "b.json",
+    )
+    assert (r.passed, r.improved, r.reason) == (passed, improved, reason)
+    assert r.limit == pytest.approx(0.45)
 
 
 @pytest.mark.parametrize(
@@ -132,7 +159,7 @@ def test_malformed_baseline_is_one_input_error(tmp_path: Path, content: str, mes
     path = write(tmp_path / "base.json", content)
     with pytest.raises(InputError) as e:
         load_baseline(path, "median")
-    assert e.value.line().startswith(f"--baseline {path}") and message in e.value.line()
+    assert e.value.line().startswith(f"baseline={path}") and message in e.value.line()
     assert "condcli spectrum --json > baseline.json" in e.value.line()
 
 

@@ -73,15 +73,19 @@ def layer_table(report: CompareReport, metrics: list[MetricDef], section: str, t
 
 
 def layer_tables(report: CompareReport) -> list[Table]:
+    """κ and μ (higher is worse) and H(P) and the stable rank (lower is worse) in tables of their own, for
+    the plain forward, the weights and the conditioned forward."""
     stat = report.statistic
+    higher = [m for m in FORWARD if m.worse == "higher"]
+    lower = [m for m in FORWARD if m.worse == "lower"]
+    lower_names = " and ".join(m.label for m in lower)
+    conditioned = "conditioned forward: X + λ·I_k fed on"
     specs = [
-        (list(FORWARD), "", f"layers, plain forward ({stat} over samples; μ: max over heads)"),
+        (higher, "", f"layers, plain forward ({stat} over samples; μ: max over heads)"),
+        (lower, "", f"layers, plain forward: {lower_names}, lower is worse ({stat} over samples)"),
         (list(WEIGHTS), "", "layers, projection weights (full d×d, model constants)"),
-        (
-            list(FORWARD),
-            "conditioned.",
-            f"layers, conditioned forward: X + λ·I_k fed on ({stat} over samples)",
-        ),
+        (higher, "conditioned.", f"layers, {conditioned} ({stat} over samples)"),
+        (lower, "conditioned.", f"layers, {conditioned}: {lower_names} ({stat} over samples)"),
     ]
     tables = [layer_table(report, metrics, section, title) for metrics, section, title in specs]
     return [t for t in tables if t is not None]
