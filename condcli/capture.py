@@ -64,7 +64,7 @@ def layer_set(adapter: Adapter, layers: Iterable[int] | None) -> list[int]:
     bad = [i for i in chosen if not 0 <= i < count]
     if bad:
         raise InputError(
-            f"--layers asks for a layer this model does not have ({count} layers: 0…{count - 1})",
+            f"`layers` asks for a layer this model does not have ({count} layers: 0…{count - 1})",
             "pass indices between 0 and the last layer; negative ones count from the end (e.g. 0,3,-1)",
         )
     return chosen
@@ -138,7 +138,7 @@ def capture(
         )
     chosen = layer_set(adapter, layers)
     param = next(adapter.model.parameters())
-    # token ids stay integers; pixels follow the model's dtype (e.g. a --dtype float64 rerun)
+    # token ids stay integers; pixels follow the model's dtype (e.g. a dtype="float64" rerun)
     inputs = {
         k: v.to(param.device, param.dtype) if v.is_floating_point() else v.to(param.device)
         for k, v in batch.inputs.items()

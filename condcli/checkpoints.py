@@ -1,4 +1,4 @@
-"""``--checkpoint FILE``: read a state dict safely and fit it to an architecture, or say exactly why not.
+"""A ``checkpoint`` file: read a state dict safely and fit it to an architecture, or say exactly why not.
 
 Only safetensors or ``torch.load(weights_only=True)``: a pickle that would run code is refused.
 """
@@ -26,7 +26,7 @@ SHOW = 3  # keys listed in a mismatch message
 def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     """The tensors of a .safetensors or .pt/.pth/.bin/.ckpt file, unwrapped from common training wrappers."""
     if not path.is_file():
-        raise InputError(f"--checkpoint {path}: no such file", "give the path of a .safetensors or .pt file")
+        raise InputError(f"`checkpoint={path}`: no such file", "give the path of a .safetensors or .pt file")
     suffix = path.suffix.lower()
     if suffix in SAFE_SUFFIXES:
         raw: Any = _read_safetensors(path)
@@ -34,7 +34,7 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
         raw = _read_pickle(path)
     else:
         raise InputError(
-            f"--checkpoint {path}: unsupported file type {suffix or '(none)'!r}",
+            f"`checkpoint={path}`: unsupported file type {suffix or '(none)'!r}",
             "give a .safetensors file or a .pt/.pth/.bin state dict",
         )
     return _unwrap(raw, path)
@@ -48,7 +48,7 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
         return load_file(str(path), device="cpu")
     except (SafetensorError, OSError, ValueError) as e:
         raise InputError(
-            f"--checkpoint {path} is not a readable safetensors file ({e})", "re-export it with safetensors"
+            f"`checkpoint={path}` is not a readable safetensors file ({e})", "re-export it with safetensors"
         ) from e
 
 
@@ -92,12 +92,12 @@ def _read_pickle(path: Path) -> Any:
                 "save only the tensors (torch.save(model.state_dict(), …) or safetensors) and try again",
             ) from e
         raise InputError(
-            f"--checkpoint {path} is not a readable PyTorch file ({reason})",
+            f"`checkpoint={path}` is not a readable PyTorch file ({reason})",
             "give a file written by torch.save(model.state_dict(), …) or a .safetensors file",
         ) from e
     except (RuntimeError, OSError, EOFError, ValueError) as e:
         raise InputError(
-            f"--checkpoint {path} is not a readable PyTorch file ({type(e).__name__}: {e})",
+            f"`checkpoint={path}` is not a readable PyTorch file ({type(e).__name__}: {e})",
             "give a file written by torch.save(model.state_dict(), …) or a .safetensors file",
         ) from e
 
@@ -110,7 +110,7 @@ def _unwrap(raw: Any, path: Path) -> dict[str, torch.Tensor]:
         raw = inner
     if not isinstance(raw, Mapping) or not _is_tensor_dict(raw):
         raise InputError(
-            f"--checkpoint {path} holds no state dict (a mapping of parameter names to tensors)",
+            f"`checkpoint={path}` holds no state dict (a mapping of parameter names to tensors)",
             "save model.state_dict(), not the model object or an optimizer",
         )
     sd = {str(k): v for k, v in raw.items() if isinstance(v, torch.Tensor)}
@@ -164,7 +164,7 @@ def load_into(model: nn.Module, sd: dict[str, torch.Tensor], path: Path, arch: s
         if shapes:
             parts.append(f"{len(shapes)} shape mismatch(es) ({_first(shapes)})")
         raise InputError(
-            f"--checkpoint {path} does not fit {arch}: " + "; ".join(parts),
+            f"`checkpoint={path}` does not fit {arch}: " + "; ".join(parts),
             "pass as MODEL the architecture (and size) this checkpoint was trained with",
         )
     model.load_state_dict(best, strict=False)

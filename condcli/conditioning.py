@@ -73,7 +73,7 @@ class Conditioning:
         if self.mode not in MODES:
             raise UsageError(f"unknown conditioning mode {self.mode!r}", f"use one of {', '.join(MODES)}")
         if not math.isfinite(self.lam):
-            raise UsageError(f"λ must be a finite number, got {self.lam}", "pass e.g. --lambda 10")
+            raise UsageError(f"`lam` must be a finite number, got {self.lam}", "pass e.g. `lam=10`")
 
     def apply(self, tokens: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
         """Condition a (B, N, d) batch of token matrices."""

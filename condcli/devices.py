@@ -1,4 +1,4 @@
-"""``--device auto|cpu|cuda|cuda:N`` and ``--dtype`` → torch objects, with one clear error each."""
+"""``device`` (auto | cpu | cuda | cuda:N) and ``dtype`` names → torch objects, with one clear error each."""
 
 from __future__ import annotations
 
@@ -25,17 +25,17 @@ def resolve_device(name: str = "auto") -> torch.device:
         return torch.device("cpu")
     match = re.fullmatch(r"cuda(?::(\d+))?", text)
     if match is None:
-        raise UsageError(f"unknown device {name!r}", "use --device auto, cpu, cuda or cuda:N")
+        raise UsageError(f"unknown device {name!r}", "use `device=auto`, cpu, cuda or cuda:N")
     if not torch.cuda.is_available():
         raise UsageError(
-            f"--device {name}: CUDA is not available on this machine", "use --device cpu or auto"
+            f"`device={name}`: CUDA is not available on this machine", "use `device=cpu` or auto"
         )
     index = int(match.group(1) or 0)
     count = torch.cuda.device_count()
     if index >= count:
         raise UsageError(
-            f"--device {name}: this machine has {count} CUDA device(s) (cuda:0…cuda:{count - 1})",
-            "pick one of those, or --device auto",
+            f"`device={name}`: this machine has {count} CUDA device(s) (cuda:0…cuda:{count - 1})",
+            "pick one of those, or `device=auto`",
         )
     return torch.device("cuda", index)
 

@@ -2,13 +2,42 @@
 
 The CLI turns a :class:`CondcliError` into one line on stderr and its ``exit_code`` (SPEC §8):
 2 for bad usage or input, 3 for an internal error. Anything else that escapes is an internal error.
+
+Messages name the Python parameter a caller passed, marked with single backticks: `lam`, or with a value
+`lam=10`. ``str(error)`` shows them as parameters (lam, lam=10); the CLI passes its parameter → flag table
+(:data:`condcli.cli.flags.PARAM_FLAGS`) to :meth:`CondcliError.line` and shows its own flags instead.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
+# `name` or `name=value`, not inside ``double backticks``
+PARAM = re.compile(r"(?<!`)`([A-Za-z_][A-Za-z0-9_]*)(?:=([^`]*))?`(?!`)")
+
+
+def render(text: str, flags: Mapping[str, str] | None = None) -> str:
+    """``text`` with its marked parameters shown as Python parameters, or as ``flags[name]`` where given
+    (a value then follows its flag after a space, as on a command line; ``True`` is the flag alone)."""
+
+    def one(match: re.Match[str]) -> str:
+        name, value = match.group(1), match.group(2)
+        flag = None if flags is None else flags.get(name)
+        if flag is None:
+            return name if value is None else f"{name}={value}"
+        return flag if value in (None, "True") else f"{flag} {value}"
+
+    return PARAM.sub(one, text)
+
+
+def params(text: str) -> tuple[str, ...]:
+    """The parameter names marked in ``text``, in order of appearance."""
+    return tuple(match.group(1) for match in PARAM.finditer(text))
+
 
 class CondcliError(Exception):
-    """Base class: ``message`` says what went wrong, ``hint`` what to do about it."""
+    """Base class: ``message`` says what went wrong, ``hint`` what to do about it (parameters marked)."""
 
     exit_code = 3
 
@@ -17,9 +46,14 @@ class CondcliError(Exception):
         self.hint = hint
         super().__init__(self.line())
 
-    def line(self) -> str:
-        """The one line the CLI prints."""
-        return f"{self.message} — {self.hint}" if self.hint else self.message
+    def line(self, flags: Mapping[str, str] | None = None) -> str:
+        """The error in one line: parameters as Python names, or as CLI flags given ``flags``."""
+        return render(f"{self.message} — {self.hint}" if self.hint else self.message, flags)
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """The parameters the message and hint name (each once, in order)."""
+        return tuple(dict.fromkeys(params(f"{self.message} {self.hint or ''}")))
 
 
 class UsageError(CondcliError):
@@ -50,7 +84,7 @@ class NonFiniteInputError(InputError):
         super().__init__(
             f"{where} contains {bad_entries} NaN/Inf value(s); no condition number is defined for it",
             "check the model's inputs and dtype (an overflow in float16/bfloat16 is the usual cause; "
-            "rerun with --dtype float32)",
+            "rerun with `dtype=float32`)",
         )
 
     def shifted(self, offset: int) -> NonFiniteInputError:
@@ -59,6 +93,6 @@ class NonFiniteInputError(InputError):
 
 
 class InternalError(CondcliError):
-    """A bug in condcli: the CLI asks the user to rerun with --debug and report it."""
+    """A bug in condcli: the CLI adds how to get the traceback and asks the user to report it."""
 
     exit_code = 3

@@ -19,9 +19,9 @@ from condcli.errors import InputError
 PROBE_TIMEOUT_S = 2.0
 CONFIG_FIX = (
     "an HF id needs its config.json even for random weights: pass a local folder holding it as MODEL"
-    " (and --checkpoint FILE for weights), or use a timm name with --weights random"
+    " (and `checkpoint=FILE` for weights), or use a timm name with `weights=random`"
 )
-FIX = "use --weights random for a random-init model, or --checkpoint FILE with weights you have"
+FIX = "use `weights=random` for a random-init model, or `checkpoint=FILE` with weights you have"
 
 
 @lru_cache(maxsize=1)
@@ -60,7 +60,7 @@ def loading(what: str, remote: bool, fix: str = FIX) -> Iterator[None]:
         if "trust_remote_code" in str(e):
             raise InputError(
                 f"{what} needs to run code from its repository to load",
-                "pass --trust-remote-code if you trust that code",
+                "pass `trust_remote_code=True` if you trust that code",
             ) from e
         raise InputError(
             f"cannot load {what}: {_short(e)}",

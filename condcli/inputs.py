@@ -1,6 +1,6 @@
 """Inputs → streamed batches, through the model's own preprocessing (timm transforms, HF tokenizer).
 
-Sources of samples: ``--images DIR``, ``--text FILE`` (one sample per line), or a labelled deterministic
+Sources of samples: a folder of ``images``, a ``text`` file (one sample per line), or a labelled deterministic
 default: synthetic images with 1/f (natural-image-like) spectra, a short built-in English text set, or
 random token ids for a model without a tokenizer. Batches are produced lazily, so memory does not grow
 with the number of inputs. Unreadable or non-image files are skipped and counted.
@@ -63,12 +63,12 @@ class InputSpec:
 
     def __post_init__(self) -> None:
         if self.images is not None and self.text is not None:
-            raise UsageError("--images and --text were both given", "analyse one kind of input per run")
+            raise UsageError("`images` and `text` were both given", "analyse one kind of input per run")
         if self.batch_size < 1:
-            raise UsageError(f"--batch-size must be at least 1, got {self.batch_size}", "e.g. --batch-size 8")
+            raise UsageError(f"`batch_size` must be at least 1, got {self.batch_size}", "e.g. `batch_size=8`")
         if self.max_samples is not None and self.max_samples < 1:
             raise UsageError(
-                f"--max-samples must be at least 1, got {self.max_samples}", "e.g. --max-samples 32"
+                f"`max_samples` must be at least 1, got {self.max_samples}", "e.g. `max_samples=32`"
             )
 
 
@@ -99,7 +99,7 @@ class InputStream:
         if self.skipped:
             shown = ", ".join(self.skipped_examples[:3])
             return f"{self.skipped} file(s) skipped as unreadable or not images/text (e.g. {shown})"
-        return "give a folder with images (--images) or a file with one text per line (--text)"
+        return "give a folder with images (`images`) or a file with one text per line (`text`)"
 
 
 def synthetic_image(index: int, seed: int, size: tuple[int, int]) -> np.ndarray:
@@ -228,11 +228,11 @@ def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
     """The batches a run will analyse, with the label that says what they are."""
     if pre.modality == "images":
         if spec.text is not None:
-            raise UsageError("--text was given for an image model", "use --images DIR for this model")
+            raise UsageError("`text` was given for an image model", "use `images=DIR` for this model")
         if spec.images is not None:
             folder = spec.images
             if not folder.is_dir():
-                raise InputError(f"--images {folder}: no such folder", "give a folder that contains images")
+                raise InputError(f"`images={folder}`: no such folder", "give a folder that contains images")
             return InputStream(
                 "images",
                 f"images in {folder}",
@@ -246,11 +246,11 @@ def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
             expected=n,
         )
     if spec.images is not None:
-        raise UsageError("--images was given for a text model", "use --text FILE for this model")
+        raise UsageError("`images` was given for a text model", "use `text=FILE` for this model")
     if pre.tokenizer is None:
         if spec.text is not None:
             raise InputError(
-                "--text was given but this model has no tokenizer",
+                "`text` was given but this model has no tokenizer",
                 "load the model from a folder or hub id that includes its tokenizer files",
             )
         n = spec.max_samples or DEFAULT_SYNTHETIC_SAMPLES
@@ -263,7 +263,7 @@ def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
     if spec.text is not None:
         path = spec.text
         if not path.is_file():
-            raise InputError(f"--text {path}: no such file", "give a UTF-8 text file, one sample per line")
+            raise InputError(f"`text={path}`: no such file", "give a UTF-8 text file, one sample per line")
         return InputStream(
             "text", f"lines of {path}", lambda s: _tokenized(pre, spec, _text_lines(path, spec))
         )

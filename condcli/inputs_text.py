@@ -1,4 +1,4 @@
-"""The built-in English text set: the default input of a text model when the user gives no --text.
+"""The built-in English text set: the default input of a text model when no ``text`` file is given.
 
 Plain sentences of varied length and topic, written for condcli (no licence questions), fixed so that
 results are reproducible.

@@ -51,6 +51,6 @@ def resolve_model(given: str | None, path: Path | None = None) -> tuple[str, str
     if DEFAULT_SAMPLE not in sample_names():
         raise InputError(
             f"no MODEL given and the default sample checkpoint {DEFAULT_SAMPLE!r} is not installed",
-            "pass MODEL, e.g. 'vit_tiny_patch16_224 --weights random'",
+            "pass MODEL, e.g. 'vit_tiny_patch16_224 `weights=random`'",
         )
     return DEFAULT_SAMPLE, "the shipped sample ViT (default)"

@@ -85,7 +85,7 @@ class RankLayer:
     heads_at_m: tuple[float, ...]  # per head: median c_m over samples and windows (the heatmap row)
     rank90: MatrixAggregate
     erank: MatrixAggregate  # RankMe effective rank of P (SPEC §5)
-    heads_detail: tuple[RankHead, ...] | None  # with --heads
+    heads_detail: tuple[RankHead, ...] | None  # with heads=True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -116,7 +116,7 @@ class RankDecayResult:
     """All chosen layers of one forward (plain, or with the embedding fix applied)."""
 
     index_m: int | None  # the common m; None when layers of different n each use round(n/4)
-    index_rule: str  # "--index 49" or "round(n/4) per layer"
+    index_rule: str  # "--index 49" (the CLI's words, kept in the JSON) or "round(n/4) per layer"
     threshold: float
     layers: tuple[RankLayer, ...]
 
@@ -138,7 +138,7 @@ class RankDecayReport:
     settings: Settings
     embedding: EmbeddingReport
     rank_decay: RankDecayResult
-    rank_decay_conditioned: RankDecayResult | None  # with --conditioned λ
+    rank_decay_conditioned: RankDecayResult | None  # with conditioned=True (λ of lam)
     conditioned_forward: ConditionedForward
     notes: tuple[str, ...]
 

@@ -322,7 +322,7 @@ class SweepResult:
     recommended_lambda: float | None  # smallest grid λ whose median κ ≤ target; None: none in range
     recommendation: str  # one line: the recommended λ, or why none and what to try
     target_kappa: float
-    layers: tuple[SweepLayer, ...] | None  # None: no --layers
+    layers: tuple[SweepLayer, ...] | None  # None: no layers asked for
 
     def to_json(self) -> dict[str, Any]:
         rec = self.recommended_lambda

@@ -105,15 +105,15 @@ def _local_spec(raw: str, path: Path) -> ModelSpec:
             raise InputError(
                 f"{raw} has no config.json, so it is not a Hugging Face or timm model folder",
                 "give a folder saved with save_pretrained / timm save_for_hf,"
-                " or a weights file with --checkpoint",
+                " or a weights file with `checkpoint`",
             )
         return ModelSpec(raw, "local", str(path))
     if path.suffix == ".safetensors" and (path.parent / "config.json").is_file():
         return ModelSpec(raw, "local", str(path.parent), weights_file=path)
     raise InputError(
         f"{raw} is a weights file without a config.json beside it, so its architecture is unknown",
-        "give the architecture as MODEL and the file as --checkpoint,"
-        f" e.g. vit_base_patch16_224 --checkpoint {raw}",
+        "give the architecture as MODEL and the file as `checkpoint`,"
+        f" e.g. vit_base_patch16_224 `checkpoint={raw}`",
     )
 
 
@@ -204,7 +204,7 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     """Load MODEL ``text`` per ``options``: eval mode, on the chosen device, with its adapter."""
     options = options or LoadOptions()
     if options.weights not in ("pretrained", "random"):
-        raise UsageError(f"--weights {options.weights!r} is not known", "use --weights pretrained or random")
+        raise UsageError(f"`weights={options.weights!r}` is not known", "use `weights=pretrained` or random")
     device = resolve_device(options.device)
     dtype = resolve_dtype(options.dtype)
     spec = parse_spec(text)

@@ -73,14 +73,14 @@ def test_range_is_linear_and_inclusive_lambdas_are_sorted_and_unique() -> None:
 @pytest.mark.parametrize(
     ("value_range", "steps", "lambdas", "text"),
     [
-        ((1.0, 20.0), None, [1.0], "--range and --lambdas"),
-        (None, 5, [1.0], "--steps"),
+        ((1.0, 20.0), None, [1.0], "value_range and lambdas"),
+        (None, 5, [1.0], "steps goes with value_range"),
         ((-1.0, 5.0), None, None, "≥ 0"),
-        (None, None, [1.0, -2.0], "--lambdas"),
+        (None, None, [1.0, -2.0], "lambdas=1,-2"),
         ((5.0, 1.0), None, None, "LO must be smaller"),
         ((3.0, 3.0), None, None, "LO must be smaller"),
-        ((1.0, 20.0), 0, None, "--steps must be at least 2"),
-        ((1.0, 20.0), 1, None, "--steps must be at least 2"),
+        ((1.0, 20.0), 0, None, "steps must be at least 2"),
+        ((1.0, 20.0), 1, None, "steps must be at least 2"),
         ((1.0, float("inf")), None, None, "finite"),
         (None, None, [float("nan")], "finite"),
     ],
@@ -205,7 +205,7 @@ def test_builtin_conditioning_refuses_layers_but_sweeps_x() -> None:
 
 
 def test_out_of_range_layer_is_an_input_error(vit: LoadedModel) -> None:
-    with pytest.raises(InputError, match="--layers"):
+    with pytest.raises(InputError, match="layers asks for a layer"):
         run(vit, SweepOptions((1.0, 2.0), layers=[6]), max_samples=1)
 
 

@@ -150,11 +150,11 @@ def test_default_text_and_random_tokens_are_labelled(minilm_tokenizer_dir: Path)
 def test_bad_input_options(vit: torch.nn.Module, tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="both given"):
         InputSpec(images=tmp_path, text=tmp_path)
-    with pytest.raises(UsageError, match="--batch-size"):
+    with pytest.raises(UsageError, match="batch_size must be at least 1"):
         InputSpec(batch_size=0)
-    with pytest.raises(UsageError, match="--max-samples"):
+    with pytest.raises(UsageError, match="max_samples must be at least 1"):
         InputSpec(max_samples=0)
-    with pytest.raises(UsageError, match="--text was given for an image model"):
+    with pytest.raises(UsageError, match="text was given for an image model"):
         stream(timm_preprocessing(vit), InputSpec(text=tmp_path / "x.txt"))
     binary = tmp_path / "b.txt"
     binary.write_bytes(b"\xff\xfe\x00bad")

@@ -151,7 +151,7 @@ def test_index_beyond_n_is_one_clear_error_before_more_batches(vit: Any) -> None
     from condcli.inputs import InputStream
 
     inputs = InputStream("synthetic", "counted", lambda s: counted(), expected=5)
-    with pytest.raises(InputError, match=r"--index 66 is larger than n = 65") as e:
+    with pytest.raises(InputError, match=r"index=66 is larger than n = 65") as e:
         analyse_rank_decay(loaded, inputs, RankDecayOptions(lam=LAM, index=66), "t")
     assert "between 1 and 65" in e.value.line()
     assert len(seen) == 1  # images: every P has the same n, so the first batch settles it

@@ -41,7 +41,7 @@ def test_batch_error_names_the_sample(func: Callable[[np.ndarray], object], bad:
     with pytest.raises(NonFiniteInputError, match=r"^sample 2 contains 2 NaN/Inf") as info:
         func(X)
     assert info.value.sample == 2 and info.value.exit_code == 2
-    assert "--dtype float32" in str(info.value)
+    assert "dtype=float32" in str(info.value)
 
 
 def test_single_matrix_error_says_the_matrix_and_offset_names_the_stream_index() -> None:

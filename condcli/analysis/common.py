@@ -20,10 +20,10 @@ Progress = Callable[[int], None]  # called with the number of samples just analy
 
 
 def resolve_lambda(given: float | None, adapter: Adapter) -> float:
-    """--lambda, else the λ the model was trained with (its own shift), else the paper's 10."""
+    """The ``lam`` given, else the λ the model was trained with (its own shift), else the paper's 10."""
     if given is not None:
         if not given >= 0 or given == float("inf"):
-            raise InputError(f"--lambda must be a finite number ≥ 0, got {given}", "e.g. --lambda 10")
+            raise InputError(f"`lam` must be a finite number ≥ 0, got {given}", "e.g. `lam=10`")
         return given
     if adapter.builtin is not None and adapter.builtin.mode == "shift":
         return adapter.builtin.lam

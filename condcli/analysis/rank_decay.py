@@ -31,7 +31,7 @@ from condcli.sources import LoadedModel
 @dataclass(frozen=True)
 class RankDecayOptions:
     lam: float  # λ of κ(X + λI_k) in the embedding section (and of the conditioned forward, if asked)
-    conditioned: bool = False  # --conditioned λ: also run the forward with X + λI_k fed to the blocks
+    conditioned: bool = False  # also run the forward with X + λI_k fed to the blocks
     index: int | None = None  # m, counted from 1; None: round(n/4) per layer
     layers: Sequence[int] | None = None  # None: all layers
     heads: bool = False  # per-head detail
@@ -62,9 +62,9 @@ def _conditioned(loaded: LoadedModel, options: RankDecayOptions) -> ConditionedF
     builtin = loaded.adapter.builtin
     if options.conditioned and builtin is not None:
         raise UsageError(
-            f"--conditioned: {loaded.spec} already adds {builtin.describe()} at X in its own forward, so its "
+            f"`conditioned`: {loaded.spec} already adds {builtin.describe()} at X in its own forward, so its "
             "rank decay is already the conditioned one",
-            "drop --conditioned, or run rank-decay on its plain twin with --conditioned",
+            "drop `conditioned=True`, or run rank-decay on its plain twin with `conditioned=True`",
         )
     if builtin is not None:
         return ConditionedForward(

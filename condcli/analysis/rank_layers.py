@@ -32,25 +32,25 @@ def default_index(n: int) -> int:
 
 
 def check_index(index: int | None) -> None:
-    """--index counts singular values from 1."""
+    """``index`` counts singular values from 1."""
     if index is not None and index < 1:
         raise InputError(
-            f"--index must be at least 1 (it counts singular values from 1), got {index}",
-            "e.g. --index 49 reads c_49 = the share of Σσ held by the 49 largest singular values",
+            f"`index` must be at least 1 (it counts singular values from 1), got {index}",
+            "e.g. `index=49` reads c_49 = the share of Σσ held by the 49 largest singular values",
         )
 
 
 def check_index_fits(index: int | None, layers: dict[int, RankAccumulator]) -> None:
-    """--index M must not exceed any chosen layer's n (P has n singular values, so c_M needs M ≤ n)."""
+    """``index`` M must not exceed any chosen layer's n (P has n singular values, so c_M needs M ≤ n)."""
     if index is None:
         return
     for acc in layers.values():
         n = acc.n
         if n and index > n:
             raise InputError(
-                f"--index {index} is larger than n = {n}, the number of singular values of P in layer "
+                f"`index={index}` is larger than n = {n}, the number of singular values of P in layer "
                 f"{acc.spec.index} ({acc.spec.attention})",
-                f"give --index between 1 and {n}, or leave it out for round(n/4) per layer",
+                f"give `index` between 1 and {n}, or leave it out for round(n/4) per layer",
             )
 
 

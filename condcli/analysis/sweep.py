@@ -58,13 +58,13 @@ class SweepOptions:
     lam: float | None = None  # λ of the embedding section's κ(X + λI_k); None: the model's own, else 10
 
 
-def _check_lambdas(values: Sequence[float], flag: str) -> None:
-    shown = " ".join(f"{v:g}" for v in values) if flag == "--range" else ",".join(f"{v:g}" for v in values)
+def _check_lambdas(values: Sequence[float], param: str) -> None:
+    shown = (" " if param == "value_range" else ",").join(f"{v:g}" for v in values)
     if not all(math.isfinite(v) for v in values):
-        example = "--range 1 20" if flag == "--range" else "--lambdas 1,2,5,10"
-        raise UsageError(f"{flag} {shown}: λ must be finite", f"e.g. {example}")
+        example = "`value_range=1 20`" if param == "value_range" else "`lambdas=1,2,5,10`"
+        raise UsageError(f"`{param}={shown}`: λ must be finite", f"e.g. {example}")
     if any(v < 0 for v in values):
-        raise UsageError(f"{flag} {shown}: λ must be ≥ 0", "the paper's shift is X + λ·I_k with λ ≥ 0")
+        raise UsageError(f"`{param}={shown}`: λ must be ≥ 0", "the paper's shift is X + λ·I_k with λ ≥ 0")
 
 
 def lambda_grid(
@@ -73,41 +73,43 @@ def lambda_grid(
     """The λ grid: ``steps`` points from LO to HI inclusive, or the given list sorted and de-duplicated.
 
     Neither: the paper's grid 1…20 (``steps`` points, 20 by default). Bad values raise :class:`UsageError`
-    naming the flag.
+    naming the parameter.
     """
     if lambdas is not None:
         if value_range is not None:
             raise UsageError(
-                "--range and --lambdas were both given",
-                "give a range (--range LO HI [--steps N]) or a list (--lambdas 1,2,5,10), not both",
+                "`value_range` and `lambdas` were both given",
+                "give a range (`value_range=LO HI` [`steps=N`]) or a list (`lambdas=1,2,5,10`), not both",
             )
         if steps is not None:
-            raise UsageError("--steps goes with --range, not with --lambdas", "drop --steps or use --range")
+            raise UsageError(
+                "`steps` goes with `value_range`, not with `lambdas`", "drop `steps` or use `value_range`"
+            )
         if not lambdas:
-            raise UsageError("--lambdas is empty", "e.g. --lambdas 1,2,5,10")
-        _check_lambdas(lambdas, "--lambdas")
+            raise UsageError("`lambdas` is empty", "e.g. `lambdas=1,2,5,10`")
+        _check_lambdas(lambdas, "lambdas")
         return tuple(sorted({float(v) for v in lambdas}))
     n = DEFAULT_STEPS if steps is None else steps
     if n < 2:
         raise UsageError(
-            f"--steps must be at least 2, got {n}", "e.g. --steps 20 (for one λ use --lambdas 10)"
+            f"`steps` must be at least 2, got {n}", "e.g. `steps=20` (for one λ use `lambdas=10`)"
         )
     lo, hi = DEFAULT_RANGE if value_range is None else (float(value_range[0]), float(value_range[1]))
-    _check_lambdas((lo, hi), "--range")
+    _check_lambdas((lo, hi), "value_range")
     if not lo < hi:
         raise UsageError(
-            f"--range {lo:g} {hi:g}: LO must be smaller than HI",
-            "e.g. --range 1 20 (for one λ: --lambdas 10)",
+            f"`value_range={lo:g} {hi:g}`: LO must be smaller than HI",
+            "e.g. `value_range=1 20` (for one λ: `lambdas=10`)",
         )
     return tuple(float(v) for v in np.linspace(lo, hi, n))
 
 
 def check_target(target: float) -> float:
-    """--target-kappa must be a finite number > 1 (κ ≥ 1 always)."""
+    """``target_kappa`` must be a finite number > 1 (κ ≥ 1 always)."""
     if not (math.isfinite(target) and target > 1):
         raise UsageError(
-            f"--target-kappa must be a finite number > 1, got {target:g}",
-            "κ ≥ 1 always; e.g. --target-kappa 2",
+            f"`target_kappa` must be a finite number > 1, got {target:g}",
+            "κ ≥ 1 always; e.g. `target_kappa=2`",
         )
     return float(target)
 
@@ -119,9 +121,9 @@ def sweep_layers(loaded: LoadedModel, layers: Sequence[int] | None) -> list[int]
     builtin = loaded.adapter.builtin
     if builtin is not None:
         raise UsageError(
-            f"--layers: this model adds {builtin.describe()} at X in its own forward, so its plain forward "
+            f"`layers`: this model adds {builtin.describe()} at X in its own forward, so its plain forward "
             "already is the conditioned one and there is no other λ to feed its blocks",
-            "drop --layers to sweep its X, or sweep its plain twin (e.g. vit-plain) with --layers",
+            "drop `layers` to sweep its X, or sweep its plain twin (e.g. vit-plain) with `layers`",
         )
     return layer_set(loaded.adapter, layers)
 

@@ -17,7 +17,8 @@ from rich.markup import escape
 from typer.exceptions import TyperException
 
 from condcli import __version__
-from condcli.errors import CondcliError
+from condcli.cli.flags import PARAM_FLAGS
+from condcli.errors import CondcliError, InternalError
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -47,7 +48,7 @@ def command(name: str) -> Callable[[F], F]:
             except CondcliError as e:
                 if _state["debug"]:
                     traceback.print_exc()
-                raise typer.Exit(_fail(Console(stderr=True), e.line(), e.exit_code)) from None
+                raise typer.Exit(_fail(Console(stderr=True), error_line(e), e.exit_code)) from None
 
         app.command(name)(handled)
         return fn
@@ -75,6 +76,14 @@ def root(
     # --debug is taken out of argv by main() before parsing; declared here so that --help lists it.
 
 
+def error_line(error: CondcliError) -> str:
+    """The one line an error prints: the parameters it names as this CLI's flags (``lam`` → --lambda)."""
+    line = error.line(PARAM_FLAGS)
+    if isinstance(error, InternalError):
+        line += " (rerun with --debug for the traceback)"
+    return line
+
+
 def _fail(console: Console, text: str, code: int) -> int:
     console.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
     return code
@@ -95,7 +104,7 @@ def main(argv: Sequence[str] | None = None, *, application: typer.Typer | None =
     except CondcliError as e:
         if debug:
             traceback.print_exc()
-        return _fail(err, e.line(), e.exit_code)
+        return _fail(err, error_line(e), e.exit_code)
     except typer.Exit as e:
         return int(e.exit_code)
     except typer.Abort:

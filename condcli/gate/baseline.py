@@ -1,5 +1,5 @@
-"""Baselines for ``condcli check --baseline FILE``: a report made by ``condcli spectrum --json`` (or a
-check's ``--json``), loaded and validated, then compared metric by metric with a fresh run.
+"""Baselines for ``check``'s ``baseline`` file: a spectrum report in its SPEC §7 JSON (or a check's), loaded
+and validated, then compared metric by metric with a fresh run.
 
 Which way is worse comes from the metric registry (:mod:`condcli.metrics`). With tolerance t, a
 higher-is-worse metric (a κ or μ) regresses when new > old·(1 + t) and counts as improved (reported, never
@@ -67,7 +67,7 @@ class Baseline:
 
 def load_baseline(path: Path, statistic: Statistic) -> Baseline:
     """Read and validate ``path``; every problem is one exit-2 line that names the file."""
-    where = f"--baseline {path}"
+    where = f"`baseline={path}`"
     if not path.exists():
         raise UsageError(f"{where}: no such file", MAKE_ONE)
     if not path.is_file():

@@ -102,10 +102,10 @@ def read_check_table(path: Path, explicit: bool) -> dict[str, Any]:
     """``[tool.condcli.check]`` of ``path`` ({} without one). ``explicit``: the file must exist."""
     if not path.exists():
         if explicit:
-            raise UsageError(f"--config {path}: no such file", "give the path of a pyproject.toml-style file")
+            raise UsageError(f"`config={path}`: no such file", "give the path of a pyproject.toml-style file")
         return {}
     if not path.is_file():
-        raise UsageError(f"--config {path} is not a file", "give the path of a pyproject.toml-style file")
+        raise UsageError(f"`config={path}` is not a file", "give the path of a pyproject.toml-style file")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
@@ -152,7 +152,7 @@ def resolve(
 
     def where(key: str) -> str:
         if sources[key] == COMMAND_LINE:
-            return LIMITS.get(key, "--" + key)
+            return f"`{key}`"  # the parameter; the CLI shows its flag
         return f"[tool.condcli.check] {key} in {file_label}"
 
     limits = {key: check_limit(chosen[key], where(key), GATES[key]) for key in LIMITS if key in chosen}

@@ -1,4 +1,4 @@
-"""``condcli check --junit FILE``: the results as JUnit XML (the dialect GitHub and GitLab reporters read).
+"""check's results as a ``junit`` file: JUnit XML (the dialect GitHub and GitLab reporters read).
 
 Layout: ``<testsuites>`` with one ``<testsuite name="condcli check">`` holding one ``<testcase>`` per
 threshold rule, and, with a baseline, a ``<testsuite name="condcli baseline">`` holding one ``<testcase>``
@@ -20,16 +20,16 @@ from condcli.gate.report import CheckResult, fmt, fmt_pair
 
 
 def check_junit_path(path: Path) -> None:
-    """Refuse, before any work, a --junit path that cannot be written (a folder, or below a file)."""
+    """Refuse, before any work, a ``junit`` path that cannot be written (a folder, or below a file)."""
     if path.is_dir():
-        raise UsageError(f"--junit {path} is a folder", "give a file path, e.g. --junit report.xml")
+        raise UsageError(f"`junit={path}` is a folder", "give a file path, e.g. `junit=report.xml`")
     existing = path.parent
     while not existing.exists() and existing.parent != existing:
         existing = existing.parent
     if not existing.is_dir():
-        raise UsageError(f"--junit {path}: {existing} is a file, not a folder", "give a path in a folder")
+        raise UsageError(f"`junit={path}`: {existing} is a file, not a folder", "give a path in a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"--junit {path}: {existing} is not writable", "give a path you can write to")
+        raise UsageError(f"`junit={path}`: {existing} is not writable", "give a path you can write to")
 
 
 def _case(suite: ET.Element, classname: str, result: CheckResult, time_s: str) -> None:
@@ -113,7 +113,7 @@ def write_junit(path: Path, document: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as e:
-        raise UsageError(f"--junit {path}: cannot write there ({e.strerror})", "give a writable path") from e
+        raise UsageError(f"`junit={path}`: cannot write there ({e.strerror})", "give a writable path") from e
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(document)
@@ -122,7 +122,7 @@ def write_junit(path: Path, document: bytes) -> None:
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give it a normal file's mode
         os.replace(tmp, path)
     except OSError as e:
-        raise UsageError(f"--junit {path}: writing failed ({e})", "check the folder and free space") from e
+        raise UsageError(f"`junit={path}`: writing failed ({e})", "check the folder and free space") from e
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

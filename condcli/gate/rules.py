@@ -137,7 +137,7 @@ def layer_rule(
     if not values:
         needs = "layers whose attention probabilities P can be observed" if metric.needs_probs else "layers"
         raise UsageError(
-            f"{LIMITS[rule]} needs {needs}, but none were analysed", "drop --layers none or pick layers"
+            f"`{rule}` needs {needs}, but none were analysed", "drop `layers=none` or pick layers"
         )
     n = count(section(report, "inputs").get("count", 0), "inputs.count")
     dtype = str(section(report, "embedding").get("capture_dtype", "the capture dtype"))
@@ -178,8 +178,8 @@ def evaluate(report: Mapping[str, Any], config: CheckConfig, kappa_key: str | No
         if rule == "max_kappa":
             if kappa_key is None:
                 raise UsageError(
-                    "--max-kappa: --lambda differs from the λ this model adds at X itself",
-                    "drop --lambda, so that κ of what its blocks see is measured",
+                    "`max_kappa`: `lam` differs from the λ this model adds at X itself",
+                    "drop `lam`, so that κ of what its blocks see is measured",
                 )
             out.append(kappa_rule(report, limit, config.statistic, kappa_key, source))
         else:

@@ -1,5 +1,5 @@
 """The two charts of ``condcli rank-decay`` (Linformer, Figure 1): the normalized cumulative spectrum of P
-per layer, coloured by depth, and a layers × heads heatmap of c_m. With ``--conditioned`` each chart gets
+per layer, coloured by depth, and a layers × heads heatmap of c_m. With ``conditioned`` each chart gets
 a second panel for the conditioned forward, on the same scales."""
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from condcli.errors import InputError, InternalError
 def json_float(v: float) -> float | str:
     """A float for JSON: ``inf`` stays infinite as the string "inf" (SPEC §6); NaN is a bug."""
     if math.isnan(v):
-        raise InternalError("a NaN reached the report", "rerun with --debug and report this as a bug")
+        raise InternalError("a NaN reached the report", "report this as a bug")
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
     return v
@@ -65,7 +65,7 @@ def aggregate(values: torch.Tensor | np.ndarray[Any, Any] | Sequence[float]) -> 
     if v.size == 0:
         raise InputError("no samples to aggregate", "give at least one input sample")
     if np.isnan(v).any():
-        raise InternalError("NaN among per-sample values", "rerun with --debug and report this as a bug")
+        raise InternalError("NaN among per-sample values", "report this as a bug")
     return Aggregate(
         median=float(np.median(v)),
         mean=math.fsum(v.tolist()) / v.size,

@@ -27,7 +27,7 @@ def _f64(v: ArrayLike) -> torch.Tensor:
 
 def _check_target(target: float) -> None:
     if not target > 1:
-        raise InputError(f"target κ must be > 1, got {target}", "κ ≥ 1 always; pick e.g. --target-kappa 2")
+        raise InputError(f"target κ must be > 1, got {target}", "κ ≥ 1 always; pick e.g. target=2")
 
 
 def _shift_ratio(sigma_max: ArrayLike, floor: ArrayLike, lambdas: ArrayLike) -> torch.Tensor:

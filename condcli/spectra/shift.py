@@ -44,7 +44,7 @@ def _lambda_vector(lambdas: float | Sequence[float] | Tensorish) -> tuple[torch.
     if t.numel() == 0:
         raise UsageError("the λ grid is empty", "give at least one λ")
     if not bool(torch.isfinite(t).all()):
-        raise InputError("λ must be finite", "give finite λ values, e.g. --range 1 20")
+        raise InputError("λ must be finite", "give finite λ values, e.g. lambdas=[1.0, 10.0]")
     return t.reshape(-1), t.ndim == 0
 
 

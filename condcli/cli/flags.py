@@ -1,0 +1,48 @@
+"""The one table from library parameter names to the CLI's flags.
+
+Library errors name the Python parameter a caller passed (``lam``, ``max_samples``; see
+:mod:`condcli.errors`); :mod:`condcli.cli.main` shows them with :data:`PARAM_FLAGS`, so that a CLI user
+reads ``--lambda`` and ``--max-samples`` instead.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from condcli.metrics import GATES
+
+_FLAGS: dict[str, str] = {
+    # loading a model (condcli.sources.LoadOptions)
+    "weights": "--weights",
+    "checkpoint": "--checkpoint",
+    "seed": "--seed",
+    "device": "--device",
+    "dtype": "--dtype",
+    "trust_remote_code": "--trust-remote-code",
+    # inputs (condcli.inputs.InputSpec)
+    "images": "--images",
+    "text": "--text",
+    "max_samples": "--max-samples",
+    "batch_size": "--batch-size",
+    # the analyses' options
+    "lam": "--lambda",
+    "layers": "--layers",
+    "index": "--index",
+    "heads": "--heads",
+    "conditioned": "--conditioned",
+    "value_range": "--range",
+    "steps": "--steps",
+    "lambdas": "--lambdas",
+    "target_kappa": "--target-kappa",
+    # check and compare
+    "config": "--config",
+    "baseline": "--baseline",
+    "junit": "--junit",
+    "tolerance": "--tolerance",
+    "statistic": "--statistic",
+}
+
+# parameter → flag; the gate rules' limits (max_kappa → --max-kappa, …) come from the metric registry
+PARAM_FLAGS = MappingProxyType(
+    {**_FLAGS, **{rule: metric.option for rule, metric in GATES.items() if metric.option is not None}}
+)
