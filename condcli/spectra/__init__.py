@@ -52,7 +52,6 @@ from condcli.spectra.shift import (
 )
 
 __all__ = [
-    "attention_entropy",
     "GRAM_MAX_KAPPA",
     "Aggregate",
     "ScalarStream",
@@ -60,6 +59,7 @@ __all__ = [
     "SpectrumStream",
     "SpectrumSummary",
     "aggregate",
+    "attention_entropy",
     "below_precision",
     "collapse_residual",
     "condition_number",

@@ -19,7 +19,7 @@ def attention_entropy(P: Tensorish, *, causal: bool = False) -> torch.Tensor:
     p = as_float64(P)
     check_finite(p)
     q, k = p.shape[-2:]
-    h = -torch.special.xlogy(p, p).sum(-1)  # (..., q); 0·log 0 = 0
+    h: torch.Tensor = -torch.special.xlogy(p, p).sum(-1)  # (..., q); 0·log 0 = 0
     support = torch.full((q,), k, dtype=p.dtype, device=p.device)
     if causal:
         support = torch.clamp(torch.arange(q, device=p.device, dtype=p.dtype) + 1 + (k - q), max=k)
