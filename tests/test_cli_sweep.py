@@ -182,7 +182,7 @@ def test_bad_layers_are_refused_before_any_forward_pass(
     def no_forward(*a: Any, **k: Any) -> None:
         raise AssertionError("a forward pass ran before the --layers error")
 
-    monkeypatch.setattr("condcli.analysis.sweep.capture", no_forward)
+    monkeypatch.setattr("condcli.analysis.driver.capture", no_forward)
     assert main(["sweep-lambda", *args, "--max-samples", "1"]) == 2
     err = capsys.readouterr().err
     assert text in err and err.count("\n") == 1 and "Traceback" not in err

@@ -8,21 +8,14 @@ from dataclasses import dataclass
 
 import torch
 
-from condcli.analysis.common import (
-    Progress,
-    inputs_info,
-    model_info,
-    precision_note,
-    release_memory,
-    settings,
-)
+from condcli.analysis.common import Progress, inputs_info, model_info, precision_note, settings
+from condcli.analysis.driver import Conditioned, Take, drive
 from condcli.analysis.embedding import EmbeddingAccumulator
-from condcli.analysis.persample import trim
 from condcli.analysis.rank_layers import RankAccumulator, check_index, check_index_fits, rank_result
-from condcli.capture import LayerCapture, LayerSink, capture, layer_set
+from condcli.capture import LayerCapture, layer_set
 from condcli.conditioning import Conditioning
 from condcli.errors import InputError, InternalError, UsageError
-from condcli.inputs import InputStream
+from condcli.inputs import Batch, InputStream
 from condcli.rank_report import RankDecayReport
 from condcli.report import ConditionedForward
 from condcli.sources import LoadedModel
@@ -77,13 +70,15 @@ def _conditioned(loaded: LoadedModel, options: RankDecayOptions) -> ConditionedF
     return ConditionedForward(True, fix.describe(), None)
 
 
-def _sink(into: dict[int, RankAccumulator], lengths: torch.Tensor | None) -> LayerSink:
-    def put(layer: LayerCapture) -> None:
+def _into(into: dict[int, RankAccumulator]) -> Take:
+    """Each captured layer's P into its accumulator."""
+
+    def take(layer: LayerCapture, lengths: torch.Tensor | None) -> None:
         if layer.probs is None:
             raise InternalError(f"layer {layer.index}: P was not captured", "report it with the model name")
         into[layer.index].add(layer.probs, lengths)
 
-    return put
+    return take
 
 
 def analyse_rank_decay(
@@ -104,27 +99,25 @@ def analyse_rank_decay(
         {i: RankAccumulator(specs[i], per_head=options.heads) for i in chosen} if cond.applied else {}
     )
     embedding = EmbeddingAccumulator(options.lam)
-    first = True
-    for batch in inputs:
-        lengths = batch.lengths
-        got = capture(adapter, batch, layers=chosen, probes=("probs",), sink=_sink(plain, lengths))
-        embedding.add(trim(got.x, lengths, (0,)))
-        del got
-        if first and batch.lengths is None:  # every sample has the same n: say so before more work
+    batches = 0
+
+    def first_fits(xs: list[torch.Tensor], batch: Batch) -> None:
+        nonlocal batches
+        batches += 1
+        if batches == 1 and batch.lengths is None:  # every sample has the same n: say so before more work
             check_index_fits(options.index, plain)
-        first = False
-        if cond.applied:
-            capture(
-                adapter,
-                batch,
-                layers=chosen,
-                probes=("probs",),
-                conditioning=Conditioning(options.lam),
-                sink=_sink(conditioned, lengths),
-            )
-        release_memory()
-        if progress is not None:
-            progress(batch.size)
+
+    drive(
+        loaded,
+        inputs,
+        embedding,
+        layers=chosen,
+        probes=("probs",),
+        plain=_into(plain),
+        conditioned=[Conditioned(Conditioning(options.lam), _into(conditioned))] if cond.applied else [],
+        on_x=first_fits,
+        progress=progress,
+    )
     emb = embedding.result(adapter)
     result = rank_result(plain, options.index)
     result_conditioned = rank_result(conditioned, options.index) if cond.applied else None

@@ -7,18 +7,11 @@ from dataclasses import dataclass
 
 import torch
 
-from condcli.analysis.common import (
-    Progress,
-    inputs_info,
-    model_info,
-    precision_note,
-    release_memory,
-    settings,
-)
+from condcli.analysis.common import Progress, inputs_info, model_info, precision_note, settings
+from condcli.analysis.driver import Conditioned, Take, drive
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.layers import ForwardAccumulator, weight_kappas
-from condcli.analysis.persample import trim
-from condcli.capture import LayerCapture, LayerSink, capture, layer_set
+from condcli.capture import LayerCapture, layer_set
 from condcli.conditioning import Conditioning
 from condcli.inputs import InputStream
 from condcli.report import ConditionedForward, LayerReport, SpectrumReport
@@ -52,11 +45,13 @@ def _conditioned_forward(
     return ConditionedForward(True, fix.describe(), None)
 
 
-def _sink(into: dict[int, ForwardAccumulator], lengths: torch.Tensor | None) -> LayerSink:
-    def put(layer: LayerCapture) -> None:
+def _into(into: dict[int, ForwardAccumulator]) -> Take:
+    """Each captured layer into its accumulator."""
+
+    def take(layer: LayerCapture, lengths: torch.Tensor | None) -> None:
         into[layer.index].add(layer, lengths)
 
-    return put
+    return take
 
 
 def analyse_spectrum(
@@ -80,23 +75,15 @@ def analyse_spectrum(
         else {}
     )
     embedding = EmbeddingAccumulator(options.lam)
-    for batch in inputs:
-        lengths = batch.lengths
-
-        got = capture(adapter, batch, layers=chosen, sink=_sink(plain, lengths))
-        embedding.add(trim(got.x, lengths, (0,)))
-        del got
-        if cond.applied:
-            capture(
-                adapter,
-                batch,
-                layers=chosen,
-                conditioning=Conditioning(options.lam),
-                sink=_sink(conditioned, lengths),
-            )
-        release_memory()
-        if progress is not None:
-            progress(batch.size)
+    drive(
+        loaded,
+        inputs,
+        embedding,
+        layers=chosen,
+        plain=_into(plain),
+        conditioned=[Conditioned(Conditioning(options.lam), _into(conditioned))] if cond.applied else [],
+        progress=progress,
+    )
     emb = embedding.result(adapter)
     layers = tuple(
         LayerReport(
@@ -109,6 +96,8 @@ def analyse_spectrum(
             plain=plain[i].stats(),
             heads_detail=plain[i].head_reports(),
             conditioned=conditioned[i].stats() if cond.applied else None,
+            probs_note=specs[i].probs_note,
+            entropy_heads=plain[i].entropy_heads(),
         )
         for i in chosen
     )

@@ -22,13 +22,13 @@ from condcli.analysis.common import (
     inputs_info,
     model_info,
     precision_note,
-    release_memory,
     resolve_lambda,
     settings,
 )
+from condcli.analysis.driver import Conditioned, Take, drive
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.persample import summarize_samples, trim
-from condcli.capture import LayerCapture, LayerSink, capture, layer_set
+from condcli.capture import LayerCapture, layer_set
 from condcli.conditioning import Conditioning
 from condcli.errors import InternalError, UsageError
 from condcli.inputs import InputStream
@@ -173,11 +173,13 @@ class _LayerKappas:
         self.below[slot] += int(s.below.sum())
 
 
-def _sink(into: dict[int, _LayerKappas], slot: int, lengths: torch.Tensor | None) -> LayerSink:
-    def put(layer: LayerCapture) -> None:
+def _into(into: dict[int, _LayerKappas], slot: int) -> Take:
+    """Each captured layer's κ(X_l) into ``slot`` (0 the plain forward, j + 1 the one at λ_j)."""
+
+    def take(layer: LayerCapture, lengths: torch.Tensor | None) -> None:
         into[layer.index].add(slot, layer, lengths)
 
-    return put
+    return take
 
 
 def recommendation(
@@ -223,25 +225,20 @@ def analyse_sweep(
     embedding = EmbeddingAccumulator(lam, spectra=False)
     per_layer = {i: _LayerKappas(len(lambdas) + 1) for i in chosen}
     kappa_rows: list[Floats] = []  # per batch (B, L): per-sample scalars only
-    for batch in inputs:
-        lengths = batch.lengths
-        got = capture(adapter, batch, layers=chosen, probes=("x_in",), sink=_sink(per_layer, 0, lengths))
-        xs = trim(got.x, lengths, (0,))
-        embedding.add(xs)
-        kappa_rows.append(shifted_kappas(xs, grid))
-        del got, xs
-        for j, value in enumerate(lambdas if chosen else ()):
-            capture(
-                adapter,
-                batch,
-                layers=chosen,
-                probes=("x_in",),
-                conditioning=Conditioning(value),
-                sink=_sink(per_layer, j + 1, lengths),
-            )
-        release_memory()
-        if progress is not None:
-            progress(batch.size)
+    drive(
+        loaded,
+        inputs,
+        embedding,
+        layers=chosen,
+        probes=("x_in",),
+        plain=_into(per_layer, 0),
+        conditioned=[
+            Conditioned(Conditioning(value), _into(per_layer, j + 1))
+            for j, value in enumerate(lambdas if chosen else ())
+        ],
+        on_x=lambda xs, batch: kappa_rows.append(shifted_kappas(xs, grid)),
+        progress=progress,
+    )
     emb = embedding.result(adapter)
     kappa = np.concatenate(kappa_rows)  # (S, L)
     sigma_max = torch.tensor(emb.sigma_max.per_sample, dtype=torch.float64)
