@@ -187,8 +187,9 @@ class WeightKappas:
     wk: float
     wv: float
     wq_heads: tuple[float, ...]
-    wk_heads: tuple[float, ...]
+    wk_heads: tuple[float, ...]  # per query head: the KV slice it reads (grouped-query attention)
     wv_heads: tuple[float, ...]
+    kv_heads: int | None = None  # key/value heads (fewer than the query heads under GQA); None: unknown
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,7 @@ class LayerReport:
             "kappa_wq_heads": [json_float(v) for v in w.wq_heads],
             "kappa_wk_heads": [json_float(v) for v in w.wk_heads],
             "kappa_wv_heads": [json_float(v) for v in w.wv_heads],
+            "kv_heads": w.kv_heads,
         }
         out.update(self.plain.to_json())
         out["probs_note"] = self.probs_note

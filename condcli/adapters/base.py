@@ -86,21 +86,46 @@ class EmbeddingPoint:
 
 @dataclass(frozen=True)
 class HeadWeights:
-    """Per-head projection slices, float64: W (H, d, d_h) such that q_h = A_l W_Q[h] + b_Q[h]."""
+    """Per-head projection slices, float64: W (H, d, d_h) such that q_h = A_l W_Q[h] + b_Q[h].
+
+    Grouped-query attention (SPEC §3): W_K and W_V may have fewer heads, (H_kv, d, d_h) with H_kv dividing
+    H, and query head h reads KV head h // (H / H_kv). Multi-head attention is the case H_kv = H.
+    """
 
     wq: torch.Tensor
     wk: torch.Tensor
     wv: torch.Tensor
     bq: torch.Tensor | None = None  # (H, d_h)
-    bk: torch.Tensor | None = None
+    bk: torch.Tensor | None = None  # (H_kv, d_h)
     bv: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.wk.shape[0] != self.wv.shape[0] or self.heads % self.kv_heads:
+            raise ValueError(
+                f"W_K/W_V have {self.wk.shape[0]}/{self.wv.shape[0]} heads for {self.heads} query heads: "
+                "they must be equal and divide the query heads"
+            )
 
     @property
     def heads(self) -> int:
         return int(self.wq.shape[0])
 
+    @property
+    def kv_heads(self) -> int:
+        return int(self.wk.shape[0])
+
+    def kv_index(self) -> torch.Tensor:
+        """(H,) the KV head each query head reads."""
+        return torch.arange(self.heads) // (self.heads // self.kv_heads)
+
+    def per_query(self, which: Literal["k", "v"]) -> torch.Tensor:
+        """W_K or W_V as (H, d, d_h): each query head's KV slice (a repeat under grouped-query attention)."""
+        w = self.wk if which == "k" else self.wv
+        return w if self.kv_heads == self.heads else w[self.kv_index().to(w.device)]
+
     def full(self, which: Literal["q", "k", "v"]) -> torch.Tensor:
-        """The whole d × (H·d_h) projection, heads side by side (the matrix the family multiplies by)."""
+        """The whole d × (heads·d_h) projection, heads side by side (the matrix the family multiplies by;
+        d × (H_kv·d_h) for W_K and W_V under grouped-query attention)."""
         w = {"q": self.wq, "k": self.wk, "v": self.wv}[which]
         return w.permute(1, 0, 2).reshape(w.shape[1], -1)
 
@@ -129,15 +154,18 @@ def linear_qkv(weight: torch.Tensor, bias: torch.Tensor | None, heads: int) -> H
     )
 
 
-def separate_qkv(q: nn.Linear, k: nn.Linear, v: nn.Linear, heads: int) -> HeadWeights:
-    """Three nn.Linear projections (BERT, HF ViT, Nyströmformer)."""
+def separate_qkv(
+    q: nn.Linear, k: nn.Linear, v: nn.Linear, heads: int, kv_heads: int | None = None
+) -> HeadWeights:
+    """Three nn.Linear projections (BERT, HF ViT, Nyströmformer; Llama-style GQA with ``kv_heads``)."""
+    kv = heads if kv_heads is None else kv_heads
     return HeadWeights(
         split_heads(q.weight.T, heads),
-        split_heads(k.weight.T, heads),
-        split_heads(v.weight.T, heads),
+        split_heads(k.weight.T, kv),
+        split_heads(v.weight.T, kv),
         split_bias(q.bias, heads),
-        split_bias(k.bias, heads),
-        split_bias(v.bias, heads),
+        split_bias(k.bias, kv),
+        split_bias(v.bias, kv),
     )
 
 

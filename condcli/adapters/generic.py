@@ -36,6 +36,7 @@ SEPARATE = (
 )
 FUSED = ("qkv", "in_proj", "Wqkv", "qkv_proj")
 HEAD_ATTRS = ("num_heads", "num_attention_heads", "n_head", "n_heads", "nhead", "heads")
+KV_HEAD_ATTRS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads")
 
 
 def _projections(module: nn.Module) -> tuple[str, tuple[nn.Module, ...]] | None:
@@ -71,21 +72,44 @@ def _blocks(model: nn.Module) -> tuple[str, nn.ModuleList] | None:
     return best
 
 
-def _heads(attn: Any) -> int | None:
-    for name in HEAD_ATTRS:
-        value = getattr(attn, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
+def _count(attn: Any, names: tuple[str, ...]) -> int | None:
+    """The first positive int among ``attn``'s attributes ``names``, then its config's (HF attention)."""
+    for owner in (attn, getattr(attn, "config", None)):
+        for name in names:
+            value = getattr(owner, name, None) if owner is not None else None
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
     return None
 
 
-def _weights(attn: Any, heads: int) -> HeadWeights:
+def _heads(attn: Any) -> tuple[int, int] | None:
+    """(query heads, key/value heads): from the module's or its config's head counts, else from
+    ``head_dim`` and the projection widths (Llama-style attention keeps only ``head_dim``)."""
+    heads = _count(attn, HEAD_ATTRS)
+    kv = _count(attn, KV_HEAD_ATTRS)
+    found = _projections(attn)
+    head_dim = _count(attn, ("head_dim",))
+    if found is not None and found[0] == "separate" and head_dim:
+        q, k, _ = found[1]
+        q_out, k_out = int(q.out_features), int(k.out_features)  # type: ignore[arg-type]
+        if heads is None and q_out % head_dim == 0:
+            heads = q_out // head_dim
+        if kv is None and k_out % head_dim == 0 and k_out != q_out:
+            kv = k_out // head_dim
+    if heads is None:
+        return None
+    if kv is None or heads % kv:
+        kv = heads
+    return heads, kv
+
+
+def _weights(attn: Any, heads: int, kv_heads: int) -> HeadWeights:
     found = _projections(attn)
     assert found is not None
     kind, mods = found
     if kind == "separate":
         q, k, v = mods
-        return separate_qkv(q, k, v, heads)  # type: ignore[arg-type]
+        return separate_qkv(q, k, v, heads, kv_heads)  # type: ignore[arg-type]
     m: Any = mods[0]
     if kind == "mha":
         return linear_qkv(m.in_proj_weight, m.in_proj_bias, heads)
@@ -120,16 +144,29 @@ def build(model: nn.Module) -> Adapter:
             " open an issue for others",
         )
     path, blocks = found
+    seq_first = [m for m in model.modules() if isinstance(m, nn.MultiheadAttention) and not m.batch_first]
+    if seq_first:
+        raise InputError(
+            f"{name} runs nn.MultiheadAttention with batch_first=False (sequence, batch, width): the "
+            "generic adapter reads (batch, tokens, width) and would take the sequence for the batch",
+            "build the model with batch_first=True (the weights are the same)",
+        )
     notes = [f"generic adapter: {name} is not a known family; blocks found at '{path}' ({len(blocks)})"]
     notes.append("X is the first block's input (where position encoding happens was not identified)")
     layers: list[LayerSpec] = []
     for i, block in enumerate(blocks):
         attn = _attention_in(block)
         assert attn is not None
-        heads = _heads(attn)
-        if heads is None:
-            heads = 1
+        counts = _heads(attn)
+        if counts is None:
+            counts = (1, 1)
             notes.append(f"{path}.{i}: number of heads not found; W_Q/W_K/W_V treated as one head")
+        heads, kv_heads = counts
+        if i == 0 and kv_heads < heads:
+            notes.append(
+                f"grouped-query attention: {heads} query heads share {kv_heads} key/value heads; "
+                "per-head κ(W_K), κ(W_V) are those of the KV head each query head reads"
+            )
         softmax = next((m for m in attn.modules() if isinstance(m, nn.Softmax)), None)
         probs = Probe(softmax, _probs, after=True) if softmax is not None else None
         if probs is None and i == 0:
@@ -143,7 +180,7 @@ def build(model: nn.Module) -> Adapter:
                 x_in=Probe(block, first_input, after=False),
                 attn_in=Probe(attn, _tokens, after=False),
                 probs=probs,
-                weights=partial(_weights, attn, heads),
+                weights=partial(_weights, attn, heads, kv_heads),
             )
         )
     is_hf = hasattr(model, "config") and getattr(model, "main_input_name", "") == "input_ids"

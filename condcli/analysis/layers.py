@@ -26,19 +26,36 @@ from condcli.spectra import (
 
 def weight_kappas(w: HeadWeights) -> WeightKappas:
     """κ of the full projections (SVD: square d×d weights are rarely within the Gram path's κ ≤ 300) and of
-    every head's d×d_h slice (Gram path where it agrees with SVD, SVD elsewhere)."""
-    full = condition_number(torch.stack([w.full("q"), w.full("k"), w.full("v")]), method="svd").tolist()
-    heads = condition_number(torch.stack([w.wq, w.wk, w.wv])).tolist()  # (3, H)
-    return WeightKappas(full[0], full[1], full[2], tuple(heads[0]), tuple(heads[1]), tuple(heads[2]))
+    every head's d×d_h slice (Gram path where it agrees with SVD, SVD elsewhere).
+
+    Under grouped-query attention W_K and W_V are d × (H_kv·d_h) and have H_kv slices; the per-head lists
+    hold one entry per query head, the κ of the KV slice it reads.
+    """
+    fulls = [w.full("q"), w.full("k"), w.full("v")]
+    if len({tuple(f.shape) for f in fulls}) == 1:  # one threaded SVD batch
+        full = condition_number(torch.stack(fulls), method="svd").tolist()
+    else:
+        full = [float(condition_number(f, method="svd")) for f in fulls]
+    if w.kv_heads == w.heads and w.wq.shape == w.wv.shape:
+        heads = condition_number(torch.stack([w.wq, w.wk, w.wv])).tolist()  # (3, H)
+    else:
+        kv = w.kv_index()
+        heads = [condition_number(m).tolist() for m in (w.wq, w.wk, w.wv)]
+        heads = [heads[0], [heads[1][g] for g in kv], [heads[2][g] for g in kv]]
+    return WeightKappas(
+        full[0], full[1], full[2], tuple(heads[0]), tuple(heads[1]), tuple(heads[2]), kv_heads=w.kv_heads
+    )
 
 
 def linear_attention(a: torch.Tensor, w: HeadWeights) -> torch.Tensor:
     """LA(A) = A W_Q W_Kᵀ Aᵀ A W_V per group and head, float64: (G, n, c) → (G, H, n, d_h).
 
-    Computed as Q (Kᵀ V) so no n × n matrix is formed; no biases (Proposition 4.2's linear attention).
+    Computed as Q (Kᵀ V) so no n × n matrix is formed; no biases (Proposition 4.2's linear attention). Each
+    query head uses the KV head it reads (grouped-query attention).
     """
     x = a.to(torch.float64)[:, None]  # (G, 1, n, c)
-    q, k, v = (x @ m.to(x.device)[None] for m in (w.wq, w.wk, w.wv))  # (G, H, n, d_h)
+    mats = (w.wq, w.per_query("k"), w.per_query("v"))
+    q, k, v = (x @ m.to(x.device)[None] for m in mats)  # (G, H, n, d_h)
     return q @ (k.mT @ v)
 
 
