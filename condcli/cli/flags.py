@@ -9,24 +9,13 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from condcli.cli.options import COMMON_FLAGS
 from condcli.metrics import GATES
 
 _FLAGS: dict[str, str] = {
-    # loading a model (condcli.sources.LoadOptions)
-    "weights": "--weights",
-    "checkpoint": "--checkpoint",
-    "seed": "--seed",
-    "device": "--device",
-    "dtype": "--dtype",
-    "trust_remote_code": "--trust-remote-code",
-    # inputs (condcli.inputs.InputSpec)
-    "images": "--images",
-    "text": "--text",
-    "max_samples": "--max-samples",
-    "batch_size": "--batch-size",
-    # the analyses' options
-    "lam": "--lambda",
-    "layers": "--layers",
+    # loading a model and reading inputs: the option bundle's own declarations (lam → --lambda, …)
+    **COMMON_FLAGS,
+    # the analyses' own options
     "index": "--index",
     "heads": "--heads",
     "conditioned": "--conditioned",
