@@ -53,7 +53,7 @@ def test_unknown_hf_model_distilbert_x_is_hidden_states_0_and_missing_p_is_named
     model = DistilBertModel(cfg).eval()
     adapter = adapter_for(model)
     assert adapter.family == "generic" and adapter.input_kind == "text" and adapter.layers[0].heads == 4
-    assert adapter.layers[0].probs is None and any("P not captured" in n for n in adapter.notes)
+    assert adapter.layers[0].probs is None and "P cannot be observed" in str(adapter.layers[0].probs_note)
     ids = torch.randint(0, 50, (2, 9))
     batch = Batch({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, None, ["a", "b"])
     got = capture(adapter, batch)

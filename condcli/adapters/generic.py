@@ -169,8 +169,7 @@ def build(model: nn.Module) -> Adapter:
             )
         softmax = next((m for m in attn.modules() if isinstance(m, nn.Softmax)), None)
         probs = Probe(softmax, _probs, after=True) if softmax is not None else None
-        if probs is None and i == 0:
-            notes.append("P not captured: the attention computes its softmax without a module to observe")
+        # without a module to hook, probs stays None and the layer's probs_note says why (shown per layer)
         layers.append(
             LayerSpec(
                 index=i,
