@@ -84,7 +84,7 @@ class _Recorder:
         self.layers: dict[int, LayerCapture] = {}
         self.fired: dict[tuple[int, str], int] = {}
 
-    def put(self, index: int, probe: str, value: torch.Tensor) -> None:
+    def put(self, index: int, probe: str, value: torch.Tensor | None) -> None:
         key = (index, probe)
         self.fired[key] = self.fired.get(key, 0) + 1
         if self.fired[key] > 1:
@@ -93,12 +93,12 @@ class _Recorder:
                 "this model reuses a module; report it with the model name",
             )
         layer = self.layers.setdefault(index, LayerCapture(index))
-        setattr(layer, probe, value.detach())
-        if self.sink is not None and all(getattr(layer, p) is not None for p in self.expect[index]):
+        setattr(layer, probe, None if value is None else value.detach())
+        if self.sink is not None and all((index, p) in self.fired for p in self.expect[index]):
             self.sink(self.layers.pop(index))
 
 
-def _hook(probe: Probe, batch: int, put: Callable[[torch.Tensor], None]) -> RemovableHandle:
+def _hook(probe: Probe, batch: int, put: Callable[[torch.Tensor | None], None]) -> RemovableHandle:
     if probe.after:
 
         def post(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:

@@ -23,7 +23,9 @@ from condcli.conditioning import Conditioning
 from condcli.layout import Layout
 
 # take(args, kwargs, output, batch_size) -> tensor; output is None for a pre-forward probe.
-Take = Callable[[tuple[Any, ...], dict[str, Any], Any, int], torch.Tensor]
+# A probe may return None where the module call carries nothing to take (e.g. an attention that returned no
+# weights): the probe then counts as fired with no value, and the layer is analysed without it.
+Take = Callable[[tuple[Any, ...], dict[str, Any], Any, int], torch.Tensor | None]
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,7 @@ class LayerSpec:
     weights: Callable[[], HeadWeights]
     approximation: bool = False  # P is an approximation of softmax attention (Nyströmformer)
     causal: bool = False  # a causal mask: query i attends to the keys up to its own position
+    window: int | None = None  # a local (sliding-window) mask: causal, the last ``window`` keys; else ±window
     no_probs: str = (  # why P cannot be observed, shown where ``probs`` is None
         "P cannot be observed: the attention computes its softmax as a function, "
         "with no module or returned weights to hook"

@@ -111,7 +111,7 @@ class ForwardAccumulator:
             put["mu_a"].extend(mu_a.flatten(1).amax(-1))
             put["kappa_probs"].extend(kp.flatten(1).amax(-1))
             self.below["probs"] += int(sp.below.flatten(1).any(-1).sum())
-            entropy = torch.stack([_head_entropy(m, self.spec.causal) for m in p]).cpu()  # (S, H)
+            entropy = torch.stack([_head_entropy(m, self.spec) for m in p]).cpu()  # (S, H)
             put["attention_entropy"].extend(entropy.amin(-1))
             for h, stream in enumerate(self.head_entropy):
                 stream.extend(entropy[:, h])
@@ -171,6 +171,6 @@ class ForwardAccumulator:
         )
 
 
-def _head_entropy(p: torch.Tensor, causal: bool) -> torch.Tensor:
+def _head_entropy(p: torch.Tensor, spec: LayerSpec) -> torch.Tensor:
     """(G, H, q, k) one sample's P → (H,): H(P) per head, the mean over its groups (windows)."""
-    return attention_entropy(p, causal=causal).mean(0)
+    return attention_entropy(p, causal=spec.causal, window=spec.window).mean(0)

@@ -7,22 +7,35 @@ import torch
 from condcli.spectra._tensor import Tensorish, as_float64, check_finite
 
 
-def attention_entropy(P: Tensorish, *, causal: bool = False) -> torch.Tensor:
+def attention_support(q: int, k: int, *, causal: bool = False, window: int | None = None) -> torch.Tensor:
+    """(q,) float64: how many of k keys each of q queries may attend to (the last q of k positions).
+
+    Full attention: k. Causal: position + 1. A local window: causal, the last ``window`` keys up to the
+    query's own (HF ``sliding_window``); otherwise the keys within ±``window`` of it (ModernBERT's local
+    layers).
+    """
+    pos = torch.arange(q, dtype=torch.float64) + (k - q)
+    if causal:
+        support = pos + 1
+        return support if window is None else torch.clamp(support, max=window)
+    if window is None:
+        return torch.full((q,), float(k), dtype=torch.float64)
+    return torch.clamp(pos, max=window) + torch.clamp(k - 1 - pos, max=window) + 1
+
+
+def attention_entropy(P: Tensorish, *, causal: bool = False, window: int | None = None) -> torch.Tensor:
     """(..., q, k) attention probabilities → (...,): the mean over queries of −Σ_j p_j log p_j / log s.
 
-    s is the number of keys the query may attend to, from the mask's structure (never from P's zeros, which
-    a collapsed softmax also produces): k, or under a causal mask i + 1 + (k − q) for query i (the last q
-    of k positions). 1 means uniform over those keys, 0 all weight on one. A query that may attend to one
-    key only has no entropy to lose (0/0) and is left out; a matrix with no other query (a one-token
-    sample) is 1 by that convention.
+    s is the number of keys the query may attend to, from the mask's structure (:func:`attention_support`;
+    never from P's zeros, which a collapsed softmax also produces). 1 means uniform over those keys, 0 all
+    weight on one. A query that may attend to one key only has no entropy to lose (0/0) and is left out; a
+    matrix with no other query (a one-token sample) is 1 by that convention.
     """
     p = as_float64(P)
     check_finite(p)
     q, k = p.shape[-2:]
     h: torch.Tensor = -torch.special.xlogy(p, p).sum(-1)  # (..., q); 0·log 0 = 0
-    support = torch.full((q,), k, dtype=p.dtype, device=p.device)
-    if causal:
-        support = torch.clamp(torch.arange(q, device=p.device, dtype=p.dtype) + 1 + (k - q), max=k)
+    support = attention_support(q, k, causal=causal, window=window).to(p.device)
     valid = support > 1
     if not bool(valid.any()):
         return torch.ones(p.shape[:-2], dtype=p.dtype, device=p.device)
