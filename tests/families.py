@@ -354,6 +354,27 @@ def toy_sites(m: Any) -> list[Site]:
     return [linears(a, None, a.q, a.k, a.v, probs=probs) for a in (b.attn for b in m.layers)]
 
 
+def distilbert() -> nn.Module:
+    """An HF model of no known family: P is the weights its attention returns under eager attention."""
+    torch.manual_seed(0)
+    config = tf.DistilBertConfig(
+        vocab_size=VOCAB, dim=D, n_layers=LAYERS, n_heads=HEADS, hidden_dim=64, initializer_range=INIT
+    )
+    return tf.DistilBertModel(config).eval()
+
+
+def distilbert_sites(m: Any) -> list[Site]:
+    return [
+        Site(
+            a,
+            a.out_lin,
+            {r: (lin.weight.T, lin.bias) for r, lin in zip("qkv", (a.q_lin, a.k_lin, a.v_lin), strict=True)},
+            a.n_heads,
+        )
+        for a in (layer.attention for layer in m.transformer.layer)
+    ]
+
+
 # ------------------------------------------------------------------------------------------ the table
 
 CASES: dict[str, dict[str, Case]] = {
@@ -371,5 +392,6 @@ CASES: dict[str, dict[str, Case]] = {
     "generic": {
         "softmax_module": Case(toy, images, toy_sites, toy_layers),
         "functional_softmax": Case(toy_functional, images, toy_sites, toy_layers, observable=False),
+        "hf_returned_weights": Case(distilbert, partial(tokens, [7, 4], 7), distilbert_sites),
     },
 }

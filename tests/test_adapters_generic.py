@@ -45,7 +45,7 @@ def test_generic_conditioning_at_the_first_block_input() -> None:
     torch.testing.assert_close(got.layers[0].x_in, got.x + 5.0 * torch.eye(16, 16))
 
 
-def test_unknown_hf_model_distilbert_x_is_hidden_states_0_and_missing_p_is_named() -> None:
+def test_unknown_hf_model_distilbert_x_is_hidden_states_0_and_p_is_its_returned_weights() -> None:
     from transformers import DistilBertConfig, DistilBertModel
 
     torch.manual_seed(0)
@@ -53,14 +53,23 @@ def test_unknown_hf_model_distilbert_x_is_hidden_states_0_and_missing_p_is_named
     model = DistilBertModel(cfg).eval()
     adapter = adapter_for(model)
     assert adapter.family == "generic" and adapter.input_kind == "text" and adapter.layers[0].heads == 4
-    assert adapter.layers[0].probs is None and "P cannot be observed" in str(adapter.layers[0].probs_note)
+    assert adapter.layers[0].probs is not None and adapter.layers[0].probs_note is None
+    assert not adapter.layers[0].causal and adapter.layers[0].window is None
     ids = torch.randint(0, 50, (2, 9))
     batch = Batch({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, None, ["a", "b"])
     got = capture(adapter, batch)
     with torch.no_grad():
-        ref = model(input_ids=ids, output_hidden_states=True).hidden_states
+        out = model(input_ids=ids, output_hidden_states=True)
+        ref = out.hidden_states
     torch.testing.assert_close(got.x, ref[0], rtol=0, atol=0)
     torch.testing.assert_close(got.layers[1].x_in, ref[1])  # eager vs sdpa attention: float32 rounding
+    model.set_attn_implementation("eager")
+    with torch.no_grad():
+        att = model(input_ids=ids, output_attentions=True).attentions
+    for i in (0, 1):  # P: what the eager attention returns, one group
+        probs = got.layers[i].probs
+        assert probs is not None
+        torch.testing.assert_close(probs, att[i].unsqueeze(1))
 
 
 def test_a_model_without_attention_is_one_clear_error() -> None:

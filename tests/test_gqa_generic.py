@@ -115,3 +115,28 @@ def test_sequence_first_attention_is_refused_not_misread() -> None:
         adapter_for(model)
     first = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, batch_first=True)
     assert len(adapter_for(torch.nn.TransformerEncoder(first, 2, enable_nested_tensor=False)).layers) == 2
+
+
+def test_decoder_p_is_the_weights_its_attention_returns(llama: Path) -> None:
+    """P of an HF decoder of no known family: the eager attention's own weights (output_attentions), its
+    κ(P) and, with the causal support i + 1 taken from the mask's structure, its H(P)."""
+    loaded = load(str(llama), LoadOptions(device="cpu"))
+    assert all(spec.probs is not None and spec.causal for spec in loaded.adapter.layers)
+    batches = list(stream(loaded.preprocessing, InputSpec(max_samples=3, batch_size=3)))
+    replayed = InputStream("synthetic", "replayed", lambda s: iter(batches), expected=3)
+    report = analyse_spectrum(loaded, replayed, SpectrumOptions(lam=10.0, conditioned=False), "test")
+    model = loaded.model
+    model.set_attn_implementation("eager")
+    with torch.no_grad():
+        att = model(**batches[0].inputs, output_attentions=True).attentions
+    for layer in report.layers:
+        P = att[layer.index].double().numpy()  # (S, H, n, n)
+        n = P.shape[-1]
+        kp = np_kappa(P)  # (S, H)
+        rtol = max(1e-9, 100 * EPS * float(kp.max()))
+        np.testing.assert_allclose(layer.plain["kappa_probs"].per_sample, kp.max(1), rtol=rtol)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            h = -np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0).sum(-1)  # (S, H, n)
+        support = np.arange(1, n + 1)
+        ent = (h[..., 1:] / np.log(support[1:])).mean(-1)  # query 0 sees one key: left out
+        np.testing.assert_allclose(layer.plain["attention_entropy"].per_sample, ent.min(1), rtol=1e-9)

@@ -16,6 +16,7 @@ from condcli.report import SpectrumReport
 from condcli.samples import samples_dir
 from condcli.sources import LoadOptions, load
 from condcli.spectra import attention_entropy
+from condcli.spectra.entropy import attention_support
 from tests.helpers import np_sigma
 
 
@@ -108,3 +109,21 @@ def test_entropy_of_known_distributions() -> None:
     p = torch.tensor([[0.7, 0.2, 0.1]], dtype=torch.float64)
     ref = -(0.7 * np.log(0.7) + 0.2 * np.log(0.2) + 0.1 * np.log(0.1)) / np.log(3)
     np.testing.assert_allclose(float(attention_entropy(p)), ref, rtol=1e-12)
+
+
+def test_support_follows_the_masks_structure() -> None:
+    full = attention_support(5, 5)
+    causal = attention_support(5, 5, causal=True)
+    sliding = attention_support(5, 5, causal=True, window=2)  # HF sliding_window: the last 2 keys
+    banded = attention_support(5, 5, window=1)  # ModernBERT local: keys within ±1
+    tail = attention_support(2, 5, causal=True)  # 2 queries at positions 3 and 4
+    assert full.tolist() == [5, 5, 5, 5, 5]
+    assert causal.tolist() == [1, 2, 3, 4, 5]
+    assert sliding.tolist() == [1, 2, 2, 2, 2]
+    assert banded.tolist() == [2, 3, 3, 3, 2]
+    assert tail.tolist() == [4, 5]
+    # a sliding-window row spread evenly over its 2 allowed keys is uniform: entropy 1, not log 2 / log 5
+    p = torch.zeros(5, 5, dtype=torch.float64)
+    for i in range(5):
+        p[i, max(0, i - 1) : i + 1] = 1.0 / min(i + 1, 2)
+    np.testing.assert_allclose(float(attention_entropy(p, causal=True, window=2)), 1.0, rtol=1e-12)

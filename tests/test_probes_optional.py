@@ -1,90 +1,64 @@
-"""Every probe is optional: a model whose attention probabilities P cannot be observed (its softmax is a
-function, not a module) still gets X, X_l, A_l, κ(W) and μ(LA), checked here against the model's own
-``hidden_states`` and weights; μ(A), κ(P) and H(P) are absent with a note saying why."""
+"""Every probe is optional: a model whose attention probabilities P cannot be observed (timm's relative-
+position ViT computes its softmax as a function and returns no weights) still gets X, X_l, A_l, κ(W), μ(LA)
+and the stable rank, checked here against the test's own hooks and the model's weights; μ(A), κ(P) and
+H(P) are absent with a note saying why. A probe that fires with nothing to take leaves the layer without P."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import pytest
 import torch
 
+from condcli.adapters.base import Probe
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
+from condcli.capture import LayerCapture, capture
 from condcli.inputs import InputSpec, InputStream, stream
 from condcli.sources import LoadOptions, load
 from tests.helpers import EPS, np_kappa, np_sigma
 
-HEADS = 4
+MODEL = "test_vit_relpos"  # timm's tiny relative-position ViT: no family of its own, no P to observe
+RANDOM = LoadOptions(weights="random", device="cpu")
 
 
-@pytest.fixture(scope="module")
-def distilbert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from transformers import DistilBertConfig, DistilBertModel
-
-    torch.manual_seed(0)
-    config = DistilBertConfig(
-        vocab_size=64, dim=16, n_layers=2, n_heads=HEADS, hidden_dim=32, max_position_embeddings=40
-    )
-    folder = tmp_path_factory.mktemp("distilbert")
-    model = DistilBertModel(config)
-    with torch.no_grad():  # LayerNorm at init (γ = 1, β = 0) makes rows mean-zero: X would be singular
-        for m in model.modules():
-            if isinstance(m, torch.nn.LayerNorm):
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.normal_(0.0, 0.5)
-    model.save_pretrained(folder)
-    return folder
+def _heads(w: np.ndarray, heads: int) -> np.ndarray:
+    """d × (H·d_h) → (H, d, d_h): each head's columns, by hand."""
+    return np.stack(np.split(w, heads, axis=1))
 
 
-@pytest.fixture(scope="module")
-def opt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from transformers import OPTConfig, OPTForCausalLM
-
-    torch.manual_seed(0)
-    config = OPTConfig(
-        vocab_size=64,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=HEADS,
-        ffn_dim=32,
-        max_position_embeddings=16,
-        word_embed_proj_dim=16,
-    )
-    folder = tmp_path_factory.mktemp("opt")
-    OPTForCausalLM(config).save_pretrained(folder)
-    return folder
-
-
-def _heads(w: torch.Tensor) -> np.ndarray:
-    """nn.Linear weight (H·d_h, d) → (H, d, d_h): each head's columns of the right-multiplying matrix."""
-    m = w.detach().double().numpy().T  # d × H·d_h
-    return np.stack(np.split(m, HEADS, axis=1))
-
-
-def test_layers_without_p_still_report_x_l_a_l_w_and_mu_la(distilbert: Path) -> None:
-    loaded = load(str(distilbert), LoadOptions(device="cpu"))
+def test_layers_without_p_still_report_x_l_a_l_w_and_mu_la() -> None:
+    loaded = load(MODEL, RANDOM)
     batches = list(stream(loaded.preprocessing, InputSpec(max_samples=3, batch_size=3)))
     replayed = InputStream("synthetic", "replayed", lambda s: iter(batches), expected=3)
-    report = analyse_spectrum(loaded, replayed, SpectrumOptions(lam=10.0), "test")
+    report = analyse_spectrum(loaded, replayed, SpectrumOptions(lam=10.0, layers=[0, -1]), "test")
     model = loaded.model
-    model.set_attn_implementation("eager")  # as condcli runs it, so the float32 forward is bitwise the same
-    with torch.no_grad():
-        hs = model(**batches[0].inputs, output_hidden_states=True).hidden_states
-    assert [layer.index for layer in report.layers] == [0, 1]
-    for layer, block in zip(report.layers, model.transformer.layer, strict=True):
-        X = hs[layer.index].double().numpy()  # (S, N, d): the block input, also its attention input
-        ka = np_kappa(X)
-        rtol = max(1e-9, 100 * EPS * float(ka.max()))  # two LAPACKs agree on σ_min to ≈ eps·κ
-        np.testing.assert_allclose(layer.plain["kappa"].per_sample, ka, rtol=rtol)
+    blocks = [model.blocks[0], model.blocks[-1]]
+    seen: dict[str, torch.Tensor] = {}
+    handles = []
+    for i, block in enumerate(blocks):
+        handles.append(block.register_forward_pre_hook(lambda m, a, i=i: seen.__setitem__(f"x{i}", a[0])))
+        handles.append(block.norm1.register_forward_hook(lambda m, a, o, i=i: seen.__setitem__(f"a{i}", o)))
+    try:
+        with torch.no_grad():
+            model(batches[0].inputs["pixel_values"])
+    finally:
+        for h in handles:
+            h.remove()
+    assert [layer.index for layer in report.layers] == [0, len(model.blocks) - 1]
+    for i, (layer, block) in enumerate(zip(report.layers, blocks, strict=True)):
+        X, A = seen[f"x{i}"].double().numpy(), seen[f"a{i}"].double().numpy()
+        kx, ka = np_kappa(X), np_kappa(A)
+        rtol = max(1e-9, 100 * EPS * float(max(kx.max(), ka.max())))  # LAPACKs agree on σ_min to ≈ eps·κ
+        np.testing.assert_allclose(layer.plain["kappa"].per_sample, kx, rtol=rtol)
         np.testing.assert_allclose(layer.plain["kappa_attn_input"].per_sample, ka, rtol=rtol)
-        attn = block.attention
-        wq, wk, wv = (_heads(m.weight) for m in (attn.q_lin, attn.k_lin, attn.v_lin))
+        H = block.attn.num_heads
+        qkv = block.attn.qkv.weight.detach().double().numpy().T  # d × 3d, [Q|K|V]
+        wq, wk, wv = (_heads(m, H) for m in np.split(qkv, 3, axis=1))
         kq, kk, kv = (np_kappa(w) for w in (wq, wk, wv))
         np.testing.assert_allclose(layer.weights.wq_heads, kq, rtol=1e-9)
-        np.testing.assert_allclose(layer.weights.wk, np_kappa(attn.k_lin.weight.detach().double().numpy().T))
+        np.testing.assert_allclose(layer.weights.wk, np_kappa(np.split(qkv, 3, axis=1)[1]), rtol=1e-9)
         mu_la = ((kq * kk * kv)[None, :] * ka[:, None] ** 3).max(1)
         np.testing.assert_allclose(layer.plain["mu_la"].per_sample, mu_la, rtol=3 * rtol)
         s = np_sigma(X)
@@ -99,21 +73,35 @@ def test_layers_without_p_still_report_x_l_a_l_w_and_mu_la(distilbert: Path) -> 
     assert data["layers"][0]["mu_a"] is None and data["layers"][0]["probs_note"] == layer.probs_note
 
 
-@pytest.mark.parametrize("model", ["distilbert", "opt"])
+def test_a_probe_with_nothing_to_take_leaves_the_layer_without_p() -> None:
+    """An attention that returns no weights in some call: the layer is still handed over, P absent."""
+    loaded = load("bert-docstrings", LoadOptions(device="cpu"))
+    spec = loaded.adapter.layers[0]
+    assert spec.probs is not None
+    empty = replace(spec, probs=Probe(spec.probs.module, lambda *args: None, after=True))
+    adapter = replace(loaded.adapter, layers=(empty, *loaded.adapter.layers[1:]))
+    batch = next(iter(stream(loaded.preprocessing, InputSpec(max_samples=2, batch_size=2))))
+    got: list[LayerCapture] = []
+    capture(adapter, batch, layers=[0, 1], sink=got.append)
+    assert [layer.index for layer in got] == [0, 1]
+    assert got[0].probs is None and got[0].x_in is not None and got[0].attn_in is not None
+    assert got[1].probs is not None
+
+
 def test_cli_spectrum_and_inspect_list_every_layer(
-    model: str, request: pytest.FixtureRequest, cli: Callable[..., Any], cli_json: Callable[..., Any]
+    cli: Callable[..., Any], cli_json: Callable[..., Any]
 ) -> None:
-    folder = str(request.getfixturevalue(model))
-    report = cli_json("spectrum", folder, "--max-samples", "2")
-    assert [layer["index"] for layer in report["layers"]] == [0, 1]
+    args = (MODEL, "--weights", "random", "--max-samples", "2", "--layers", "0,-1")
+    report = cli_json("spectrum", *args)
+    assert [layer["index"] for layer in report["layers"]] == [0, 8]
     for layer in report["layers"]:
         assert layer["mu_la"]["median"] > 0 and layer["kappa_probs"] is None and layer["probs_note"]
-    table = cli("spectrum", folder, "--max-samples", "2", "--layers", "0")
+    table = cli("spectrum", *args)
     assert table.exit_code == 0, table.output
     assert "P cannot be observed" in table.stdout
-    found = cli_json("inspect", folder)
-    assert [(f["index"], f["probs_shape"]) for f in found["layers"]] == [(0, None), (1, None)]
+    found = cli_json("inspect", MODEL, "--weights", "random")
+    assert len(found["layers"]) == 9 and all(f["probs_shape"] is None for f in found["layers"])
     assert all(f["x_in_shape"] and f["probs_note"] for f in found["layers"])
-    decay = cli("rank-decay", folder, "--max-samples", "2")
+    decay = cli("rank-decay", MODEL, "--weights", "random", "--max-samples", "2")
     assert decay.exit_code == 2 and "cannot be observed" in decay.stderr  # it needs P: one clear line
     assert len(decay.stderr.strip().splitlines()) == 1

@@ -130,6 +130,30 @@ def _probs(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: in
     return group_probs(first_output(args, kwargs, output, batch), batch)  # nn.Softmax output
 
 
+def _returned_probs(
+    args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int
+) -> torch.Tensor | None:
+    """The attention weights an HF attention module returns beside its output, (B·G, H, q, k) → (B, G, H,
+    q, k); None where this call returned none."""
+    if isinstance(output, tuple):
+        for t in output[1:]:
+            if isinstance(t, torch.Tensor) and t.ndim == 4:
+                return group_probs(t, batch)
+    return None
+
+
+def _window(attn: Any) -> int | None:
+    """A local attention mask's width: HF ``sliding_window`` (causal, the last w keys) or ModernBERT's
+    ``local_attention`` (±w keys); None for global attention."""
+    sliding = getattr(attn, "sliding_window", None)
+    if isinstance(sliding, int) and not isinstance(sliding, bool) and sliding > 0:
+        return sliding
+    local = getattr(attn, "local_attention", None)
+    if isinstance(local, tuple) and len(local) == 2 and isinstance(local[1], int) and local[1] >= 0:
+        return local[1]
+    return None
+
+
 def matches(model: nn.Module) -> bool:
     return True
 
@@ -154,6 +178,7 @@ def build(model: nn.Module) -> Adapter:
     notes = [f"generic adapter: {name} is not a known family; blocks found at '{path}' ({len(blocks)})"]
     notes.append("X is the first block's input (where position encoding happens was not identified)")
     layers: list[LayerSpec] = []
+    hf_eager = hasattr(model, "config") and hasattr(model, "set_attn_implementation")
     for i, block in enumerate(blocks):
         attn = _attention_in(block)
         assert attn is not None
@@ -169,7 +194,16 @@ def build(model: nn.Module) -> Adapter:
             )
         softmax = next((m for m in attn.modules() if isinstance(m, nn.Softmax)), None)
         probs = Probe(softmax, _probs, after=True) if softmax is not None else None
-        # without a module to hook, probs stays None and the layer's probs_note says why (shown per layer)
+        returned = probs is None and hf_eager
+        if returned:  # HF attention returns (output, weights) under eager attention
+            probs = Probe(attn, _returned_probs, after=True)
+            if i == 0:
+                notes.append(
+                    "P: the attention weights each attention module returns under eager attention "
+                    "(switched on for the capture)"
+                )
+        # without anything to hook, probs stays None and the layer's probs_note says why (shown per layer)
+        window = _window(attn) if returned else None
         layers.append(
             LayerSpec(
                 index=i,
@@ -180,6 +214,8 @@ def build(model: nn.Module) -> Adapter:
                 attn_in=Probe(attn, _tokens, after=False),
                 probs=probs,
                 weights=partial(_weights, attn, heads, kv_heads),
+                causal=returned and bool(getattr(attn, "is_causal", False)),
+                window=window,
             )
         )
     is_hf = hasattr(model, "config") and getattr(model, "main_input_name", "") == "input_ids"
