@@ -156,6 +156,55 @@ def linear_qkv(weight: torch.Tensor, bias: torch.Tensor | None, heads: int) -> H
     )
 
 
+FusedLayout = Literal["stacked", "per_head", "per_group"]
+
+
+def fused_rows(
+    layout: FusedLayout, heads: int, kv_heads: int, head_dim: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Which output rows of a fused Q/K/V projection are Q (H·d_h, head after head), K and V (H_kv·d_h).
+
+    ``stacked``: [Q | K | V] (timm ``qkv``, Phi-3 ``qkv_proj``, Falcon multi-query with H_kv = 1).
+    ``per_head``: (H, 3, d_h), each head's q, k, v side by side (GPT-NeoX, Bloom, Falcon multi-head).
+    ``per_group``: (H_kv, H/H_kv + 2, d_h), each KV group's queries then its k and v (Falcon's
+    new_decoder_architecture); query head g·(H/H_kv) + j is the j-th query of group g.
+    """
+    if heads % kv_heads or (layout == "per_head" and kv_heads != heads):
+        raise ValueError(f"a {layout} fused projection cannot hold {heads} query and {kv_heads} KV heads")
+    qw, kw = heads * head_dim, kv_heads * head_dim
+    if layout == "stacked":
+        return torch.arange(qw), torch.arange(qw, qw + kw), torch.arange(qw + kw, qw + 2 * kw)
+    if layout == "per_head":
+        r = torch.arange(3 * qw).view(heads, 3, head_dim)
+        return r[:, 0].flatten(), r[:, 1].flatten(), r[:, 2].flatten()
+    group = heads // kv_heads
+    r = torch.arange(qw + 2 * kw).view(kv_heads, group + 2, head_dim)
+    return r[:, :group].flatten(), r[:, group].flatten(), r[:, group + 1].flatten()
+
+
+def fused_qkv(
+    weight: torch.Tensor, bias: torch.Tensor | None, heads: int, kv_heads: int, layout: FusedLayout
+) -> HeadWeights:
+    """A fused projection's weight ((H + 2·H_kv)·d_h, d) and bias split the way ``layout`` lays them out."""
+    rows = int(weight.shape[0])
+    if rows % (heads + 2 * kv_heads):
+        raise ValueError(
+            f"a fused projection of {rows} rows cannot hold {heads} query and {kv_heads} KV heads "
+            "of equal width"
+        )
+    q, k, v = fused_rows(layout, heads, kv_heads, rows // (heads + 2 * kv_heads))
+    parts = [(weight[i], None if bias is None else bias[i]) for i in (q, k, v)]
+    (wq, bq), (wk, bk), (wv, bv) = parts
+    return HeadWeights(
+        split_heads(wq.T, heads),
+        split_heads(wk.T, kv_heads),
+        split_heads(wv.T, kv_heads),
+        split_bias(bq, heads),
+        split_bias(bk, kv_heads),
+        split_bias(bv, kv_heads),
+    )
+
+
 def separate_qkv(
     q: nn.Linear, k: nn.Linear, v: nn.Linear, heads: int, kv_heads: int | None = None
 ) -> HeadWeights:
@@ -222,16 +271,22 @@ class Adapter:
         """Turn fused attention off (so P is materialised) and restore every flag afterwards."""
         saved = [(m, a, getattr(m, a)) for m, a in self.fused_flags]
         hf_impl = _hf_attn_impl(self.model)
+        # models whose attention reads the config at run time but that refuse set_attn_implementation (Falcon)
+        direct = hf_impl not in (None, "eager") and not _hf_can_switch(self.model)
         try:
             for m, a, _ in saved:
                 setattr(m, a, False)
-            if hf_impl is not None and hf_impl != "eager":
+            if direct:
+                self.model.config._attn_implementation = "eager"  # type: ignore[union-attr]
+            elif hf_impl is not None and hf_impl != "eager":
                 self.model.set_attn_implementation("eager")  # type: ignore[operator]
             yield
         finally:
             for m, a, v in saved:
                 setattr(m, a, v)
-            if hf_impl is not None and hf_impl != "eager":
+            if direct:
+                self.model.config._attn_implementation = hf_impl  # type: ignore[union-attr]
+            elif hf_impl is not None and hf_impl != "eager":
                 self.model.set_attn_implementation(hf_impl)  # type: ignore[operator]
 
 
@@ -241,6 +296,12 @@ def _hf_attn_impl(model: nn.Module) -> str | None:
     if impl is None or not hasattr(model, "set_attn_implementation"):
         return None
     return str(impl)
+
+
+def _hf_can_switch(model: nn.Module) -> bool:
+    """Whether an HF model accepts set_attn_implementation (transformers asks its own class)."""
+    can = getattr(type(model), "_can_set_attn_implementation", None)
+    return not callable(can) or bool(can())
 
 
 def fused_flags(model: nn.Module) -> tuple[tuple[nn.Module, str], ...]:

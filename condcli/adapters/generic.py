@@ -15,50 +15,15 @@ from torch import nn
 from condcli.adapters.base import (
     Adapter,
     EmbeddingPoint,
-    HeadWeights,
     LayerSpec,
     Probe,
     first_input,
     first_output,
     fused_flags,
     group_probs,
-    linear_qkv,
-    separate_qkv,
 )
+from condcli.adapters.generic_heads import attention_in, count_heads, fused_layout, head_weights, projections
 from condcli.errors import InputError
-
-SEPARATE = (
-    ("q", "k", "v"),
-    ("query", "key", "value"),
-    ("q_proj", "k_proj", "v_proj"),
-    ("q_lin", "k_lin", "v_lin"),
-    ("wq", "wk", "wv"),
-)
-FUSED = ("qkv", "in_proj", "Wqkv", "qkv_proj")
-HEAD_ATTRS = ("num_heads", "num_attention_heads", "n_head", "n_heads", "nhead", "heads")
-KV_HEAD_ATTRS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads")
-
-
-def _projections(module: nn.Module) -> tuple[str, tuple[nn.Module, ...]] | None:
-    """("separate", (q, k, v)) or ("fused", (qkv,)) when ``module`` itself holds the projections."""
-    children = dict(module.named_children())
-    for names in SEPARATE:
-        if all(isinstance(children.get(n), nn.Linear) for n in names):
-            return "separate", tuple(children[n] for n in names)
-    for name in FUSED:
-        lin = children.get(name)
-        if isinstance(lin, nn.Linear) and lin.out_features % 3 == 0:
-            return "fused", (lin,)
-    if isinstance(module, nn.MultiheadAttention) and module.in_proj_weight is not None:
-        return "mha", (module,)
-    return None
-
-
-def _attention_in(block: nn.Module) -> nn.Module | None:
-    for sub in block.modules():
-        if _projections(sub) is not None:
-            return sub
-    return None
 
 
 def _blocks(model: nn.Module) -> tuple[str, nn.ModuleList] | None:
@@ -67,53 +32,19 @@ def _blocks(model: nn.Module) -> tuple[str, nn.ModuleList] | None:
     for name, mod in model.named_modules():
         if not isinstance(mod, nn.ModuleList | nn.Sequential) or len(mod) == 0:
             continue
-        if all(_attention_in(b) is not None for b in mod) and (best is None or len(mod) > len(best[1])):
+        if all(attention_in(b) is not None for b in mod) and (best is None or len(mod) > len(best[1])):
             best = (name, mod)  # type: ignore[assignment]
     return best
 
 
-def _count(attn: Any, names: tuple[str, ...]) -> int | None:
-    """The first positive int among ``attn``'s attributes ``names``, then its config's (HF attention)."""
-    for owner in (attn, getattr(attn, "config", None)):
-        for name in names:
-            value = getattr(owner, name, None) if owner is not None else None
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
-    return None
+# attention classes that mask causally without saying so in an ``is_causal`` attribute
+CAUSAL_ATTENTION = ("BloomAttention",)
 
 
-def _heads(attn: Any) -> tuple[int, int] | None:
-    """(query heads, key/value heads): from the module's or its config's head counts, else from
-    ``head_dim`` and the projection widths (Llama-style attention keeps only ``head_dim``)."""
-    heads = _count(attn, HEAD_ATTRS)
-    kv = _count(attn, KV_HEAD_ATTRS)
-    found = _projections(attn)
-    head_dim = _count(attn, ("head_dim",))
-    if found is not None and found[0] == "separate" and head_dim:
-        q, k, _ = found[1]
-        q_out, k_out = int(q.out_features), int(k.out_features)  # type: ignore[arg-type]
-        if heads is None and q_out % head_dim == 0:
-            heads = q_out // head_dim
-        if kv is None and k_out % head_dim == 0 and k_out != q_out:
-            kv = k_out // head_dim
-    if heads is None:
-        return None
-    if kv is None or heads % kv:
-        kv = heads
-    return heads, kv
-
-
-def _weights(attn: Any, heads: int, kv_heads: int) -> HeadWeights:
-    found = _projections(attn)
-    assert found is not None
-    kind, mods = found
-    if kind == "separate":
-        q, k, v = mods
-        return separate_qkv(q, k, v, heads, kv_heads)  # type: ignore[arg-type]
-    m: Any = mods[0]
-    if kind == "mha":
-        return linear_qkv(m.in_proj_weight, m.in_proj_bias, heads)
-    return linear_qkv(m.weight, m.bias, heads)
+def _causal(attn: nn.Module) -> bool:
+    """Whether the attention's returned weights are causally masked (HF ``is_causal``, or a known class)."""
+    classes = {c.__name__ for c in type(attn).__mro__}
+    return bool(getattr(attn, "is_causal", False)) or bool(classes.intersection(CAUSAL_ATTENTION))
 
 
 def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
@@ -180,13 +111,19 @@ def build(model: nn.Module) -> Adapter:
     layers: list[LayerSpec] = []
     hf_eager = hasattr(model, "config") and hasattr(model, "set_attn_implementation")
     for i, block in enumerate(blocks):
-        attn = _attention_in(block)
+        attn = attention_in(block)
         assert attn is not None
-        counts = _heads(attn)
+        counts = count_heads(attn)
         if counts is None:
             counts = (1, 1)
             notes.append(f"{path}.{i}: number of heads not found; W_Q/W_K/W_V treated as one head")
         heads, kv_heads = counts
+        proj = projections(attn)
+        if proj is not None and proj[0] not in ("separate", "mha") and not fused_layout(attn, proj[0])[1]:
+            notes.append(
+                f"{path}.{i}: the layout of {type(attn).__name__}.{proj[0]} is not known; "
+                "split as [Q | K | V] (a guess)"
+            )
         if i == 0 and kv_heads < heads:
             notes.append(
                 f"grouped-query attention: {heads} query heads share {kv_heads} key/value heads; "
@@ -213,8 +150,8 @@ def build(model: nn.Module) -> Adapter:
                 x_in=Probe(block, first_input, after=False),
                 attn_in=Probe(attn, _tokens, after=False),
                 probs=probs,
-                weights=partial(_weights, attn, heads, kv_heads),
-                causal=returned and bool(getattr(attn, "is_causal", False)),
+                weights=partial(head_weights, attn, heads, kv_heads),
+                causal=returned and _causal(attn),
                 window=window,
             )
         )

@@ -1,0 +1,126 @@
+"""The generic adapter's reading of one attention module: its Q/K/V projections, head counts and weights.
+
+Fused projections are split the way the family splits them (SPEC §3): :data:`FUSED_LAYOUTS` says, per fused
+projection and attention class, how Q, K and V lie along its output rows (see :func:`fused_rows`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from condcli.adapters.base import FusedLayout, HeadWeights, fused_qkv, separate_qkv
+
+SEPARATE = (
+    ("q", "k", "v"),
+    ("query", "key", "value"),
+    ("q_proj", "k_proj", "v_proj"),
+    ("q_lin", "k_lin", "v_lin"),
+    ("wq", "wk", "wv"),
+)
+FUSED = ("qkv", "in_proj", "Wqkv", "qkv_proj", "query_key_value")
+HEAD_ATTRS = ("num_heads", "num_attention_heads", "n_head", "n_heads", "nhead", "heads")
+KV_HEAD_ATTRS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads")
+
+# (fused projection, attention class (any in its MRO), attribute of the attention that must be true, layout),
+# first match wins; "*" matches any.
+FUSED_LAYOUTS: tuple[tuple[str, str, str | None, FusedLayout], ...] = (
+    ("query_key_value", "FalconAttention", "new_decoder_architecture", "per_group"),
+    ("query_key_value", "FalconAttention", "multi_query", "stacked"),  # [Q | K (d_h) | V (d_h)]
+    ("query_key_value", "FalconAttention", None, "per_head"),
+    ("query_key_value", "GPTNeoXAttention", None, "per_head"),  # .view(..., H, 3·d_h).chunk(3, -1)
+    ("query_key_value", "BloomAttention", None, "per_head"),
+    ("*", "*", None, "stacked"),  # timm qkv, Phi-3 qkv_proj, ModernBERT Wqkv, nn.MultiheadAttention
+)
+
+
+def projections(module: nn.Module) -> tuple[str, tuple[nn.Module, ...]] | None:
+    """("separate", (q, k, v)), (fused name, (qkv,)) or ("mha", (mha,)) when ``module`` holds the projections.
+
+    A fused projection is taken when its width splits into three equal parts or the module names its KV
+    head count (grouped-query attention, e.g. Phi-3's (H + 2·H_kv)·d_h rows).
+    """
+    children = dict(module.named_children())
+    for names in SEPARATE:
+        if all(isinstance(children.get(n), nn.Linear) for n in names):
+            return "separate", tuple(children[n] for n in names)
+    for name in FUSED:
+        lin = children.get(name)
+        if isinstance(lin, nn.Linear) and (lin.out_features % 3 == 0 or count(module, KV_HEAD_ATTRS)):
+            return name, (lin,)
+    if isinstance(module, nn.MultiheadAttention) and module.in_proj_weight is not None:
+        return "mha", (module,)
+    return None
+
+
+def attention_in(block: nn.Module) -> nn.Module | None:
+    """The first submodule of ``block`` that holds Q/K/V projections."""
+    for sub in block.modules():
+        if projections(sub) is not None:
+            return sub
+    return None
+
+
+def count(attn: Any, names: tuple[str, ...]) -> int | None:
+    """The first positive int among ``attn``'s attributes ``names``, then its config's (HF attention)."""
+    for owner in (attn, getattr(attn, "config", None)):
+        for name in names:
+            value = getattr(owner, name, None) if owner is not None else None
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
+
+
+def fused_layout(attn: nn.Module, projection: str) -> tuple[FusedLayout, bool]:
+    """The layout of ``attn``'s fused ``projection`` and whether it is known (False: [Q|K|V] assumed)."""
+    classes = {c.__name__ for c in type(attn).__mro__}
+    for name, cls, switch, layout in FUSED_LAYOUTS:
+        if name in ("*", projection) and cls in classes | {"*"}:
+            if switch is None or getattr(attn, switch, False) is True:
+                return layout, not (cls == "*" and projection == "query_key_value")
+    raise AssertionError("FUSED_LAYOUTS ends with a catch-all")
+
+
+def count_heads(attn: Any) -> tuple[int, int] | None:
+    """(query heads, key/value heads): from the module's or its config's head counts, else from
+    ``head_dim`` and the projection widths (Llama-style attention keeps only ``head_dim``); checked against
+    a fused projection's width."""
+    h = count(attn, HEAD_ATTRS)
+    kv = count(attn, KV_HEAD_ATTRS)
+    found = projections(attn)
+    head_dim = count(attn, ("head_dim",))
+    if found is not None and found[0] == "separate" and head_dim:
+        q, k, _ = found[1]
+        q_out, k_out = int(q.out_features), int(k.out_features)  # type: ignore[arg-type]
+        if h is None and q_out % head_dim == 0:
+            h = q_out // head_dim
+        if kv is None and k_out % head_dim == 0 and k_out != q_out:
+            kv = k_out // head_dim
+    if h is None:
+        return None
+    if kv is None or h % kv:
+        kv = h
+    if found is not None and found[0] not in ("separate", "mha"):
+        layout, _ = fused_layout(attn, found[0])
+        rows = int(found[1][0].out_features)  # type: ignore[arg-type]
+        if layout == "per_head" or rows % (h + 2 * kv):
+            kv = h  # the layout holds one K and one V per query head
+        if rows % (h + 2 * kv):
+            return None
+    return h, kv
+
+
+def head_weights(attn: Any, n_heads: int, kv_heads: int) -> HeadWeights:
+    """Per-head W_Q, W_K, W_V of ``attn`` (float64), fused projections split as the family lays them out."""
+    found = projections(attn)
+    assert found is not None
+    kind, mods = found
+    if kind == "separate":
+        q, k, v = mods
+        return separate_qkv(q, k, v, n_heads, kv_heads)  # type: ignore[arg-type]
+    m: Any = mods[0]
+    if kind == "mha":
+        return fused_qkv(m.in_proj_weight, m.in_proj_bias, n_heads, n_heads, "stacked")
+    layout, _ = fused_layout(attn, kind)
+    return fused_qkv(m.weight, m.bias, n_heads, kv_heads, layout)
