@@ -98,18 +98,51 @@ class _Recorder:
             self.sink(self.layers.pop(index))
 
 
-def _hook(probe: Probe, batch: int, put: Callable[[torch.Tensor | None], None]) -> RemovableHandle:
-    if probe.after:
+def _shared(adapter: Adapter, name: str) -> list[list[LayerSpec]]:
+    """The layers whose ``name`` probe reads the same module call, grouped, each group in layer order.
+
+    A module shared by several layers (ALBERT runs one block num_hidden_layers times) is called once per
+    layer: its k-th call belongs to the k-th layer of its group (SPEC §3, shared layers).
+    """
+    groups: dict[tuple[int, bool], list[LayerSpec]] = {}
+    for spec in adapter.layers:
+        probe: Probe | None = getattr(spec, name)
+        if probe is not None:
+            groups.setdefault((id(probe.module), probe.after), []).append(spec)
+    return list(groups.values())
+
+
+def _hook(
+    name: str, group: list[LayerSpec], chosen: Collection[int], batch: int, recorder: _Recorder
+) -> RemovableHandle:
+    """One hook on the module that ``group``'s ``name`` probes share: call k goes to its k-th layer."""
+    calls = [0]
+
+    def fire(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+        k = calls[0]
+        calls[0] += 1
+        if k >= len(group):
+            raise InternalError(
+                f"layer {group[-1].index}: the {name} probe fired twice in one forward pass",
+                "this model reuses a module; report it with the model name",
+            )
+        spec = group[k]
+        if spec.index in chosen:
+            probe: Probe = getattr(spec, name)
+            recorder.put(spec.index, name, probe.take(args, kwargs, output, batch))
+
+    first: Probe = getattr(group[0], name)
+    if first.after:
 
         def post(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
-            put(probe.take(args, kwargs, output, batch))
+            fire(args, kwargs, output)
 
-        return probe.module.register_forward_hook(post, with_kwargs=True)
+        return first.module.register_forward_hook(post, with_kwargs=True)
 
     def pre(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        put(probe.take(args, kwargs, None, batch))
+        fire(args, kwargs, None)
 
-    return probe.module.register_forward_pre_hook(pre, with_kwargs=True)
+    return first.module.register_forward_pre_hook(pre, with_kwargs=True)
 
 
 def capture(
@@ -151,7 +184,10 @@ def capture(
     point = adapter.embedding
 
     def condition(value: Any) -> torch.Tensor | None:
-        """Record X; return what the model should run on (None: unchanged)."""
+        """Record X at the embedding point's first call (a shared first block runs again later); return
+        what the model should run on (None: unchanged)."""
+        if "x" in seen:
+            return None
         if not isinstance(value, torch.Tensor):
             raise InternalError(f"{point.name} gave {type(value).__name__}, not a tensor")
         seen["x"] = to_tokens(value, point.layout).detach()
@@ -180,14 +216,11 @@ def capture(
             handles.append(point.module.register_forward_pre_hook(on_input, with_kwargs=True))
         else:
             handles.append(point.module.register_forward_hook(on_output))
-        for spec in (adapter.layers[i] for i in chosen):
-            for name in recorder.wanted:
-                probe: Probe | None = getattr(spec, name)
-                if probe is None:
-                    continue
-                handles.append(
-                    _hook(probe, size, lambda v, i=spec.index, n=name: recorder.put(i, n, v))  # type: ignore[misc]
-                )
+        wanted = set(chosen)
+        for name in recorder.wanted:
+            for group in _shared(adapter, name):
+                if wanted.intersection(s.index for s in group):
+                    handles.append(_hook(name, group, wanted, size, recorder))
         with adapter.eager_attention(), torch.no_grad():
             output = adapter.run(inputs)
     finally:

@@ -47,6 +47,17 @@ def _causal(attn: nn.Module) -> bool:
     return bool(getattr(attn, "is_causal", False)) or bool(classes.intersection(CAUSAL_ATTENTION))
 
 
+def _calls(model: nn.Module, blocks: int) -> int:
+    """How many times each block runs in one forward pass: ALBERT's config shares ``num_hidden_groups``
+    blocks among ``num_hidden_layers`` layers, each block running for a run of consecutive layers; else 1."""
+    config = getattr(model, "config", None)
+    total = getattr(config, "num_hidden_layers", None)
+    groups = getattr(config, "num_hidden_groups", None)
+    if isinstance(total, int) and groups == blocks and total > blocks and total % blocks == 0:
+        return total // blocks
+    return 1
+
+
 def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
     x = args[0] if args else next(v for v in kwargs.values() if isinstance(v, torch.Tensor))
     if x.ndim != 3:
@@ -108,20 +119,30 @@ def build(model: nn.Module) -> Adapter:
         )
     notes = [f"generic adapter: {name} is not a known family; blocks found at '{path}' ({len(blocks)})"]
     notes.append("X is the first block's input (where position encoding happens was not identified)")
+    calls = _calls(model, len(blocks))
+    if calls > 1:
+        notes.append(
+            f"shared layers: each block of '{path}' runs {calls} times in a row; each call is its own layer "
+            f"({calls * len(blocks)} layers, named '#callK')"
+        )
     layers: list[LayerSpec] = []
     hf_eager = hasattr(model, "config") and hasattr(model, "set_attn_implementation")
-    for i, block in enumerate(blocks):
+    for i in range(calls * len(blocks)):
+        b, call = divmod(i, calls)
+        block = blocks[b]
         attn = attention_in(block)
         assert attn is not None
         counts = count_heads(attn)
         if counts is None:
             counts = (1, 1)
-            notes.append(f"{path}.{i}: number of heads not found; W_Q/W_K/W_V treated as one head")
+            if call == 0:
+                notes.append(f"{path}.{b}: number of heads not found; W_Q/W_K/W_V treated as one head")
         heads, kv_heads = counts
         proj = projections(attn)
-        if proj is not None and proj[0] not in ("separate", "mha") and not fused_layout(attn, proj[0])[1]:
+        known = proj is None or proj[0] in ("separate", "mha") or fused_layout(attn, proj[0])[1]
+        if call == 0 and not known:
             notes.append(
-                f"{path}.{i}: the layout of {type(attn).__name__}.{proj[0]} is not known; "
+                f"{path}.{b}: the layout of {type(attn).__name__}.{proj[0]} is not known; "
                 "split as [Q | K | V] (a guess)"
             )
         if i == 0 and kv_heads < heads:
@@ -144,7 +165,7 @@ def build(model: nn.Module) -> Adapter:
         layers.append(
             LayerSpec(
                 index=i,
-                name=f"{path}.{i}",
+                name=f"{path}.{b}" if calls == 1 else f"{path}.{b}#call{call}",
                 attention="softmax attention (generic; details unknown)",
                 heads=heads,
                 x_in=Probe(block, first_input, after=False),
