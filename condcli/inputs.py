@@ -1,8 +1,9 @@
 """Inputs → streamed batches, through the model's own preprocessing (timm transforms, HF tokenizer).
 
 Sources of samples: a folder of ``images``, a ``text`` file (one sample per line), or a labelled deterministic
-default: synthetic images with 1/f (natural-image-like) spectra, a short built-in English text set, or
-random token ids for a model without a tokenizer. Batches are produced lazily, so memory does not grow
+default: synthetic images with 1/f (natural-image-like) spectra, a short built-in English text set,
+random token ids for a model without a tokenizer, or synthetic audio for an audio encoder
+(:mod:`condcli.inputs_audio`). Batches are produced lazily, so memory does not grow
 with the number of inputs. Unreadable or non-image files are skipped and counted.
 """
 
@@ -41,7 +42,7 @@ class Batch:
 class Preprocessing:
     """How a model wants its inputs; built by :mod:`condcli.sources` from the model's own config."""
 
-    modality: Literal["images", "text"]
+    modality: Literal["images", "text", "audio"]
     describe: str  # e.g. "timm transforms: resize 248, center crop 224, mean/std ImageNet"
     image_transform: Callable[[Any], torch.Tensor] | None = None  # PIL image → (3, H, W)
     image_size: tuple[int, int] = (224, 224)
@@ -49,6 +50,9 @@ class Preprocessing:
     max_length: int = 512
     pad_to: int | None = None  # the model needs every sequence this long (Nyströmformer)
     vocab_size: int = 0
+    feature_extractor: Any = None  # an HF audio feature extractor (log-mel), or None → synthetic features
+    audio_shape: tuple[int, int] = (0, 0)  # (mel bins, frames) the audio encoder reads
+    sampling_rate: int = 16000
 
 
 @dataclass
@@ -226,6 +230,10 @@ def _random_tokens(pre: Preprocessing, spec: InputSpec) -> Iterator[Batch]:
 
 def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
     """The batches a run will analyse, with the label that says what they are."""
+    if pre.modality == "audio":
+        from condcli.inputs_audio import audio_stream
+
+        return audio_stream(pre, spec)
     if pre.modality == "images":
         if spec.text is not None:
             raise UsageError("`text` was given for an image model", "use `images=DIR` for this model")

@@ -1,4 +1,5 @@
-"""The model's own preprocessing: timm's data config + transforms, or the HF tokenizer / image processor.
+"""The model's own preprocessing: timm's data config + transforms, or the HF tokenizer, image processor or
+audio feature extractor.
 
 Never hand-written resizing or normalisation: when a model ships no preprocessing config, the family's
 library defaults are used and the description says so.
@@ -121,4 +122,48 @@ def hf_text_preprocessing(source: str | Path | None, config: Any, trust: bool = 
         max_length=min(max_len, limit),
         pad_to=pad_to,
         vocab_size=vocab or len(tokenizer),
+    )
+
+
+def _encoder_frames(config: Any) -> int:
+    """The frames of log-mel an audio encoder reads: Whisper's two convolutions (strides 1, 2) halve them."""
+    positions = int(getattr(config, "max_source_positions", 1500))
+    return 2 * positions
+
+
+def hf_audio_preprocessing(source: str | Path | None, config: Any, trust: bool = False) -> Preprocessing:
+    """The model's own log-mel feature extractor (preprocessor_config.json), else the family's defaults for
+    Whisper, else none (the inputs are then synthetic features); the description says which."""
+    from transformers import AutoFeatureExtractor, WhisperFeatureExtractor
+
+    mel = int(getattr(config, "num_mel_bins", 80))
+    frames = _encoder_frames(config)
+    extractor: Any = None
+    describe = "no feature extractor: synthetic log-mel features"
+    if source is not None and (
+        not Path(source).is_dir() or (Path(source) / "preprocessor_config.json").is_file()
+    ):
+        try:
+            extractor = AutoFeatureExtractor.from_pretrained(str(source), trust_remote_code=trust)
+            describe = f"{type(extractor).__name__} from {source}"
+        except (OSError, ValueError, KeyError, TypeError):
+            extractor = None
+    if extractor is None and getattr(config, "model_type", "") == "whisper":
+        extractor = WhisperFeatureExtractor(feature_size=mel)
+        describe = (
+            f"WhisperFeatureExtractor defaults with {mel} mel bins (the model has no preprocessor config)"
+        )
+    if extractor is not None and int(getattr(extractor, "feature_size", mel)) != mel:
+        describe = (
+            f"no usable feature extractor ({type(extractor).__name__} gives "
+            f"{extractor.feature_size} mel bins, the model reads {mel}): synthetic log-mel features"
+        )
+        extractor = None
+    rate = int(getattr(extractor, "sampling_rate", 16000) or 16000)
+    return Preprocessing(
+        "audio",
+        f"{describe}, {mel} mel bins × {frames} frames",
+        feature_extractor=extractor,
+        audio_shape=(mel, frames),
+        sampling_rate=rate,
     )
