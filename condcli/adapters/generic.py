@@ -1,7 +1,9 @@
 """Fallback for other models: find a stack of blocks with Q/K/V projections and say what is missing.
 
-X is the first block's input (the family's own embedding point is unknown, so no claim is made that it
-follows a position encoding). P is captured only where the attention exposes an ``nn.Softmax`` module.
+X is the first block's input: after the learned absolute position embedding when the model has one outside
+the blocks (by its name), else carrying none, with where positions enter instead (rotary, ALiBi, a relative
+bias) where the model says so. P is an ``nn.Softmax`` module's output or, for HF models, the weights the
+attention returns under eager attention. A block shared by several layers (ALBERT) gives one layer per call.
 """
 
 from __future__ import annotations
@@ -45,6 +47,53 @@ def _causal(attn: nn.Module) -> bool:
     """Whether the attention's returned weights are causally masked (HF ``is_causal``, or a known class)."""
     classes = {c.__name__ for c in type(attn).__mro__}
     return bool(getattr(attn, "is_causal", False)) or bool(classes.intersection(CAUSAL_ATTENTION))
+
+
+# a learned absolute position embedding: a part of the last piece of its module or parameter name (SPEC §1)
+ABSOLUTE = ("position_embedding", "embed_positions", "pos_embed")
+ABSOLUTE_EXACT = ("wpe",)
+# positions that enter inside attention instead: (part of a module name, how), and configs with ALiBi
+INSIDE = (
+    ("rotary", "rotary"),
+    ("rope", "rotary"),
+    ("relative_attention_bias", "relative position bias"),
+    ("relative_position", "relative position bias"),
+    ("rel_pos", "relative position bias"),
+    ("rel_embeddings", "disentangled relative position embeddings"),
+)
+ALIBI_MODEL_TYPES = ("bloom",)
+
+
+def _absolute_position(model: nn.Module, blocks: str) -> str | None:
+    """The learned absolute position embedding that runs before the blocks at ``blocks``: the module or
+    parameter outside them whose name says so (the one nearest the blocks in the module tree)."""
+    best: tuple[int, str] | None = None
+    for name, _ in [*model.named_modules(), *model.named_parameters()]:
+        last = name.rsplit(".", 1)[-1].lower()
+        if name == blocks or name.startswith(f"{blocks}.") or "rel" in last:
+            continue
+        if last in ABSOLUTE_EXACT or any(a in last for a in ABSOLUTE):
+            shared = 0
+            for a, b in zip(name.split("."), blocks.split("."), strict=False):
+                if a != b:
+                    break
+                shared += 1
+            if best is None or shared > best[0]:
+                best = (shared, name)
+    return None if best is None else best[1]
+
+
+def _positions_inside(model: nn.Module) -> str | None:
+    """How positions enter inside attention (rotary, ALiBi, a relative bias), if the model says so."""
+    config = getattr(model, "config", None)
+    if getattr(config, "alibi", False) is True or getattr(config, "model_type", None) in ALIBI_MODEL_TYPES:
+        return "ALiBi"
+    for name, mod in model.named_modules():
+        words = (name.rsplit(".", 1)[-1].lower(), type(mod).__name__.lower())
+        for part, how in INSIDE:
+            if any(part in w for w in words):
+                return how
+    return None
 
 
 def _calls(model: nn.Module, blocks: int) -> int:
@@ -118,7 +167,16 @@ def build(model: nn.Module) -> Adapter:
             "build the model with batch_first=True (the weights are the same)",
         )
     notes = [f"generic adapter: {name} is not a known family; blocks found at '{path}' ({len(blocks)})"]
-    notes.append("X is the first block's input (where position encoding happens was not identified)")
+    absolute, inside = _absolute_position(model, path), _positions_inside(model)
+    where = f"positions enter inside attention ({inside})" if inside else None
+    if absolute is not None:
+        notes.append(f"X is the first block's input, after the position embedding '{absolute}'")
+    elif where is not None:
+        notes.append(f"X is the first block's input and carries no position encoding: {where}")
+    else:
+        notes.append("X is the first block's input (where position encoding happens was not identified)")
+    if absolute is not None and where is not None:
+        notes.append(f"positions also enter inside attention ({inside})")
     calls = _calls(model, len(blocks))
     if calls > 1:
         notes.append(
@@ -138,11 +196,10 @@ def build(model: nn.Module) -> Adapter:
             if call == 0:
                 notes.append(f"{path}.{b}: number of heads not found; W_Q/W_K/W_V treated as one head")
         heads, kv_heads = counts
-        proj = projections(attn)
-        known = proj is None or proj[0] in ("separate", "mha") or fused_layout(attn, proj[0])[1]
-        if call == 0 and not known:
+        kind = (projections(attn) or ("separate",))[0]
+        if call == 0 and kind not in ("separate", "mha") and not fused_layout(attn, kind)[1]:
             notes.append(
-                f"{path}.{b}: the layout of {type(attn).__name__}.{proj[0]} is not known; "
+                f"{path}.{b}: the layout of {type(attn).__name__}.{kind} is not known; "
                 "split as [Q | K | V] (a guess)"
             )
         if i == 0 and kv_heads < heads:
@@ -185,8 +242,12 @@ def build(model: nn.Module) -> Adapter:
         embedding=EmbeddingPoint(
             first,
             f"{path}.0",
-            "input of the first block (generic adapter)",
-            after_position_encoding=False,
+            f"input of the first block (after the position embedding {absolute})"
+            if absolute is not None
+            else f"input of the first block (generic adapter; {where})"
+            if where is not None
+            else "input of the first block (generic adapter)",
+            after_position_encoding=absolute is not None,
             at_input=True,
         ),
         layers=tuple(layers),
