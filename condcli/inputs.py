@@ -18,6 +18,8 @@ import numpy as np
 import torch
 
 from condcli.errors import InputError, UsageError
+from condcli.inputs_audio import describe as describe_audio
+from condcli.inputs_audio import synthetic_features
 from condcli.inputs_text import DEFAULT_TEXTS
 
 InputKind = Literal["images", "text", "synthetic"]
@@ -228,12 +230,33 @@ def _random_tokens(pre: Preprocessing, spec: InputSpec) -> Iterator[Batch]:
         yield Batch({"input_ids": part, "attention_mask": torch.ones_like(part)}, None, names)
 
 
+def _audio_batches(pre: Preprocessing, spec: InputSpec, count: int) -> Iterator[Batch]:
+    for start in range(0, count, spec.batch_size):
+        size = min(spec.batch_size, count - start)
+        features = synthetic_features(
+            pre.feature_extractor, pre.audio_shape, pre.sampling_rate, spec.seed, start, size
+        )
+        names = [f"synthetic audio #{i}" for i in range(start, start + size)]
+        yield Batch({"input_features": features}, None, names)
+
+
+def _audio_stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
+    """Synthetic inputs of an audio encoder, labelled as such (audio files are not read yet)."""
+    if spec.images is not None or spec.text is not None:
+        given = "`images`" if spec.images is not None else "`text`"
+        raise UsageError(
+            f"{given} was given for an audio model",
+            "this model reads audio; leave both out to analyse it on synthetic clips",
+        )
+    n = spec.max_samples or DEFAULT_SYNTHETIC_SAMPLES
+    what = describe_audio(pre.feature_extractor, pre.audio_shape, pre.sampling_rate, n, spec.seed)
+    return InputStream("synthetic", what, lambda s: _audio_batches(pre, spec, n), expected=n)
+
+
 def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
     """The batches a run will analyse, with the label that says what they are."""
     if pre.modality == "audio":
-        from condcli.inputs_audio import audio_stream
-
-        return audio_stream(pre, spec)
+        return _audio_stream(pre, spec)
     if pre.modality == "images":
         if spec.text is not None:
             raise UsageError("`text` was given for an image model", "use `images=DIR` for this model")
