@@ -23,8 +23,14 @@ from condcli.adapters import Adapter, adapter_for, condition_model
 from condcli.checkpoints import load_into, read_state_dict
 from condcli.devices import resolve_device, resolve_dtype
 from condcli.errors import InputError, UsageError
+from condcli.hf_loading import analysed_module, hf_model
 from condcli.inputs import Preprocessing
-from condcli.preprocessing import hf_image_preprocessing, hf_text_preprocessing, timm_preprocessing
+from condcli.preprocessing import (
+    hf_audio_preprocessing,
+    hf_image_preprocessing,
+    hf_text_preprocessing,
+    timm_preprocessing,
+)
 from condcli.samples import builtin_conditioning, sample_names, samples_dir
 
 SourceKind = Literal["timm", "hf", "local"]
@@ -157,16 +163,9 @@ def _hf_config(spec: ModelSpec, options: LoadOptions) -> Any:
         return AutoConfig.from_pretrained(spec.target, trust_remote_code=options.trust_remote_code)
 
 
-def _hf_model(spec: ModelSpec, options: LoadOptions, config: Any, pretrained: bool) -> nn.Module:
-    from transformers import AutoModel
-
-    trust = options.trust_remote_code
+def _hf_model(spec: ModelSpec, options: LoadOptions, config: Any, pretrained: bool) -> tuple[nn.Module, str]:
     with _seeded(options.seed), hub.loading(spec.text, pretrained and spec.kind == "hf"):
-        if pretrained:
-            model: nn.Module = AutoModel.from_pretrained(spec.target, config=config, trust_remote_code=trust)
-        else:
-            model = AutoModel.from_config(config, trust_remote_code=trust)
-    return model
+        return hf_model(spec.target, config, pretrained, options.trust_remote_code)
 
 
 def _folder_flavour(folder: str) -> Literal["timm", "hf"]:
@@ -200,6 +199,32 @@ def _apply_builtin_conditioning(model: nn.Module, spec: ModelSpec) -> list[str]:
     ]
 
 
+def _load_checkpoint(model: nn.Module, analysed: nn.Module, path: Path, arch: str) -> None:
+    """Weights from ``path`` into the whole model, else (a base model's state dict) into the analysed part."""
+    sd = read_state_dict(path)
+    try:
+        load_into(model, sd, path, arch)
+    except InputError as whole:
+        if analysed is model:
+            raise
+        try:
+            load_into(analysed, sd, path, arch)
+        except InputError:
+            raise whole from None
+
+
+def _hf_preprocessing(
+    source: str | None, analysed: nn.Module, adapter: Adapter, trust: bool
+) -> Preprocessing:
+    """The HF model's own preprocessing for what it reads: log-mel features, pixels or tokens."""
+    config: Any = analysed.config
+    if getattr(analysed, "main_input_name", "") == "input_features":
+        return hf_audio_preprocessing(source, config, trust)
+    if adapter.input_kind == "images":
+        return hf_image_preprocessing(source, config, trust)
+    return hf_text_preprocessing(source, config, trust)
+
+
 def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     """Load MODEL ``text`` per ``options``: eval mode, on the chosen device, with its adapter."""
     options = options or LoadOptions()
@@ -212,37 +237,35 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     pretrained = options.weights == "pretrained" and not from_file
     flavour = spec.kind if spec.kind != "local" else _folder_flavour(spec.target)
     source: str | None = spec.target if spec.kind != "timm" else None
+    notes: list[str] = []
     if flavour == "timm":
         model = _timm_model(spec, options, pretrained)
         pre = timm_preprocessing(model)
     else:
         config = _hf_config(spec, options)
-        model = _hf_model(spec, options, config, pretrained)
+        model, loaded_as = _hf_model(spec, options, config, pretrained)
+        notes.append(loaded_as)
+    analysed, analysed_notes = analysed_module(model) if flavour == "hf" else (model, [])
     checkpoint = options.checkpoint or spec.weights_file
     if checkpoint is not None:
-        load_into(model, read_state_dict(Path(checkpoint)), Path(checkpoint), spec.text)
-    notes = _apply_builtin_conditioning(model, spec)
+        _load_checkpoint(model, analysed, Path(checkpoint), spec.text)
+    notes += _apply_builtin_conditioning(model, spec)
     model.eval()
     if dtype is not None:
         model.to(dtype)
     model.to(device)
-    adapter = adapter_for(model)
+    adapter = adapter_for(analysed)
     if flavour == "hf":
-        trust = options.trust_remote_code
-        pre = (
-            hf_image_preprocessing(source, model.config, trust)
-            if adapter.input_kind == "images"
-            else hf_text_preprocessing(source, model.config, trust)
-        )
+        pre = _hf_preprocessing(source, analysed, adapter, options.trust_remote_code)
     weights: Weights = "file" if from_file else options.weights
     return LoadedModel(
         spec=spec.text,
         source="local" if spec.kind == "local" else flavour,
         weights=weights,
-        model=model,
+        model=analysed,
         adapter=adapter,
         preprocessing=pre,
         device=device,
-        dtype=next(model.parameters()).dtype,
-        notes=[*notes, *adapter.notes],
+        dtype=next(analysed.parameters()).dtype,
+        notes=[*notes, *analysed_notes, *adapter.notes],
     )

@@ -1,0 +1,85 @@
+"""A Hugging Face model as its config says it is, and the module of it that condcli analyses.
+
+The class is ``architectures[0]`` of config.json where transformers has it (a folder saved from
+LlamaForCausalLM loads as LlamaForCausalLM, one saved from T5EncoderModel as T5EncoderModel), else AutoModel.
+Remote code runs only when ``trust_remote_code`` is given.
+
+What is analysed is the bare transformer under any task head (``model.base_model``): X, X_l and P live
+there, and its forward computes no logits over the vocabulary. An encoder-decoder model (T5, BART,
+Whisper) is analysed on its encoder alone (``get_encoder()``), which needs no decoder inputs. Its
+``use_cache`` is switched off: a decoder LLM's forward then builds no key/value cache it would never reuse.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+
+def config_class(config: Any) -> type[nn.Module] | None:
+    """The transformers class named first in the config's ``architectures``, or None where it has none."""
+    import transformers
+
+    names = getattr(config, "architectures", None) or []
+    name = names[0] if names and isinstance(names[0], str) else None
+    if name is None:
+        return None
+    try:
+        cls = getattr(transformers, name, None)
+    except (ImportError, RuntimeError):  # a lazily imported class whose dependencies are missing
+        return None
+    pretrained = getattr(transformers, "PreTrainedModel", None)
+    if not isinstance(cls, type) or pretrained is None or not issubclass(cls, pretrained):
+        return None
+    return cls
+
+
+def hf_model(target: str, config: Any, pretrained: bool, trust: bool) -> tuple[nn.Module, str]:
+    """The model of ``target`` (a folder or hub id) with ``config``, and a note naming the class loaded."""
+    from transformers import AutoModel
+
+    cls: Any = config_class(config)
+    model: nn.Module
+    if cls is not None:
+        if pretrained:
+            model = cls.from_pretrained(target, config=config)
+        else:
+            model = cls._from_config(config)
+        return model, f"loaded as {cls.__name__} (config.json architectures)"
+    if pretrained:
+        model = AutoModel.from_pretrained(target, config=config, trust_remote_code=trust)
+    else:
+        model = AutoModel.from_config(config, trust_remote_code=trust)
+    named = getattr(config, "architectures", None) or []
+    why = f"{named[0]} is not a transformers class" if named else "config.json names no architecture"
+    return model, f"loaded as {type(model).__name__} (AutoModel: {why})"
+
+
+def analysed_module(model: nn.Module) -> tuple[nn.Module, list[str]]:
+    """The part of ``model`` condcli analyses (base model; the encoder of an encoder-decoder), with notes."""
+    base = getattr(model, "base_model", model)
+    if not isinstance(base, nn.Module):
+        base = model
+    notes: list[str] = []
+    if base is not model:
+        notes.append(
+            f"analysed: its base model {type(base).__name__}"
+            " (the task head's output is not needed for X, X_l, P)"
+        )
+    config: Any = getattr(base, "config", None)
+    if config is not None and isinstance(getattr(config, "use_cache", None), bool):
+        config.use_cache = False
+    encoder, decoder = getattr(base, "encoder", None), getattr(base, "decoder", None)
+    if isinstance(encoder, nn.Module) and isinstance(
+        decoder, nn.Module
+    ):  # encoder-decoder: T5, BART, Whisper
+        get_encoder = getattr(base, "get_encoder", None)
+        found = get_encoder() if callable(get_encoder) else encoder
+        encoder = found if isinstance(found, nn.Module) and found is not base else encoder
+        notes.append(
+            f"analysed: the encoder {type(encoder).__name__} alone"
+            " (encoder-decoder model; the decoder is not run)"
+        )
+        return encoder, notes
+    return base, notes
