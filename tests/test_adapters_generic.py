@@ -76,3 +76,24 @@ def test_a_model_without_attention_is_one_clear_error() -> None:
     with pytest.raises(InputError, match="found no stack of blocks with Q/K/V projections") as e:
         adapter_for(nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)))
     assert "open an issue" in (e.value.hint or "")
+
+
+def test_t5_p_is_its_attention_weights_not_its_position_bias() -> None:
+    """T5Attention returns (output, position_bias, weights): P is the probability matrix, the last one."""
+    from transformers import T5Config, T5EncoderModel
+
+    torch.manual_seed(0)
+    config = T5Config(vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4)
+    model = T5EncoderModel(config).eval()
+    adapter = adapter_for(model)
+    ids = torch.randint(0, 64, (2, 9))
+    batch = Batch({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, None, ["a", "b"])
+    got = capture(adapter, batch)
+    model.set_attn_implementation("eager")
+    with torch.no_grad():
+        att = model(input_ids=ids, output_attentions=True).attentions
+    assert [layer.index for layer in adapter.layers] == [0, 1]
+    for i in (0, 1):
+        probs = got.layers[i].probs
+        assert probs is not None
+        torch.testing.assert_close(probs, att[i].unsqueeze(1))

@@ -222,12 +222,6 @@ def test_checkpoint_of_the_whole_model_or_of_its_base_loads(folders: dict[str, P
         assert torch.equal(got, source.model.embed_tokens.weight)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="generic adapter: _returned_probs takes the first 4-D tensor T5Attention returns, its "
-    "position_bias (output[1]), for P instead of the attention weights (output[-1]); remove this mark "
-    "once it takes the last",
-)
 def test_t5_encoder_layers_are_the_encoder_hidden_states(
     folders: dict[str, Path], cli_json: Callable[..., dict[str, Any]]
 ) -> None:

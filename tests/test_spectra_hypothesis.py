@@ -65,6 +65,9 @@ def test_shifted_condition_number_property(X: np.ndarray, lams: list[float]) -> 
 def test_weyl_bound_and_correction_property(X: np.ndarray) -> None:
     s = np_sigma(X)
     assume(np.all(s[..., 0] > 0))
+    # X + C must be representable for NumPy's reference: with σ_1 in float64's subnormal range (X of
+    # 5e-324 entries, found by Hypothesis) the sum itself rounds to a few ulps and its κ means nothing
+    assume(np.all(s[..., 0] > 1e-290))
     corrected = spectra.corrected_condition_number(X).numpy()
     np.testing.assert_allclose(corrected, 2 * s[..., 0] / (s[..., 0] + s[..., -1]), rtol=1e-12)
     C = spectra.correction(X).numpy()

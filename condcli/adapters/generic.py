@@ -125,12 +125,26 @@ def _returned_probs(
     args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int
 ) -> torch.Tensor | None:
     """The attention weights an HF attention module returns beside its output, (B·G, H, q, k) → (B, G, H,
-    q, k); None where this call returned none."""
-    if isinstance(output, tuple):
-        for t in output[1:]:
-            if isinstance(t, torch.Tensor) and t.ndim == 4:
-                return group_probs(t, batch)
+    q, k); None where this call returned none.
+
+    Modules return other 4-D tensors too (T5: its position bias before the weights), so the one taken is
+    the last that is a probability matrix over the keys: entries in [0, 1], each row summing to 1.
+    """
+    if not isinstance(output, tuple):
+        return None
+    for t in reversed(output[1:]):
+        if isinstance(t, torch.Tensor) and t.ndim == 4 and t.shape[0] % batch == 0 and _stochastic(t):
+            return group_probs(t, batch)
     return None
+
+
+def _stochastic(t: torch.Tensor) -> bool:
+    """Entries in [0, 1] and rows summing to 1, within the rounding of the dtype P was computed in."""
+    if not t.is_floating_point() or t.numel() == 0:
+        return False
+    tol = 64 * torch.finfo(t.dtype).eps
+    x = t.detach().to(torch.float64)
+    return bool(x.min() >= 0 and x.max() <= 1 + tol and ((x.sum(-1) - 1).abs() <= tol * t.shape[-1]).all())
 
 
 def _window(attn: Any) -> int | None:
