@@ -97,3 +97,32 @@ def test_t5_p_is_its_attention_weights_not_its_position_bias() -> None:
         probs = got.layers[i].probs
         assert probs is not None
         torch.testing.assert_close(probs, att[i].unsqueeze(1))
+
+
+def test_windowed_hf_attention_groups_windows_per_sample() -> None:
+    """HF Swin attends in windows (B·G, n, c): A_l and P are grouped per sample (B, G, …), never taken for
+    more samples than there are, and A_l's windows are the ones the attention received."""
+    from transformers import SwinConfig, SwinModel
+
+    torch.manual_seed(0)
+    config = SwinConfig(
+        image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4
+    )
+    model = SwinModel(config).eval()
+    adapter = adapter_for(model)
+    batch = Batch({"pixel_values": torch.randn(2, 3, 32, 32)}, None, ["a", "b"])
+    seen: list[torch.Tensor] = []
+    attn = adapter.layers[0].attn_in.module
+    handle = attn.register_forward_pre_hook(
+        lambda m, a, k: seen.append(a[0] if a else k["hidden_states"]), with_kwargs=True
+    )
+    try:
+        got = capture(adapter, batch, layers=[0])
+    finally:
+        handle.remove()
+    layer = got.layers[0]
+    assert layer.attn_in is not None and layer.probs is not None
+    windows = seen[0]  # (B·G, 16, 16): 4 windows of 4×4 tokens per sample
+    assert layer.attn_in.shape == (2, windows.shape[0] // 2, 16, 16)
+    torch.testing.assert_close(layer.attn_in.reshape(windows.shape), windows, rtol=0, atol=0)
+    assert layer.probs.shape[:2] == (2, windows.shape[0] // 2)

@@ -23,6 +23,7 @@ from condcli.adapters.base import (
     first_output,
     fused_flags,
     group_probs,
+    group_tokens,
 )
 from condcli.adapters.generic_heads import attention_in, count_heads, fused_layout, head_weights, projections
 from condcli.errors import InputError
@@ -114,6 +115,8 @@ def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: i
             f"the generic adapter expected (B, N, d) token tensors, got shape {tuple(x.shape)}",
             "this model's layout is not supported yet; open an issue with the model name",
         )
+    if x.shape[0] != batch and x.shape[0] % batch == 0:  # windows (B·G, n, c), batch outermost (HF Swin)
+        return group_tokens(x, batch)
     return x.unsqueeze(1)
 
 
