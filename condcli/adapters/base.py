@@ -142,18 +142,26 @@ def split_bias(b: torch.Tensor | None, heads: int) -> torch.Tensor | None:
     return None if b is None else b.detach().to(torch.float64).reshape(heads, -1)
 
 
+def head_split(
+    w: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    b: tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None],
+    heads: int,
+    kv_heads: int,
+) -> HeadWeights:
+    """Right-multiplying W_Q (d × H·d_h), W_K and W_V (d × H_kv·d_h) and their biases → per-head slices."""
+    return HeadWeights(
+        split_heads(w[0], heads),
+        split_heads(w[1], kv_heads),
+        split_heads(w[2], kv_heads),
+        split_bias(b[0], heads),
+        split_bias(b[1], kv_heads),
+        split_bias(b[2], kv_heads),
+    )
+
+
 def linear_qkv(weight: torch.Tensor, bias: torch.Tensor | None, heads: int) -> HeadWeights:
     """timm-style fused ``qkv`` nn.Linear: weight (3·H·d_h, d) ordered [Q|K|V], heads contiguous."""
-    wq, wk, wv = weight.chunk(3, dim=0)
-    bq, bk, bv = bias.chunk(3) if bias is not None else (None, None, None)
-    return HeadWeights(
-        split_heads(wq.T, heads),
-        split_heads(wk.T, heads),
-        split_heads(wv.T, heads),
-        split_bias(bq, heads),
-        split_bias(bk, heads),
-        split_bias(bv, heads),
-    )
+    return fused_qkv(weight, bias, heads, heads, "stacked")
 
 
 FusedLayout = Literal["stacked", "per_head", "per_group"]
@@ -193,16 +201,9 @@ def fused_qkv(
             "of equal width"
         )
     q, k, v = fused_rows(layout, heads, kv_heads, rows // (heads + 2 * kv_heads))
-    parts = [(weight[i], None if bias is None else bias[i]) for i in (q, k, v)]
-    (wq, bq), (wk, bk), (wv, bv) = parts
-    return HeadWeights(
-        split_heads(wq.T, heads),
-        split_heads(wk.T, kv_heads),
-        split_heads(wv.T, kv_heads),
-        split_bias(bq, heads),
-        split_bias(bk, kv_heads),
-        split_bias(bv, kv_heads),
-    )
+    ws = (weight[q].T, weight[k].T, weight[v].T)
+    bs = (None, None, None) if bias is None else (bias[q], bias[k], bias[v])
+    return head_split(ws, bs, heads, kv_heads)
 
 
 def separate_qkv(
@@ -210,14 +211,7 @@ def separate_qkv(
 ) -> HeadWeights:
     """Three nn.Linear projections (BERT, HF ViT, Nyströmformer; Llama-style GQA with ``kv_heads``)."""
     kv = heads if kv_heads is None else kv_heads
-    return HeadWeights(
-        split_heads(q.weight.T, heads),
-        split_heads(k.weight.T, kv),
-        split_heads(v.weight.T, kv),
-        split_bias(q.bias, heads),
-        split_bias(k.bias, kv),
-        split_bias(v.bias, kv),
-    )
+    return head_split((q.weight.T, k.weight.T, v.weight.T), (q.bias, k.bias, v.bias), heads, kv)
 
 
 @dataclass(frozen=True)
