@@ -145,9 +145,10 @@ def _stochastic(t: torch.Tensor) -> bool:
     """Entries in [0, 1] and rows summing to 1, within the rounding of the dtype P was computed in."""
     if not t.is_floating_point() or t.numel() == 0:
         return False
-    tol = 64 * torch.finfo(t.dtype).eps
-    x = t.detach().to(torch.float64)
-    return bool(x.min() >= 0 and x.max() <= 1 + tol and ((x.sum(-1) - 1).abs() <= tol * t.shape[-1]).all())
+    tol = 64 * torch.finfo(t.dtype).eps  # a power of two: 1 + tol is exact in t's own dtype
+    t = t.detach()
+    rows = t.sum(-1, dtype=torch.float64)  # no float64 copy of P itself: this runs on every call
+    return bool(t.min() >= 0 and t.max() <= 1 + tol and ((rows - 1).abs() <= tol * t.shape[-1]).all())
 
 
 def _window(attn: Any) -> int | None:
