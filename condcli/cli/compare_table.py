@@ -83,7 +83,7 @@ def layer_tables(report: CompareReport) -> list[Table]:
     specs = [
         (higher, "", f"layers, plain forward ({stat} over samples; μ: max over heads)"),
         (lower, "", f"layers, plain forward: {lower_names}, lower is worse ({stat} over samples)"),
-        (list(WEIGHTS), "", "layers, projection weights (full d×d, model constants)"),
+        (list(WEIGHTS), "", "layers, projection weights (whole d × H·d_h matrices, model constants)"),
         (higher, "conditioned.", f"layers, {conditioned} ({stat} over samples)"),
         (lower, "conditioned.", f"layers, {conditioned}: {lower_names} ({stat} over samples)"),
     ]

@@ -106,7 +106,8 @@ def heads_table(layer: LayerReport) -> Table:
 
 def _footnotes(out: Console, report: SpectrumReport) -> None:
     out.print(
-        "κ(W): the full d×d projection; μ(LA) = κ(W_Q)κ(W_K)κ(W_V)κ(A_l)³ and μ(A) = κ(P)κ(A_l)κ(W_V) "
+        "κ(W): the whole projection (d × H·d_h; d × H_kv·d_h for W_K, W_V under GQA); "
+        "μ(LA) = κ(W_Q)κ(W_K)κ(W_V)κ(A_l)³ and μ(A) = κ(P)κ(A_l)κ(W_V) "
         "use each head's d×d_h slices and the worst head; H(P): normalised attention entropy (1 uniform, "
         "0 collapsed), the lowest head; srank: stable rank Σσ²/σ_1²."
     )
