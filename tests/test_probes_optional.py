@@ -102,6 +102,10 @@ def test_cli_spectrum_and_inspect_list_every_layer(
     found = cli_json("inspect", MODEL, "--weights", "random")
     assert len(found["layers"]) == 9 and all(f["probs_shape"] is None for f in found["layers"])
     assert all(f["x_in_shape"] and f["probs_note"] for f in found["layers"])
+    gate = cli("check", *args, "--min-attention-entropy", "0.3")  # H(P) needs P: say so, name what can gate
+    lines = gate.stderr.strip().splitlines()
+    assert gate.exit_code == 2 and len(lines) == 1
+    assert "cannot be observed in any analysed layer" in lines[0] and "--max-mu-la" in lines[0]
     decay = cli("rank-decay", MODEL, "--weights", "random", "--max-samples", "2")
     assert decay.exit_code == 2 and "cannot be observed" in decay.stderr  # it needs P: one clear line
     assert len(decay.stderr.strip().splitlines()) == 1

@@ -134,10 +134,16 @@ def layer_rule(
     """A per-layer rule (:data:`LAYER_RULES`): the worst analysed layer of the plain forward."""
     metric = LAYER_RULES[rule]
     values = _layer_values(report, metric, statistic)
-    if not values:
-        needs = "layers whose attention probabilities P can be observed" if metric.needs_probs else "layers"
+    if not values and report_layers(report) and metric.needs_probs:
+        others = ", ".join(f"`{r}`" for r, m in LAYER_RULES.items() if not m.needs_probs)
         raise UsageError(
-            f"`{rule}` needs {needs}, but none were analysed", "drop `layers=none` or pick layers"
+            f"`{rule}` needs the attention probabilities P, which cannot be observed in any analysed layer "
+            "of this model",
+            f"gate it on what it does report, e.g. {others}",
+        )
+    if not values:
+        raise UsageError(
+            f"`{rule}` needs layers, but none were analysed", "drop `layers=none` or pick layers"
         )
     n = count(section(report, "inputs").get("count", 0), "inputs.count")
     dtype = str(section(report, "embedding").get("capture_dtype", "the capture dtype"))
