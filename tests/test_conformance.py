@@ -27,7 +27,8 @@ from condcli.adapters import FAMILIES, adapter_for
 from condcli.adapters.base import Adapter
 from condcli.capture import Capture, capture
 from condcli.inputs import Batch
-from tests.families import CASES, F64, Case, Site, project
+from tests.conformance_cases import CASES
+from tests.families import F64, Case, Site, project
 
 Tensor = torch.Tensor
 
@@ -128,7 +129,8 @@ def run(request: pytest.FixtureRequest, hook_count: Callable[[nn.Module], int]) 
     case = CASES.get(family, {}).get(variant)
     if case is None:
         pytest.fail(
-            f"adapter family {family!r} has no conformance case: add one to CASES in tests/families.py"
+            f"adapter family {family!r} has no conformance case:"
+            " add one to CASES in tests/families.py or a tests/cases_*.py module"
         )
     model, batch = case.build(), case.batch()
     adapter, sites, before = adapter_for(model), case.sites(model), switches(model)
