@@ -45,6 +45,11 @@ class Site:
     mixing: str = "tokens"  # "channels": P (d_h × d_h) mixes V's channels (XCA, DaViT channel attention)
     probs: Callable[[Tensor, Tensor], Tensor] | None = None  # float64 P from per-head q, k (B, G, H, n, d_h)
     extra: Callable[[Tensor], Tensor] | None = None  # what the module adds to P·V before proj, from A_l
+    kv_heads: int | None = None  # grouped-query attention: heads of w["k"], w["v"] (None: ``heads``)
+
+    def role_heads(self, role: str) -> int:
+        """Heads of the role's projection: H for Q, H_kv for K and V under grouped-query attention."""
+        return self.heads if role == "q" or self.kv_heads is None else self.kv_heads
 
 
 Layers = Callable[[Any, Tensor], tuple[Tensor, list[Tensor]]]  # (model, pixels) → X, [X_l]
@@ -63,12 +68,15 @@ class Case:
 
 
 def project(a: Tensor, site: Site, role: str) -> Tensor:
-    """A_l (B, G, n, c) → the role's per-head projection (B, G, H, n, d_h) in float64, from ``site.w``."""
+    """A_l (B, G, n, c) → the role's per-head projection (B, G, H, n, d_h) in float64, from ``site.w``
+    (under grouped-query attention each query head gets the KV head it reads, h // (H / H_kv))."""
     w, b = site.w[role]
     y = a.to(F64) @ w.detach().to(F64)
     if b is not None:
         y = y + b.detach().to(F64)
-    return y.unflatten(-1, (site.heads, -1)).transpose(-2, -3)
+    heads = site.role_heads(role)
+    y = y.unflatten(-1, (heads, -1)).transpose(-2, -3)
+    return y.repeat_interleave(site.heads // heads, dim=-3)
 
 
 def softmax_probs(q: Tensor, k: Tensor, bias: Tensor | None = None, mask: Tensor | None = None) -> Tensor:

@@ -80,10 +80,12 @@ def reference(case: Case, model: Any, batch: Batch, sites: list[Site]) -> Refere
         else:
             impl = model.config._attn_implementation
             model.set_attn_implementation("eager")
+            model.config._attn_implementation = "eager"  # models that refuse the switch read it (Falcon)
             try:
                 out = model(**batch.inputs, output_hidden_states=True, output_attentions=True)
             finally:
                 model.set_attn_implementation(impl)
+                model.config._attn_implementation = impl
             x, x_layers = out.hidden_states[0], list(out.hidden_states[: len(sites)])
             library_probs = [p.unsqueeze(1) for p in out.attentions]  # (B, H, q, k) → (B, 1, H, q, k)
     probs = [
@@ -222,9 +224,10 @@ def test_p_times_v_is_what_the_output_projection_received(run: Run) -> None:
             continue
         assert layer.probs is not None and layer.attn_in is not None
         w = spec.weights()
-        v = torch.einsum("bgnc,hcd->bghnd", layer.attn_in.to(F64), w.wv)  # V = A_l W_V + b_V per head
+        # V = A_l W_V + b_V per query head (the KV head it reads, under grouped-query attention)
+        v = torch.einsum("bgnc,hcd->bghnd", layer.attn_in.to(F64), w.per_query("v"))
         if w.bv is not None:
-            v = v + w.bv[:, None, :]
+            v = v + w.bv[w.kv_index()][:, None, :]
         p = layer.probs.to(F64)
         o = p @ v if site.mixing == "tokens" else (p @ v.transpose(-1, -2)).transpose(-1, -2)
         close(o.transpose(2, 3).flatten(-2), run.ref.pv[i])  # (B, G, n, H·d_h), heads side by side
@@ -241,13 +244,18 @@ def test_w_slices_are_the_module_weights(run: Run) -> None:
             assert (bias is None) == (expected_bias is None), (spec.name, role)
             if bias is not None:
                 assert expected_bias is not None
-                assert bias.shape == (site.heads, weight.shape[1] // site.heads)
+                heads = site.role_heads(role)
+                assert bias.shape == (heads, weight.shape[1] // heads)
                 assert torch.equal(bias.reshape(-1), expected_bias.detach().to(F64)), (spec.name, role)
         # the per-head slices are what the family projects with: q_h = A_l W_Q[h] + b_Q[h]
         a = run.cap.layers[spec.index].attn_in
         assert a is not None
         q = torch.einsum("bgnc,hcd->bghnd", a.to(F64), w.wq)
         close(q + (0 if w.bq is None else w.bq[:, None, :]), project(a, site, "q"))
+        # and each query head reads the K/V slice of its own KV head (grouped-query attention, SPEC §3)
+        for role, bias in (("k", w.bk), ("v", w.bv)):
+            y = torch.einsum("bgnc,hcd->bghnd", a.to(F64), w.per_query(role))  # type: ignore[arg-type]
+            close(y + (0 if bias is None else bias[w.kv_index()][:, None, :]), project(a, site, role))
 
 
 @pytest.mark.parametrize("where", ["sink", "module"])
