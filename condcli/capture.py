@@ -1,8 +1,9 @@
 """Run a model on one batch with hooks and hand back X, X_l, A_l and P (SPEC §1, §3).
 
-Hooks live only inside :func:`capture` and are removed in a ``finally`` — also when the forward raises —
-and fused attention is switched back on as it was. Captured tensors are detached, in the model's own dtype
-and on its device; :mod:`condcli.spectra` upcasts them to float64 for the math.
+Hooks (and the taps that watch inside an attention's call) live only inside :func:`capture` and are removed
+in a ``finally`` — also when the forward raises — and fused attention is switched back on as it was.
+Captured tensors are detached, in the model's own dtype and on its device; :mod:`condcli.spectra` upcasts
+them to float64 for the math.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from condcli.adapters.base import Adapter, LayerSpec, Probe, first_input
+from condcli.adapters.base import Adapter, LayerSpec, Probe, Tap, first_input
 from condcli.conditioning import Conditioning
 from condcli.errors import InputError, InternalError, UsageError
 from condcli.inputs import Batch
@@ -113,36 +114,69 @@ def _shared(adapter: Adapter, name: str) -> list[list[LayerSpec]]:
 
 
 def _hook(
-    name: str, group: list[LayerSpec], chosen: Collection[int], batch: int, recorder: _Recorder
-) -> RemovableHandle:
-    """One hook on the module that ``group``'s ``name`` probes share: call k goes to its k-th layer."""
+    name: str,
+    group: list[LayerSpec],
+    chosen: Collection[int],
+    batch: int,
+    recorder: _Recorder,
+    taps: list[Tap],
+) -> list[RemovableHandle]:
+    """The hook(s) on the module that ``group``'s ``name`` probes share: call k goes to its k-th layer.
+
+    A tapped probe runs each call of a chosen layer inside a fresh tap, entered by a pre-hook and left by
+    the post-hook; ``taps`` holds those entered and not yet left (capture leaves them if the forward raises).
+    """
     calls = [0]
 
-    def fire(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+    def due() -> LayerSpec:
         k = calls[0]
-        calls[0] += 1
         if k >= len(group):
             raise InternalError(
                 f"layer {group[-1].index}: the {name} probe fired twice in one forward pass",
                 "this model reuses a module; report it with the model name",
             )
-        spec = group[k]
+        return group[k]
+
+    def fire(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+        spec = due()
+        calls[0] += 1
         if spec.index in chosen:
             probe: Probe = getattr(spec, name)
             recorder.put(spec.index, name, probe.take(args, kwargs, output, batch))
 
     first: Probe = getattr(group[0], name)
+    if first.tap is not None:
+        make, mine = first.tap, list[Tap | None]()
+
+        def enter(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            tap = make() if due().index in chosen else None
+            mine.append(tap)
+            if tap is not None:
+                tap.__enter__()
+                taps.append(tap)
+
+        def leave(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+            tap = mine.pop()
+            if tap is not None:
+                taps.remove(tap)
+                tap.__exit__(None, None, None)
+            fire(args, kwargs, None if tap is None else tap.result())
+
+        return [
+            first.module.register_forward_pre_hook(enter, with_kwargs=True),
+            first.module.register_forward_hook(leave, with_kwargs=True),
+        ]
     if first.after:
 
         def post(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
             fire(args, kwargs, output)
 
-        return first.module.register_forward_hook(post, with_kwargs=True)
+        return [first.module.register_forward_hook(post, with_kwargs=True)]
 
     def pre(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         fire(args, kwargs, None)
 
-    return first.module.register_forward_pre_hook(pre, with_kwargs=True)
+    return [first.module.register_forward_pre_hook(pre, with_kwargs=True)]
 
 
 def capture(
@@ -209,6 +243,7 @@ def capture(
         return args, {**kwargs, "hidden_states": fed}
 
     handles: list[RemovableHandle] = []
+    taps: list[Tap] = []  # entered and not yet left: only where the forward raised inside a tapped call
     try:
         # The embedding hook goes first: a probe on the same module (DaViT's layer-0 X_l reads the cpe1
         # output that is also X) then sees the conditioned tensor, as the model does.
@@ -220,10 +255,12 @@ def capture(
         for name in recorder.wanted:
             for group in _shared(adapter, name):
                 if wanted.intersection(s.index for s in group):
-                    handles.append(_hook(name, group, wanted, size, recorder))
+                    handles.extend(_hook(name, group, wanted, size, recorder, taps))
         with adapter.eager_attention(), torch.no_grad():
             output = adapter.run(inputs)
     finally:
+        while taps:  # innermost first, as they were entered
+            taps.pop().__exit__(None, None, None)
         for h in handles:
             h.remove()
     if "x" not in seen:

@@ -22,7 +22,7 @@ import transformers as tf
 from torch import nn
 
 from condcli.inputs import Batch
-from tests.toy_models import ToyModel
+from tests.toy_models import FactorizedAttention, ToyModel
 
 B = 2  # samples per batch
 D, HEADS, LAYERS, VOCAB = 32, 4, 2, 64  # HF width, heads, layers, vocabulary
@@ -45,6 +45,8 @@ class Site:
     mixing: str = "tokens"  # "channels": P (d_h × d_h) mixes V's channels (XCA, DaViT channel attention)
     probs: Callable[[Tensor, Tensor], Tensor] | None = None  # float64 P from per-head q, k (B, G, H, n, d_h)
     extra: Callable[[Tensor], Tensor] | None = None  # what the module adds to P·V before proj, from A_l
+    post: Callable[[Tensor], Tensor] | None = None  # what the module does to P before it multiplies V
+    # (CaiT's talking heads mix the heads of the softmax): P (B, G, H, q, k) float64 → the same shape
     kv_heads: int | None = None  # grouped-query attention: heads of w["k"], w["v"] (None: ``heads``)
 
     def role_heads(self, role: str) -> int:
@@ -338,11 +340,22 @@ def toy() -> nn.Module:
 
 
 def toy_functional() -> nn.Module:
-    """The toy with its softmax made a plain function, as most models have it: P has no module to observe."""
+    """The toy with its softmax made a plain function, as most models have it: P has no module to hook and
+    is observed inside the attention's call."""
     model = toy()
     for block in model.layers:
         del block.attn.softmax  # the nn.Softmax child module
         block.attn.softmax = partial(torch.softmax, dim=-1)
+    return model
+
+
+def toy_factorized() -> nn.Module:
+    """The toy with CoaT-like factorized attention (softmax of K over the tokens): P truly does not exist."""
+    model = toy()
+    for block in model.layers:
+        factorized = FactorizedAttention(16, 4)
+        factorized.load_state_dict(block.attn.state_dict())
+        block.attn = factorized.eval()
     return model
 
 
@@ -358,7 +371,7 @@ def toy_layers(m: Any, img: Tensor) -> tuple[Tensor, list[Tensor]]:
 
 
 def toy_sites(m: Any) -> list[Site]:
-    probs = softmax_probs if isinstance(m.layers[0].attn.softmax, nn.Softmax) else None
+    probs = None if isinstance(m.layers[0].attn, FactorizedAttention) else softmax_probs
     return [linears(a, None, a.q, a.k, a.v, probs=probs) for a in (b.attn for b in m.layers)]
 
 
@@ -399,7 +412,8 @@ CASES: dict[str, dict[str, Case]] = {
     },
     "generic": {
         "softmax_module": Case(toy, images, toy_sites, toy_layers),
-        "functional_softmax": Case(toy_functional, images, toy_sites, toy_layers, observable=False),
+        "functional_softmax": Case(toy_functional, images, toy_sites, toy_layers),
+        "factorized_no_probs": Case(toy_factorized, images, toy_sites, toy_layers, observable=False),
         "hf_returned_weights": Case(distilbert, partial(tokens, [7, 4], 7), distilbert_sites),
     },
 }

@@ -228,7 +228,7 @@ def test_p_times_v_is_what_the_output_projection_received(run: Run) -> None:
         v = torch.einsum("bgnc,hcd->bghnd", layer.attn_in.to(F64), w.per_query("v"))
         if w.bv is not None:
             v = v + w.bv[w.kv_index()][:, None, :]
-        p = layer.probs.to(F64)
+        p = layer.probs.to(F64) if site.post is None else site.post(layer.probs.to(F64))
         o = p @ v if site.mixing == "tokens" else (p @ v.transpose(-1, -2)).transpose(-1, -2)
         close(o.transpose(2, 3).flatten(-2), run.ref.pv[i])  # (B, G, n, H·d_h), heads side by side
 

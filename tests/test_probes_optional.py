@@ -1,7 +1,8 @@
-"""Every probe is optional: a model whose attention probabilities P cannot be observed (timm's relative-
-position ViT computes its softmax as a function and returns no weights) still gets X, X_l, A_l, κ(W), μ(LA)
-and the stable rank, checked here against the test's own hooks and the model's weights; μ(A), κ(P) and
-H(P) are absent with a note saying why. A probe that fires with nothing to take leaves the layer without P."""
+"""Every probe is optional: a model whose attention probabilities P cannot be observed (timm's CoaT-Lite
+computes factorized attention, a softmax of K over the tokens: no q × k probability matrix) still gets X,
+X_l, A_l, κ(W), μ(LA) and the stable rank, checked here against the test's own hooks and the model's
+weights; μ(A), κ(P) and H(P) are absent with a note saying why. A probe that fires with nothing to take
+leaves the layer without P."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from condcli.inputs import InputSpec, InputStream, stream
 from condcli.sources import LoadOptions, load
 from tests.helpers import EPS, np_kappa, np_sigma
 
-MODEL = "test_vit_relpos"  # timm's tiny relative-position ViT: no family of its own, no P to observe
+MODEL = "coat_lite_tiny"  # timm's CoaT-Lite: no family of its own, factorized attention, no P to observe
 RANDOM = LoadOptions(weights="random", device="cpu")
 
 
@@ -33,8 +34,8 @@ def test_layers_without_p_still_report_x_l_a_l_w_and_mu_la() -> None:
     batches = list(stream(loaded.preprocessing, InputSpec(max_samples=3, batch_size=3)))
     replayed = InputStream("synthetic", "replayed", lambda s: iter(batches), expected=3)
     report = analyse_spectrum(loaded, replayed, SpectrumOptions(lam=10.0, layers=[0, -1]), "test")
-    model = loaded.model
-    blocks = [model.blocks[0], model.blocks[-1]]
+    model, specs = loaded.model, loaded.adapter.layers
+    blocks = [model.get_submodule(specs[0].name), model.get_submodule(specs[-1].name)]
     seen: dict[str, torch.Tensor] = {}
     handles = []
     for i, block in enumerate(blocks):
@@ -46,15 +47,16 @@ def test_layers_without_p_still_report_x_l_a_l_w_and_mu_la() -> None:
     finally:
         for h in handles:
             h.remove()
-    assert [layer.index for layer in report.layers] == [0, len(model.blocks) - 1]
+    assert [layer.index for layer in report.layers] == [0, len(specs) - 1]
     for i, (layer, block) in enumerate(zip(report.layers, blocks, strict=True)):
         X, A = seen[f"x{i}"].double().numpy(), seen[f"a{i}"].double().numpy()
         kx, ka = np_kappa(X), np_kappa(A)
         rtol = max(1e-9, 100 * EPS * float(max(kx.max(), ka.max())))  # LAPACKs agree on σ_min to ≈ eps·κ
         np.testing.assert_allclose(layer.plain["kappa"].per_sample, kx, rtol=rtol)
         np.testing.assert_allclose(layer.plain["kappa_attn_input"].per_sample, ka, rtol=rtol)
-        H = block.attn.num_heads
-        qkv = block.attn.qkv.weight.detach().double().numpy().T  # d × 3d, [Q|K|V]
+        attn = next(m for m in block.modules() if isinstance(getattr(m, "qkv", None), torch.nn.Linear))
+        H = attn.num_heads
+        qkv = attn.qkv.weight.detach().double().numpy().T  # d × 3d, [Q|K|V]
         wq, wk, wv = (_heads(m, H) for m in np.split(qkv, 3, axis=1))
         kq, kk, kv = (np_kappa(w) for w in (wq, wk, wv))
         np.testing.assert_allclose(layer.weights.wq_heads, kq, rtol=1e-9)
@@ -93,14 +95,14 @@ def test_cli_spectrum_and_inspect_list_every_layer(
 ) -> None:
     args = (MODEL, "--weights", "random", "--max-samples", "2", "--layers", "0,-1")
     report = cli_json("spectrum", *args)
-    assert [layer["index"] for layer in report["layers"]] == [0, 8]
+    found = cli_json("inspect", MODEL, "--weights", "random")
+    assert [layer["index"] for layer in report["layers"]] == [0, len(found["layers"]) - 1]
     for layer in report["layers"]:
         assert layer["mu_la"]["median"] > 0 and layer["kappa_probs"] is None and layer["probs_note"]
     table = cli("spectrum", *args)
     assert table.exit_code == 0, table.output
     assert "P cannot be observed" in table.stdout
-    found = cli_json("inspect", MODEL, "--weights", "random")
-    assert len(found["layers"]) == 9 and all(f["probs_shape"] is None for f in found["layers"])
+    assert all(f["probs_shape"] is None for f in found["layers"])
     assert all(f["x_in_shape"] and f["probs_note"] for f in found["layers"])
     gate = cli("check", *args, "--min-attention-entropy", "0.3")  # H(P) needs P: say so, name what can gate
     lines = gate.stderr.strip().splitlines()

@@ -1,4 +1,5 @@
-"""A tiny model of no known family: blocks with separate Q/K/V Linear layers and an nn.Softmax over P."""
+"""A tiny model of no known family: blocks with separate Q/K/V Linear layers and an nn.Softmax over P
+(or a factorized attention with no P at all)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,27 @@ class ToyAttention(nn.Module):
         q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
         p = self.softmax(q @ k.transpose(-1, -2) / math.sqrt(d // h))
         return (p @ v).transpose(1, 2).reshape(B, N, d)
+
+
+class FactorizedAttention(nn.Module):
+    """CoaT-like factorized attention: K is normalised over the tokens (softmax over dim 2), then Q reads the
+    d_h × d_h context Kᵀ V; there is no q × k probability matrix anywhere."""
+
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.num_heads = heads
+        self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, N, d = x.shape
+        h = self.num_heads
+
+        def split(t: torch.Tensor) -> torch.Tensor:
+            return t.reshape(B, N, h, d // h).transpose(1, 2)
+
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        context = k.softmax(dim=2).transpose(-1, -2) @ v  # (B, H, d_h, d_h)
+        return (q @ context / math.sqrt(d // h)).transpose(1, 2).reshape(B, N, d)
 
 
 class ToyBlock(nn.Module):

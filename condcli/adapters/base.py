@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import torch
 from torch import nn
@@ -22,19 +22,42 @@ from torch import nn
 from condcli.conditioning import Conditioning
 from condcli.layout import Layout
 
-# take(args, kwargs, output, batch_size) -> tensor; output is None for a pre-forward probe.
-# A probe may return None where the module call carries nothing to take (e.g. an attention that returned no
-# weights): the probe then counts as fired with no value, and the layer is analysed without it.
+# take(args, kwargs, output, batch_size) -> tensor; output is None for a pre-forward probe, and what the tap
+# saw for a tapped one. A probe may return None where the module call carries nothing to take (e.g. an
+# attention that returned no weights): the probe then counts as fired with no value, and the layer is
+# analysed without it.
 Take = Callable[[tuple[Any, ...], dict[str, Any], Any, int], torch.Tensor | None]
+
+
+class Tap(Protocol):
+    """Watches a module's call from inside (e.g. a TorchFunctionMode): capture enters it right before the
+    call, leaves it right after, or in its ``finally`` where the call raised."""
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any: ...
+
+    def result(self) -> torch.Tensor | None:
+        """What it saw during the call (None: nothing)."""
+        ...
 
 
 @dataclass(frozen=True)
 class Probe:
-    """Read one tensor from one module call: before it runs (``after=False``) or from its output."""
+    """Read one tensor from one module call: before it runs (``after=False``) or from its output.
+
+    With ``tap``, the call runs inside a fresh tap and ``take`` reads what the tap saw instead of the
+    output (P computed as a plain function inside the attention: :mod:`condcli.adapters.softmax_tap`).
+    """
 
     module: nn.Module
     take: Take
     after: bool
+    tap: Callable[[], Tap] | None = None
+
+    def __post_init__(self) -> None:
+        if self.tap is not None and not self.after:
+            raise ValueError("a tapped probe reads its module's call once it has run: after=True")
 
 
 def first_input(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:

@@ -26,6 +26,7 @@ from condcli.adapters.base import (
     group_tokens,
 )
 from condcli.adapters.generic_heads import attention_in, count_heads, fused_layout, head_weights, projections
+from condcli.adapters.softmax_tap import softmax_probe
 from condcli.errors import InputError
 
 
@@ -235,7 +236,12 @@ def build(model: nn.Module) -> Adapter:
                     "P: the attention weights each attention module returns under eager attention "
                     "(switched on for the capture)"
                 )
-        # without anything to hook, probs stays None and the layer's probs_note says why (shown per layer)
+        why = None  # else: the softmax the attention computes as a function, observed inside its call
+        if probs is None:
+            probs, why = softmax_probe(attn, heads)
+            if probs is not None and not any(n.startswith("P: the softmax") for n in notes):
+                notes.append("P: the softmax each attention computes, observed inside its call")
+        # where nothing computes P over the keys, probs stays None and the layer's probs_note says why
         window = _window(attn) if returned else None
         layers.append(
             LayerSpec(
@@ -249,6 +255,7 @@ def build(model: nn.Module) -> Adapter:
                 weights=partial(head_weights, attn, heads, kv_heads),
                 causal=returned and _causal(attn),
                 window=window,
+                **({"no_probs": why} if why else {}),
             )
         )
     is_hf = hasattr(model, "config") and getattr(model, "main_input_name", "") == "input_ids"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 
 from condcli.adapters.base import FusedLayout, HeadWeights, fused_qkv, separate_qkv
@@ -123,4 +124,15 @@ def head_weights(attn: Any, n_heads: int, kv_heads: int) -> HeadWeights:
     if kind == "mha":
         return fused_qkv(m.in_proj_weight, m.in_proj_bias, n_heads, n_heads, "stacked")
     layout, _ = fused_layout(attn, kind)
-    return fused_qkv(m.weight, m.bias, n_heads, kv_heads, layout)
+    bias = m.bias if m.bias is not None else beside_bias(attn)
+    return fused_qkv(m.weight, bias, n_heads, kv_heads, layout)
+
+
+def beside_bias(attn: Any) -> torch.Tensor | None:
+    """The bias a timm BEiT/EVA attention keeps beside its bias-free fused ``qkv``: [q_bias | k_bias | v_bias]
+    (k_bias a zero buffer, or absent: zeros); None where it keeps none."""
+    q, v = getattr(attn, "q_bias", None), getattr(attn, "v_bias", None)
+    if not isinstance(q, torch.Tensor) or not isinstance(v, torch.Tensor):
+        return None
+    k = getattr(attn, "k_bias", None)
+    return torch.cat((q, k if isinstance(k, torch.Tensor) else torch.zeros_like(q), v))
