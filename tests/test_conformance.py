@@ -49,21 +49,36 @@ def recording(sites: list[Site], batch: int) -> Iterator[tuple[list[Tensor], lis
     """The test's own hooks: each attention module's input (A_l) and each output projection's input."""
     a: list[Tensor] = [torch.empty(0)] * len(sites)
     pv = list(a)
+    # a module shared by several sites (ALBERT's one layer) gives its k-th call to the k-th of them
+    readers: dict[tuple[int, int], list[int]] = {}
+    calls: dict[tuple[int, int], int] = {}
 
-    def grab(store: list[Tensor], i: int, _m: nn.Module, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
+    def grab(store: list[Tensor], key: tuple[int, int], args: tuple[Any, ...], kw: dict[str, Any]) -> None:
         x = args[0] if args else kw["hidden_states"]
+        k, sites_of = calls.get(key, 0), readers[key]
+        calls[key] = k + 1
+        i = sites_of[min(k, len(sites_of) - 1)]  # calls beyond them: the last call wins, as with one site
         store[i] = x.detach().reshape(batch, -1, *x.shape[-2:])  # (B·G, n, c) → (B, G, n, c)
 
-    def grab_output(i: int, m: nn.Module, args: tuple[Any, ...], out: Any) -> None:
-        grab(pv, i, m, (out[0] if isinstance(out, tuple) else out,), {})
+    def grab_input(store: list[Tensor], key: tuple[int, int], _m: nn.Module, args: Any, kw: Any) -> None:
+        grab(store, key, args, kw)
+
+    def grab_output(store: list[Tensor], key: tuple[int, int], _m: nn.Module, _a: Any, out: Any) -> None:
+        grab(store, key, (out[0] if isinstance(out, tuple) else out,), {})
 
     handles = []
     for i, s in enumerate(sites):
-        handles.append(s.attn.register_forward_pre_hook(partial(grab, a, i), with_kwargs=True))
-        if s.proj is None:
-            handles.append(s.attn.register_forward_hook(partial(grab_output, i)))
-        else:
-            handles.append(s.proj.register_forward_pre_hook(partial(grab, pv, i), with_kwargs=True))
+        out = s.attn if s.proj is None else s.proj
+        for store, module, after in ((a, s.attn, False), (pv, out, s.proj is None)):
+            key = (id(store), id(module))
+            readers.setdefault(key, []).append(i)
+            if len(readers[key]) > 1:
+                continue  # hooked already
+            if after:
+                handle = module.register_forward_hook(partial(grab_output, store, key))
+            else:
+                handle = module.register_forward_pre_hook(partial(grab_input, store, key), with_kwargs=True)
+            handles.append(handle)
     try:
         yield a, pv
     finally:
@@ -178,7 +193,8 @@ def test_the_registry_gives_the_model_to_its_family(run: Run) -> None:
     assert run.model.get_submodule(point.name) is point.module
     assert len(run.adapter.layers) == len(run.sites)
     for spec, site in zip(run.adapter.layers, run.sites, strict=True):
-        assert any(m is site.attn for m in run.model.get_submodule(spec.name).modules()), spec.name
+        block = run.model.get_submodule(spec.name.split("#")[0])  # a shared block's k-th call: 'name#callK'
+        assert any(m is site.attn for m in block.modules()), spec.name
         assert spec.heads == site.heads == spec.weights().heads, spec.name
         assert (spec.probs is not None) == run.case.observable, spec.name
 

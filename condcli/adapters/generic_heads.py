@@ -19,6 +19,7 @@ SEPARATE = (
     ("q_proj", "k_proj", "v_proj"),
     ("q_lin", "k_lin", "v_lin"),
     ("wq", "wk", "wv"),
+    ("query_proj", "key_proj", "value_proj"),  # DeBERTa-v2
 )
 FUSED = ("qkv", "in_proj", "Wqkv", "qkv_proj", "query_key_value")
 HEAD_ATTRS = ("num_heads", "num_attention_heads", "n_head", "n_heads", "nhead", "heads")
@@ -136,3 +137,89 @@ def beside_bias(attn: Any) -> torch.Tensor | None:
         return None
     k = getattr(attn, "k_bias", None)
     return torch.cat((q, k if isinstance(k, torch.Tensor) else torch.zeros_like(q), v))
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def config_window(attn: Any) -> int | None:
+    """The sliding window of an HF attention that keeps none of its own but whose model masks every layer
+    by its config's ``sliding_window`` (Mistral, Mixtral, Starcoder2, Phi-3); None where the config has
+    per-layer ``layer_types`` (each such attention then keeps its own) or switches the window off."""
+    config = getattr(attn, "config", None)
+    if (
+        getattr(config, "layer_types", None) is not None
+        or getattr(config, "use_sliding_window", True) is False
+    ):
+        return None
+    return _positive(getattr(config, "sliding_window", None))
+
+
+def local_window(attn: Any) -> int | None:
+    """A local attention mask's width as :func:`condcli.spectra.attention_support` reads it (causal: the
+    last w keys; bidirectional: the keys within ±w); None for global attention.
+
+    HF: the attention's own ``sliding_window``, else its config's (:func:`config_window`). A bidirectional HF
+    mask allows |i − j| ≤ the config's ``sliding_window`` (ModernBERT's attention keeps that + 1, flash
+    attention's convention). Older ModernBERT: ``local_attention`` = (left, right).
+    """
+    own = _positive(getattr(attn, "sliding_window", config_window(attn)))
+    if own is not None:
+        if getattr(attn, "is_causal", False):
+            return own
+        return _positive(getattr(getattr(attn, "config", None), "sliding_window", None)) or own
+    local = getattr(attn, "local_attention", None)
+    if isinstance(local, tuple) and len(local) == 2 and isinstance(local[1], int) and local[1] >= 0:
+        return local[1]
+    return None
+
+
+def rotary(config: Any) -> str:
+    """'rotary', with how much of each head it rotates where an HF config says the rotation is partial
+    (StableLM, Phi, GPT-NeoX ``partial_rotary_factor``; GPT-J, CodeGen ``rotary_dim``)."""
+    params = getattr(config, "rope_parameters", None)
+    factor = params.get("partial_rotary_factor") if isinstance(params, dict) else None
+    factor = factor or getattr(config, "partial_rotary_factor", None) or getattr(config, "rotary_pct", None)
+    dim = getattr(config, "rotary_dim", None)
+    if isinstance(dim, int) and not isinstance(dim, bool):
+        return f"rotary, on the first {dim} channels of each head"
+    if isinstance(factor, float) and 0 < factor < 1:
+        return f"rotary, on the first {factor:.0%} of each head's channels"
+    return "rotary"
+
+
+LAYOUT_WORDS: dict[FusedLayout, str] = {
+    "stacked": "[Q | K | V] stacked",
+    "per_head": "each head's q, k, v side by side",
+    "per_group": "each KV group's queries, then its k and v",
+}
+
+
+def describe(attn: nn.Module, heads: int, kv_heads: int) -> str:
+    """The guesses made reading ``attn``, in words: where its head counts and Q/K/V projections came from."""
+    source = next((n for n in HEAD_ATTRS if count(attn, (n,))), None) or "head_dim and the projection widths"
+    said = f"{heads} heads ({source})"
+    if kv_heads != heads:
+        kv_source = next((n for n in KV_HEAD_ATTRS if count(attn, (n,))), None) or "the K projection's width"
+        said += f", {kv_heads} key/value heads ({kv_source})"
+    found = projections(attn)
+    kind = found[0] if found is not None else "separate"
+    if kind == "separate":
+        names = next(ns for ns in SEPARATE if all(isinstance(getattr(attn, n, None), nn.Linear) for n in ns))
+        return f"{said}; Q, K, V from {', '.join(names)}"
+    if kind == "mha":
+        return f"{said}; Q, K, V from nn.MultiheadAttention's in_proj, [Q | K | V] stacked"
+    layout, known = fused_layout(attn, kind)
+    how = LAYOUT_WORDS[layout] + ("" if known else ", a guess")
+    return f"{said}; Q, K, V from the fused {kind} ({how})"
+
+
+# attention classes whose softmax is a function and whose weights are returned only when the caller passes
+# ``output_attentions`` (positionally, from their layer): the model is then run with output_attentions=True
+WEIGHTS_ON_REQUEST = ("DisentangledSelfAttention",)  # DeBERTa, DeBERTa-v2
+
+
+def weights_on_request(attn: nn.Module) -> bool:
+    """Whether ``attn`` returns its attention weights only when the model is run with output_attentions."""
+    return bool({c.__name__ for c in type(attn).__mro__}.intersection(WEIGHTS_ON_REQUEST))
