@@ -255,7 +255,7 @@ def build(model: nn.Module) -> Adapter:
                 weights=partial(head_weights, attn, heads, kv_heads),
                 causal=returned and _causal(attn),
                 window=window,
-                **({"no_probs": why} if why else {}),
+                no_probs=why or LayerSpec.no_probs,
             )
         )
     is_hf = hasattr(model, "config") and getattr(model, "main_input_name", "") == "input_ids"
