@@ -1,12 +1,13 @@
 """Conformance cases for Hugging Face encoders of no family of their own (family "generic").
 
-ALBERT (one layer shared by every call: each call its own layer), DeBERTa-v2 (disentangled relative
-attention, as DeBERTa-v3 configures it), ModernBERT (rotary, fused ``Wqkv``, alternating global and local
-layers), T5 as an encoder (T5EncoderModel, and the encoder of a full T5Model as condcli analyses it), and
-Whisper's audio encoder on log-mel features (synthetic: random numbers of the features' shape, labelled so
-here). DistilBERT is in tests/families.py. References are the model's own ``hidden_states`` and
-``output_attentions`` under eager attention; W is each module's own weight, transposed (fused ``Wqkv``:
-its rows [Q | K | V], as ModernBertAttention views its output (.., 3, H, d_h)).
+ALBERT (shared layers, inner groups too: each call its own layer, in call order), DeBERTa-v2
+(disentangled relative attention, as DeBERTa-v3 configures it), ModernBERT (rotary, fused ``Wqkv``,
+alternating global and local layers), T5 as an encoder (T5EncoderModel, and the encoder of a full T5Model
+as condcli analyses it), and Whisper's audio encoder on log-mel features (synthetic: random numbers of the
+features' shape, labelled so here). DistilBERT is in tests/families.py. References are the model's own
+``hidden_states`` (ALBERT's: one per block call) and ``output_attentions`` under eager attention; W is each
+module's own weight, transposed (fused ``Wqkv``: its rows [Q | K | V], as ModernBertAttention views its
+output (.., 3, H, d_h)).
 """
 
 from __future__ import annotations
@@ -45,16 +46,18 @@ def linear_site(a: Any, proj: nn.Module, q: nn.Linear, k: nn.Linear, v: nn.Linea
 
 # ------------------------------------------------------------------------------------------------ ALBERT
 
-ALBERT_CALLS = 3  # one shared layer run three times
 
-
-def albert() -> nn.Module:
+def albert(layers: int = 3, groups: int = 1, inner: int = 1) -> nn.Module:
+    """``groups`` groups of ``inner`` blocks serve ``layers`` layers: group g runs for a run of consecutive
+    layers, its blocks in turn each time (each call a layer of its own)."""
     torch.manual_seed(0)
     config = tf.AlbertConfig(
         vocab_size=VOCAB,
         embedding_size=16,
         hidden_size=D,
-        num_hidden_layers=ALBERT_CALLS,
+        num_hidden_layers=layers,
+        num_hidden_groups=groups,
+        inner_group_num=inner,
         num_attention_heads=H,
         intermediate_size=64,
         initializer_range=INIT,
@@ -63,9 +66,15 @@ def albert() -> nn.Module:
 
 
 def albert_sites(m: Any) -> list[Site]:
-    """One site per call of the shared layer (the same module each time), in call order."""
-    a = m.encoder.albert_layer_groups[0].albert_layers[0].attention
-    return [linear_site(a, a.dense, a.query, a.key, a.value)] * ALBERT_CALLS
+    """One site per call of a shared block (the same module at each of its calls), in call order."""
+    c = m.config
+    per = c.num_hidden_layers // c.num_hidden_groups  # AlbertTransformer: group = layer // (L / G)
+    sites = []
+    for layer in range(c.num_hidden_layers):
+        for block in m.encoder.albert_layer_groups[layer // per].albert_layers:
+            a = block.attention
+            sites.append(linear_site(a, a.dense, a.query, a.key, a.value))
+    return sites
 
 
 # --------------------------------------------------------------------------------------------- DeBERTa-v2
@@ -206,6 +215,8 @@ batch = partial(tokens, [T, 4], T)
 CASES: dict[str, dict[str, Case]] = {
     "generic": {
         "albert_shared": Case(albert, batch, albert_sites),
+        "albert_inner_groups": Case(partial(albert, 2, 1, 2), batch, albert_sites),
+        "albert_two_groups_of_two": Case(partial(albert, 4, 2, 2), batch, albert_sites),
         "deberta_v2_disentangled": Case(deberta, batch, deberta_sites),
         "modernbert_local_global": Case(modernbert, batch, modernbert_sites),
         "t5_encoder_model": Case(t5_encoder, batch, t5_sites),

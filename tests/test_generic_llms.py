@@ -33,7 +33,10 @@ POSITIONS = {
     "gptj": "positions enter inside attention (rotary, on the first 4 channels of each head)",
     "bloom_alibi": "positions enter inside attention (ALiBi)",
     "opt": "after the position embedding 'decoder.embed_positions'",
-    "albert_shared": "after the position embedding 'embeddings.position_embeddings'",
+    **dict.fromkeys(
+        ("albert_shared", "albert_inner_groups", "albert_two_groups_of_two"),
+        "after the position embedding 'embeddings.position_embeddings'",
+    ),
     "deberta_v2_disentangled": "positions enter inside attention (disentangled relative position embeddings)",
     "t5_encoder_model": "positions enter inside attention (relative position bias)",
     "t5_full_model_encoder": "positions enter inside attention (relative position bias)",
