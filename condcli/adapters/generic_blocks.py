@@ -1,0 +1,392 @@
+"""Every attention layer of a vision model, in the order the model calls them (SPEC §1, §3).
+
+- An attention is a module whose Q/K/V projections :func:`condcli.adapters.generic_attn.read` reads, the
+  outermost such (a nested one is not counted twice). One under an attention-pooling head is not a
+  transformer block and is left out.
+- Its block is its highest ancestor that holds no other attention: the element of the stage's list for a
+  ViT, Swin or PVT block, and the attention's own residual unit where one block holds several (MaxViT's
+  attn_block and attn_grid, TNT's attn_in and attn_out). Layer names are the blocks' module paths.
+- X_l is the stream entering the block: the input of the pre-norm whose output the attention reads, where
+  there is one in the block (so a position encoding inside the block, CoaT's cpe, comes before it), else
+  the block's input. X is the first layer's X_l, taken where a hook can condition it for the whole block.
+
+One trace forward at build time, on two identical random images, finds the call order, which norm feeds
+each attention, the layout of every tensor read (see :mod:`condcli.adapters.generic_layouts`), and
+whether a folded batch axis holds the images outermost or innermost (equal halves, or equal neighbours).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from condcli.adapters.generic_attn import Reading, read
+from condcli.adapters.generic_layouts import Grouping, layout_of
+from condcli.layout import Layout
+
+Tensor = torch.Tensor
+POOLING_HEADS = ("head", "attn_pool", "pooler", "pool_head")  # attention pooling: not a transformer block
+TRACE_BATCH = 2
+
+
+@dataclass
+class Call:
+    """One module call seen by the trace."""
+
+    order: int
+    name: str
+    module: nn.Module
+    inp: Tensor | None  # first tensor input (kept only where the discovery may need it)
+    out: Tensor | None = None  # first tensor output (kept only where the discovery may need it)
+    others: tuple[Tensor, ...] = ()  # its other tensor inputs (kept with ``inp``)
+
+
+@dataclass
+class Trace:
+    """The module calls of one forward pass, in the order they began."""
+
+    calls: list[Call] = field(default_factory=list)
+
+    def of(self, module: nn.Module) -> list[Call]:
+        return [c for c in self.calls if c.module is module]
+
+
+@dataclass(frozen=True)
+class Found:
+    """One attention layer as the generic path found it."""
+
+    name: str  # module path of its block (with '#callK' for a block called several times)
+    block: nn.Module
+    attn: nn.Module
+    reading: Reading
+    stream: nn.Module  # the module whose first input is X_l: the pre-norm, or the block
+    stream_layout: Layout | None  # None: decided from each tensor's shape
+    attn_layout: Layout | None
+    grouping: Grouping  # how the attention input's leading axis holds the images
+    stream_grouping: Grouping
+    call: int = 0
+    groups: tuple[int, int] | None = None  # (G, n): the attention reads G groups of n tokens per image
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """Where X is taken: ``module``'s first input (``at_input``) or its output, in ``layout``."""
+
+    module: nn.Module
+    name: str
+    at_input: bool
+    layout: Layout
+    what: str  # in words, for the report
+    enters: str  # the module path the tokens enter
+    width: int  # their channel count
+    note: str | None = None  # why X is not the first attention's own stream, where it is not
+
+
+def attentions(model: nn.Module) -> dict[str, tuple[nn.Module, Reading]]:
+    """Every attention module the generic path reads, by path, outermost only, pooling heads left out."""
+    found: dict[str, tuple[nn.Module, Reading]] = {}
+    for name, mod in model.named_modules():
+        if any(name == a or name.startswith(f"{a}.") for a in found):
+            continue
+        parts = name.split(".")
+        if any(p in POOLING_HEADS for p in parts):
+            continue
+        reading = read(mod) if name else None
+        if reading is not None:
+            found[name] = (mod, reading)
+    return found
+
+
+def blocks(model: nn.Module, attns: dict[str, tuple[nn.Module, Reading]]) -> dict[str, str]:
+    """attention path → its block's path: the lowest element of a ModuleList/Sequential that holds it and
+    no other attention, else its highest ancestor (below the model) that holds no other attention."""
+    modules = dict(model.named_modules())
+    out: dict[str, str] = {}
+    for name in attns:
+        alone = [name]  # the attention and its ancestors that hold no other attention, lowest first
+        parts = name.split(".")
+        for depth in range(len(parts) - 1, 0, -1):
+            prefix = ".".join(parts[:depth])
+            if [a for a in attns if a == prefix or a.startswith(f"{prefix}.")] != [name]:
+                break
+            alone.append(prefix)
+        listed = [p for p in alone if isinstance(modules.get(_parent(p)), nn.ModuleList | nn.Sequential)]
+        out[name] = listed[0] if listed else alone[-1]
+    return out
+
+
+def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Tensor]:
+    return [v for v in (*args, *kwargs.values()) if isinstance(v, Tensor)]
+
+
+def _is_norm(m: nn.Module) -> bool:
+    return "norm" in type(m).__name__.lower()
+
+
+def run_trace(model: nn.Module, forward: Callable[[], Any], keep: set[int], attns: set[int]) -> Trace:
+    """Call ``forward`` with a hook on every module. Tensors are kept only where the discovery reads them:
+    the inputs of the modules in ``keep`` (by id) and of norms, the outputs of norms, of ``keep`` and of
+    every module that ran before the first attention in ``attns`` began."""
+    trace = Trace()
+    stacks: dict[int, list[Call]] = {}
+    started = [False]
+    handles = []
+
+    def pre(name: str, m: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        ts = _tensors(args, kwargs) if id(m) in keep or _is_norm(m) else []
+        if id(m) in attns:
+            started[0] = True
+        call = Call(len(trace.calls), name, m, ts[0] if ts else None, None, tuple(ts[1:]))
+        trace.calls.append(call)
+        stacks.setdefault(id(m), []).append(call)
+
+    def post(m: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        call = stacks[id(m)].pop()
+        first = out[0] if isinstance(out, tuple | list) and out else out
+        if isinstance(first, Tensor) and (_is_norm(m) or not started[0] or id(m) in keep):
+            call.out = first
+
+    for name, m in model.named_modules():
+        if not name:
+            continue
+        handles.append(m.register_forward_pre_hook(_bind(pre, name), with_kwargs=True))
+        handles.append(m.register_forward_hook(post, with_kwargs=True))
+    training = [(m, m.training) for m in model.modules()]
+    try:
+        model.eval()
+        with torch.no_grad():
+            forward()
+    finally:
+        for h in handles:
+            h.remove()
+        for m, mode in training:
+            m.training = mode
+    return trace
+
+
+def _bind(pre: Callable[..., None], name: str) -> Callable[..., None]:
+    return lambda m, args, kwargs: pre(name, m, args, kwargs)
+
+
+def grouping_of(t: Tensor, batch: int) -> Grouping | None:
+    """How the leading axis of ``t`` holds ``batch`` identical images: "outer" (equal halves) or "inner"
+    (equal neighbours); None where it holds no whole number of images or neither holds."""
+    lead = int(t.shape[0])
+    if lead == batch:
+        return "outer"
+    if lead % batch:
+        return None
+    flat = t.detach().double().reshape(lead, -1)
+    scale = float(flat.abs().max()) or 1.0
+
+    def same(a: Tensor, b: Tensor) -> bool:
+        return bool(((a - b).abs() <= 1e-4 * scale).all())
+
+    outer = flat.reshape(batch, -1)
+    if same(outer[0], outer[1]):
+        return "outer"
+    inner = flat.reshape(-1, batch, flat.shape[-1])
+    if same(inner[:, 0], inner[:, 1]):
+        return "inner"
+    return None
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """The attention layers in call order, where X is, and what the discovery could not settle."""
+
+    layers: tuple[Found, ...]
+    embedding: Embedding | None  # None: no trace; X is the first block's input
+    notes: tuple[str, ...]
+    trace: Trace | None
+
+
+def _inside(name: str, scope: str) -> bool:
+    return scope == "" or name == scope or name.startswith(f"{scope}.")
+
+
+def _parent(name: str) -> str:
+    return name.rsplit(".", 1)[0] if "." in name else ""
+
+
+def discover(model: nn.Module, run: Callable[[Tensor], Any], examples: list[Tensor]) -> Discovery | None:
+    """The attention layers of ``model`` (None: it has none the generic path reads). ``run`` calls the model
+    on pixels; ``examples`` are inputs of the sizes to try, each two identical images."""
+    attns = attentions(model)
+    if not attns:
+        return None
+    block_of = blocks(model, attns)
+    modules = dict(model.named_modules())
+    keep = {id(modules[p]) for a in attns for p in _ancestors(a)}
+    attn_ids = {id(m) for m, _ in attns.values()}
+    trace, failure = None, ""
+    for pixels in examples:
+        try:
+            trace = run_trace(model, lambda p=pixels: run(p), keep, attn_ids)  # type: ignore[misc]
+            break
+        except Exception as e:
+            failure = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+    if trace is None:
+        return _static(modules, attns, block_of, failure)
+    return _traced(modules, attns, block_of, trace)
+
+
+def _ancestors(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _static(
+    modules: dict[str, nn.Module],
+    attns: dict[str, tuple[nn.Module, Reading]],
+    block_of: dict[str, str],
+    why: str,
+) -> Discovery:
+    """Registration order, layouts read from each tensor's shape, windows taken as images outermost."""
+    layers = tuple(
+        Found(block_of[a], modules[block_of[a]], m, r, modules[block_of[a]], None, None, "outer", "outer")
+        for a, (m, r) in attns.items()
+    )
+    note = (
+        "the trial forward failed on every input size tried"
+        + (f" ({why})" if why else "")
+        + ": layers are in registration order and X is the first block's input, as a (B, N, d) tensor"
+    )
+    return Discovery(layers, None, (note,), None)
+
+
+def _traced(
+    modules: dict[str, nn.Module],
+    attns: dict[str, tuple[nn.Module, Reading]],
+    block_of: dict[str, str],
+    trace: Trace,
+) -> Discovery:
+    notes: list[str] = []
+    calls = sorted((c for a, (m, _) in attns.items() for c in trace.of(m)), key=lambda c: c.order)
+    silent = [a for a, (m, _) in attns.items() if not trace.of(m)]
+    if silent:
+        notes.append(f"attention module(s) that never ran are not analysed: {', '.join(silent[:4])}")
+    registered = [a for a in attns if a not in silent]
+    if list(dict.fromkeys(c.name for c in calls)) != registered:
+        notes.append("layers are in the order the model calls them, not the order it registers them")
+    layers, streams = [], []
+    for c in calls:
+        attn, reading = attns[c.name]
+        k = [x.order for x in trace.of(attn)].index(c.order)
+        bname = block_of[c.name]
+        block = modules[bname]
+        bcalls = trace.of(block)
+        binp = bcalls[k].inp if len(bcalls) > k else None
+        norm = _pre_norm(trace, c, bname, c.name)
+        stream, s = (block, binp) if norm is None or norm.inp is binp else (norm.module, norm.inp)
+        if s is None:
+            stream, s = attn, c.inp
+        width = reading.width
+        a_lay = layout_of(c.inp, width) if c.inp is not None else None
+        s_lay = layout_of(s, width) if s is not None else None
+        a_grp = grouping_of(c.inp, TRACE_BATCH) if c.inp is not None else None
+        s_grp = grouping_of(s, TRACE_BATCH) if s is not None else None
+        if a_grp is None or s_grp is None:
+            notes.append(f"{bname}: could not tell how its batch axis holds the images; taken as outermost")
+        n_calls = len(trace.of(attn))
+        name = bname if n_calls == 1 else f"{bname}#call{k}"
+        groups = _groups(c.inp, a_lay)
+        grp, s_grp = a_grp or "outer", s_grp or "outer"
+        layers.append(Found(name, block, attn, reading, stream, s_lay, a_lay, grp, s_grp, k, groups))
+        streams.append(s)
+    embedding = _embedding(modules, trace, layers, streams[0], calls[0])
+    if embedding is None:
+        notes.append("X: no module hands the first block its tokens as (B, ·) images; X is its input")
+    return Discovery(tuple(layers), embedding, tuple(notes), trace)
+
+
+def _groups(x: Tensor | None, layout: Layout | None) -> tuple[int, int] | None:
+    """(G, n) where the attention's input folds G groups of n tokens per image into its batch axis."""
+    if x is None or layout is None or int(x.shape[0]) == TRACE_BATCH or int(x.shape[0]) % TRACE_BATCH:
+        return None
+    n = (
+        int(x.shape[1])
+        if layout == "tokens"
+        else int(x[0, 0].numel() if layout == "nchw" else x[0, ..., 0].numel())
+    )
+    return int(x.shape[0]) // TRACE_BATCH, n
+
+
+def _pre_norm(trace: Trace, attn_call: Call, block: str, attn: str) -> Call | None:
+    """The norm call whose output the attention reads, inside its block (or, where the attention is its own
+    block, inside the module that holds it)."""
+    scope = _parent(attn) if block == attn else block
+    for c in trace.calls[: attn_call.order]:
+        if c.out is not None and c.out is attn_call.inp and _is_norm(c.module) and _inside(c.name, scope):
+            return c
+    return None
+
+
+def _embedding(
+    modules: dict[str, nn.Module],
+    trace: Trace,
+    layers: list[Found],
+    s: Tensor | None,
+    attn_call: Call,
+) -> Embedding | None:
+    """Where a hook reads X and can condition it for the whole first block (None: nowhere found)."""
+    first = layers[0]
+    if s is None:
+        return None
+    width = first.reading.width
+    block_name = first.name.split("#")[0]
+    start = _parent(block_name) if first.block is first.attn else block_name
+    ancestors = list(reversed(_ancestors(start) if start else []))  # lowest first
+    before = trace.calls[: attn_call.order]
+    if int(s.shape[0]) == TRACE_BATCH:
+        for anc in ancestors:
+            calls = trace.of(modules[anc])
+            if calls and calls[0].inp is s:
+                lay = layout_of(s, width) or "tokens"
+                return Embedding(modules[anc], anc, True, lay, f"input of {anc}", anc, width)
+        made = next((c for c in before if c.out is s), None)
+        if made is not None:
+            lay = layout_of(s, width) or "tokens"
+            return Embedding(made.module, made.name, False, lay, f"output of {made.name}", block_name, width)
+        return None
+    # the first block reads folded groups (B·G, n, c): the last module before it that hands over the same
+    # numbers per image, (B, ·), in another order
+    values = s.detach().flatten().sort().values
+    for c in reversed(before):
+        t = c.out
+        lay = layout_of(t, width) if t is not None else None
+        if t is None or lay is None or int(t.shape[0]) != TRACE_BATCH or t.numel() != s.numel():
+            continue
+        if torch.equal(t.detach().flatten().sort().values, values):
+            what = f"output of {c.name} (the tokens the first block reads as groups, in its own order)"
+            return Embedding(c.module, c.name, False, lay, what, block_name, width)
+    return _beside(modules, trace, layers, ancestors, before)
+
+
+def _beside(
+    modules: dict[str, nn.Module], trace: Trace, layers: list[Found], ancestors: list[str], before: list[Call]
+) -> Embedding | None:
+    """Where the first attention reads a folded stream that no module hands over per image (TNT's pixels
+    within patches): the image-level tokens that enter the same block beside it (TNT's patch tokens), as
+    the module that made them outputs them."""
+    widths = {f.reading.width for f in layers}
+    for anc in ancestors:
+        calls = trace.of(modules[anc])
+        if not calls:
+            continue
+        for t in calls[0].others:
+            w = next((w for w in widths if layout_of(t, w) is not None), None)
+            lay = layout_of(t, w) if w is not None else None
+            made = next((c for c in before if c.out is t), None)
+            if w is None or lay is None or made is None or int(t.shape[0]) != TRACE_BATCH:
+                continue
+            note = (
+                f"the first attention, {layers[0].name}, reads a stream folded into groups of the images "
+                f"(its X_l has them side by side); X is the image-level stream that enters {anc} beside it"
+            )
+            return Embedding(made.module, made.name, False, lay, f"output of {made.name}", anc, w, note)
+    return None

@@ -1,0 +1,221 @@
+"""The generic path on a vision model: every attention layer in call order, X, X_l and A_l in their layouts.
+
+:mod:`condcli.adapters.generic_blocks` finds the layers with one trial forward; this module turns what it
+found into probes and says, in words, where X is and which position encoding precedes it (SPEC §1): the
+absolute or convolutional ones that run before the first attention (X follows them), those that run only
+later (Twins' PEG after the first block: X carries none), and positions that enter inside attention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import torch
+from torch import nn
+
+from condcli.adapters.base import EmbeddingPoint, Probe
+from condcli.adapters.generic_attn import Reading
+from condcli.adapters.generic_blocks import TRACE_BATCH, Discovery, Found, Trace, discover
+from condcli.adapters.generic_layouts import Grouping, attention_input, stream_input
+
+Tensor = torch.Tensor
+# a position encoding added to the tokens: a part of the last piece of its module or parameter name
+POSITION = ("pos_embed", "position_embedding", "embed_positions", "pixel_pos", "patch_pos", "pos_block")
+POSITION_CONV = ("cpe", "pos_conv", "peg")  # convolutional (conditional) position encodings
+SIZES = (224, 256, 32, 64, 128, 96, 160, 192, 240, 384)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One attention layer: its probes and what it computes, in words."""
+
+    name: str
+    block: nn.Module
+    attn: nn.Module
+    reading: Reading
+    x_in: Probe
+    attn_in: Probe
+    grouping: Grouping  # how the attention's (and its P's) leading axis holds the images
+    attention: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    entries: tuple[Entry, ...]
+    embedding: EmbeddingPoint
+    notes: tuple[str, ...]
+
+
+def example_images(model: nn.Module) -> list[Tensor]:
+    """Trial inputs for the trace, two identical random images each, at the sizes the model may be built
+    for: what it says it was built for first (timm ``patch_embed.img_size`` / ``img_size``, its pretrained
+    config, an HF config's ``image_size``), then common sizes."""
+    param = next(model.parameters())
+    config = getattr(model, "config", None)
+    channels = int(getattr(config, "num_channels", 3) or 3)
+    sizes: list[tuple[int, int]] = []
+    for value in (
+        getattr(getattr(model, "patch_embed", None), "img_size", None),
+        getattr(model, "img_size", None),
+        (getattr(model, "pretrained_cfg", None) or {}).get("input_size", (None,))[1:],
+        getattr(config, "image_size", None),
+    ):
+        size = _pair(value)
+        if size is not None and size not in sizes:
+            sizes.append(size)
+    cfg = getattr(model, "pretrained_cfg", None) or {}
+    if isinstance(cfg.get("input_size"), tuple | list) and len(cfg["input_size"]) == 3:
+        channels = int(cfg["input_size"][0])
+    sizes += [(s, s) for s in SIZES if (s, s) not in sizes]
+    gen = torch.Generator().manual_seed(0)
+    out = []
+    for h, w in sizes:
+        one = torch.randn(1, channels, h, w, generator=gen)
+        out.append(one.expand(TRACE_BATCH, -1, -1, -1).to(param.device, param.dtype))
+    return out
+
+
+def _pair(value: Any) -> tuple[int, int] | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value, value
+    if (
+        isinstance(value, tuple | list)
+        and len(value) == 2
+        and all(isinstance(v, int) and v > 0 for v in value)
+    ):
+        return int(value[0]), int(value[1])
+    return None
+
+
+def runner(model: nn.Module) -> Callable[[Tensor], Any]:
+    """How the model is called on pixels (HF models by keyword)."""
+    if hasattr(model, "config"):
+        return lambda pixels: model(pixel_values=pixels)
+    return lambda pixels: model(pixels)
+
+
+def plan(model: nn.Module, inside: str | None) -> Plan | None:
+    """The vision model's attention layers and X; None where it has no attention the generic path reads.
+    ``inside``: how positions enter inside attention, where the model says so."""
+    found = discover(model, runner(model), example_images(model))
+    if found is None or not found.layers:
+        return None
+    notes = list(found.notes)
+    entries = tuple(_entry(f) for f in found.layers)
+    first = found.layers[0]
+    before, later, encoding = _positions(model, found)
+    emb = found.embedding
+    first_block = first.name.split("#")[0]
+    if emb is not None:
+        point, at_input, layout, where, what, enters = (
+            emb.module,
+            emb.at_input,
+            emb.layout,
+            emb.name,
+            emb.what,
+            emb.enters,
+        )
+        if emb.note:
+            notes.append(emb.note)
+    else:
+        point, at_input, layout = first.block, True, "tokens"
+        where, what, enters = first_block, f"input of {first_block}", first_block
+    lead = (
+        f"{what}, the first attention block"
+        if what == f"input of {enters}"
+        else f"{what}, the tokens entering the first attention block '{enters}'"
+    )
+    if before:
+        description = f"{lead} (after the position embedding {', '.join(before)})"
+    elif later:
+        description = (
+            f"{lead}; it carries no position encoding: {', '.join(later)} only runs after that block"
+        )
+    elif inside:
+        description = f"{lead}; it carries no position encoding: positions enter inside attention ({inside})"
+    else:
+        description = f"{lead} (no position encoding was identified)"
+    notes.insert(0, f"X is the {description}")
+    if encoding:
+        notes.append(encoding)
+    if inside and (before or later):
+        notes.append(f"positions also enter inside attention ({inside})")
+    embedding = EmbeddingPoint(
+        point, where, description, layout=layout, after_position_encoding=bool(before), at_input=at_input
+    )
+    return Plan(entries, embedding, tuple(notes))
+
+
+def _entry(f: Found) -> Entry:
+    width = f.reading.width
+    x_in = Probe(f.stream, partial(stream_input, width, f.stream_layout, f.stream_grouping), after=False)
+    attn_in = Probe(f.attn, partial(attention_input, width, f.attn_layout, f.grouping), after=False)
+    return Entry(f.name, f.block, f.attn, f.reading, x_in, attn_in, f.grouping, _words(f.reading, f.groups))
+
+
+def _words(r: Reading, groups: tuple[int, int] | None) -> str:
+    """What P is, in words (SPEC §3: a non-square P is named)."""
+    parts = []
+    if r.windows:
+        parts.append(f"within {r.windows}")
+    elif groups is not None:
+        parts.append(
+            f"within {groups[0]} groups of {groups[1]} tokens per image "
+            "(windows, patches or mask units folded into the batch)"
+        )
+    if r.queries:
+        parts.append(f"Q from {r.queries}")
+    if r.keys:
+        parts.append(f"K/V from {r.keys}")
+    shape = " (P is q × k)" if r.queries or r.keys else ""
+    return "softmax attention (generic)" + (": " + "; ".join(parts) + shape if parts else "")
+
+
+def _named(name: str, words: tuple[str, ...]) -> bool:
+    """Whether the last non-index piece of a module or parameter path names a position encoding."""
+    last = next((p for p in reversed(name.lower().split(".")) if not p.isdigit()), "")
+    return "rel" not in last and "crpe" not in last and any(w in last for w in words)
+
+
+def _positions(model: nn.Module, found: Discovery) -> tuple[list[str], list[str], str | None]:
+    """(position encodings that precede X, those that run only after the first block, a note on what X
+    follows when it is a convolutional encoding's output)."""
+    trace: Trace | None = found.trace
+    first_block = found.layers[0].block
+    before: list[str] = []
+    later: list[str] = []
+    if trace is not None:
+        start = next(c.order for c in trace.calls if c.module is found.layers[0].attn)
+        entry = next((c.order for c in trace.calls if c.module is first_block), start)
+        x_at = found.embedding.module if found.embedding is not None else first_block
+        x_order = next((c.order for c in trace.calls if c.module is x_at), entry)
+        seen: set[str] = set()
+        for c in trace.calls:
+            if c.name in seen or not _named(c.name, POSITION + POSITION_CONV):
+                continue
+            seen.add(c.name)
+            if c.order <= x_order or (c.module is x_at and found.embedding and not found.embedding.at_input):
+                before.append(c.name)
+            elif c.order > start:
+                later.append(c.name)
+    inside_blocks = {f.name.split("#")[0] for f in found.layers}
+    emb = found.embedding
+    width = _x_width(found)
+    for name, p in model.named_parameters():
+        owner = name.rsplit(".", 1)[0] if "." in name else ""
+        if any(owner == b or owner.startswith(f"{b}.") for b in inside_blocks) or not _named(name, POSITION):
+            continue
+        if p.shape[-1] == width:  # a position embedding as wide as X (CrossViT: its branch)
+            before.append(name)
+    note = None
+    if emb is not None and not emb.at_input and _named(emb.name, POSITION_CONV):
+        note = f"X is the output of '{emb.name}', a convolutional position encoding the first block applies"
+    return list(dict.fromkeys(before)), list(dict.fromkeys(later))[:2], note
+
+
+def _x_width(found: Discovery) -> int:
+    """X's width: the channel count of the tensor the embedding point hands over."""
+    return found.embedding.width if found.embedding is not None else found.layers[0].reading.width
