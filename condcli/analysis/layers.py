@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from condcli.adapters.base import HeadWeights, LayerSpec
-from condcli.analysis.persample import summarize_samples, trim
+from condcli.analysis.persample import head_chunks, summarize_heads, summarize_samples, trim
 from condcli.capture import LayerCapture
 from condcli.errors import InternalError
 from condcli.metrics import FLAGS, FORWARD
@@ -104,8 +104,9 @@ class ForwardAccumulator:
         probs = None
         if layer.probs is not None:
             p = trim(layer.probs, lengths, (2, 3))  # per sample (G, H, q, k)
-            # P is low rank in practice (Linformer): κ(P) ≫ 300, a Gram attempt would be thrown away
-            sp = summarize_samples(p, layer.probs.dtype, "svd")
+            # P is low rank in practice (Linformer): κ(P) ≫ 300, a Gram attempt would be thrown away; a few
+            # heads at a time, since a long sequence's P is H × n² numbers per sample
+            sp = summarize_heads(p, layer.probs.dtype, "svd")
             kp = sp.kappa  # (S, G, H)
             mu_a = mu_softmax_attention(kp, ka[..., None], self.kv)  # (S, G, H)
             put["mu_a"].extend(mu_a.flatten(1).amax(-1))
@@ -172,5 +173,7 @@ class ForwardAccumulator:
 
 
 def _head_entropy(p: torch.Tensor, spec: LayerSpec) -> torch.Tensor:
-    """(G, H, q, k) one sample's P → (H,): H(P) per head, the mean over its groups (windows)."""
-    return attention_entropy(p, causal=spec.causal, window=spec.window).mean(0)
+    """(G, H, q, k) one sample's P → (H,): H(P) per head, the mean over its groups (windows), computed a few
+    heads at a time (float64 copies of every head of a long sequence would not fit)."""
+    parts = [attention_entropy(c, causal=spec.causal, window=spec.window) for (c,) in head_chunks([p])]
+    return torch.cat(parts, -1).mean(0)

@@ -68,3 +68,40 @@ def summarize_samples(
         rank=torch.stack([r for r in rank if r is not None]).cpu(),
         below=torch.stack([b for b in below if b is not None]).cpu(),
     )
+
+
+# float64 bytes of P handed to the spectra at once, beyond one head per torch thread: a layer's P of a long
+# sequence is H × n² numbers per sample (12 × 2048² = 384 MiB in float64), and the spectra upcast all
+# they are given before the first decomposition
+CHUNK_BYTES = 64 * 2**20
+
+
+def head_chunks(mats: Sequence[torch.Tensor], dim: int = 1) -> list[list[torch.Tensor]]:
+    """Per-sample stacks (e.g. P, (G, H, q, k)) cut along the head axis ``dim`` into views of a few heads.
+
+    A chunk holds as many heads as keep its float64 copy within :data:`CHUNK_BYTES`, and at least one per
+    torch thread (each decomposition is still one matrix per call, so results do not depend on the cut).
+    Short sequences (ViT-B: 197 tokens) stay one chunk.
+    """
+    if not mats:
+        return []
+    heads = int(mats[0].shape[dim])
+    per_head = 8 * sum(m.numel() for m in mats) // max(heads, 1)
+    step = max(torch.get_num_threads(), CHUNK_BYTES // max(per_head, 1), 1)
+    return [[m.narrow(dim, h, min(step, heads - h)) for m in mats] for h in range(0, heads, step)]
+
+
+def summarize_heads(
+    mats: Sequence[torch.Tensor], capture_dtype: torch.dtype | str, method: Method = "auto"
+) -> Summaries:
+    """:func:`summarize_samples` of per-sample stacks (G, H, q, k), a chunk of heads at a time
+    (:func:`head_chunks`): the same summaries, without a float64 copy of every head at once."""
+    parts = [summarize_samples(chunk, capture_dtype, method) for chunk in head_chunks(mats)]
+    if len(parts) == 1:
+        return parts[0]
+    return Summaries(
+        sigma=[torch.cat(per_sample, dim=1) for per_sample in zip(*(s.sigma for s in parts), strict=True)],
+        kappa=torch.cat([s.kappa for s in parts], dim=2),
+        rank=torch.cat([s.rank for s in parts], dim=2),
+        below=torch.cat([s.below for s in parts], dim=2),
+    )

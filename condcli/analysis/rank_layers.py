@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from condcli.adapters.base import LayerSpec
-from condcli.analysis.persample import trim
+from condcli.analysis.persample import head_chunks, trim
 from condcli.errors import InputError
 from condcli.rank_report import THRESHOLD, MatrixAggregate, RankDecayResult, RankHead, RankLayer
 from condcli.spectra import (
@@ -57,14 +57,16 @@ def check_index_fits(index: int | None, layers: dict[int, RankAccumulator]) -> N
 def sample_spectra(mats: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """Singular values of every sample's P stack (G, H, q, k) → (G, H, min(q, k)), float64, on the CPU.
 
-    Samples of equal shape go through one batched :func:`condcli.spectra.singular_values` call.
+    Samples of equal shape go through :func:`condcli.spectra.singular_values` together, a chunk of heads at
+    a time (:func:`condcli.analysis.persample.head_chunks`: a long sequence's P is H × n² numbers per sample).
     """
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, m in enumerate(mats):
         groups.setdefault(tuple(m.shape), []).append(i)
     out: list[torch.Tensor | None] = [None] * len(mats)
     for idx in groups.values():
-        sigma = singular_values(torch.stack([mats[i] for i in idx])).cpu()
+        chunks = head_chunks([mats[i] for i in idx])
+        sigma = torch.cat([singular_values(torch.stack(c)).cpu() for c in chunks], dim=2)  # (S, G, H, r)
         for j, i in enumerate(idx):
             out[i] = sigma[j]
     return [s for s in out if s is not None]
