@@ -163,13 +163,15 @@ class ForwardStats:
 class HeadReport:
     head: int
     mu_la: Aggregate
-    kappa_la: Aggregate  # the actual κ(LA(A_l)) of this head, to see how tight μ(LA) is
+    kappa_la: Aggregate  # the actual κ(LA(A_l)) of this head as the model computes it (rotated q, k: RoPE)
     mu_a: Aggregate | None
     kappa_probs: Aggregate | None
     attention_entropy: Aggregate | None = None  # None: P not observable
+    # where the model rotates q and k: κ(LA) of the unrotated projections, the one μ(LA) bounds
+    kappa_la_unrotated: Aggregate | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "head": self.head,
             "mu_la": self.mu_la.to_json(),
             "kappa_la": self.kappa_la.to_json(),
@@ -177,6 +179,9 @@ class HeadReport:
             "kappa_probs": _agg(self.kappa_probs),
             "attention_entropy": _agg(self.attention_entropy),
         }
+        if self.kappa_la_unrotated is not None:
+            out["kappa_la_unrotated"] = self.kappa_la_unrotated.to_json()
+        return out
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,9 @@ def test_gqa_heads_read_their_kv_head(llama: Path) -> None:
             g = group[h]
             la = A @ wq[h] @ wk[g].T @ np.swapaxes(A, 1, 2) @ A @ wv[g]  # unrotated, as Prop. 4.2
             kla = np_kappa(la)
-            np.testing.assert_allclose(head.kappa_la.per_sample, kla, rtol=max(1e-7, 100 * EPS * kla.max()))
+            assert head.kappa_la_unrotated is not None  # Llama rotates q, k: κ(LA) actual is rotated
+            rtol = max(1e-7, 100 * EPS * kla.max())
+            np.testing.assert_allclose(head.kappa_la_unrotated.per_sample, kla, rtol=rtol)
     assert any("grouped-query attention" in note for note in report.notes)
 
 

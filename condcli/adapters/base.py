@@ -237,6 +237,10 @@ def separate_qkv(
     return head_split((q.weight.T, k.weight.T, v.weight.T), (q.bias, k.bias, v.bias), heads, kv)
 
 
+# per-head q, k (..., n, d_h) at positions 0..n−1 → as the model rotates them (RoPE)
+Rotation = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
 @dataclass(frozen=True)
 class LayerSpec:
     """One attention layer of the model."""
@@ -252,6 +256,7 @@ class LayerSpec:
     approximation: bool = False  # P is an approximation of softmax attention (Nyströmformer)
     causal: bool = False  # a causal mask: query i attends to the keys up to its own position
     window: int | None = None  # a local (sliding-window) mask: causal, the last ``window`` keys; else ±window
+    rotation: Rotation | None = None  # how the model rotates q and k (RoPE); None: no rotation known
     no_probs: str = (  # why P cannot be observed, shown where ``probs`` is None
         "P cannot be observed: the attention computes its softmax as a function, "
         "with no module or returned weights to hook"

@@ -6,12 +6,15 @@ projection and attention class, how Q, K and V lie along its output rows (see :f
 
 from __future__ import annotations
 
+import inspect
+import sys
+from functools import partial
 from typing import Any
 
 import torch
 from torch import nn
 
-from condcli.adapters.base import FusedLayout, HeadWeights, fused_qkv, separate_qkv
+from condcli.adapters.base import FusedLayout, HeadWeights, Rotation, fused_qkv, separate_qkv
 
 SEPARATE = (
     ("q", "k", "v"),
@@ -223,3 +226,41 @@ WEIGHTS_ON_REQUEST = ("DisentangledSelfAttention",)  # DeBERTa, DeBERTa-v2
 def weights_on_request(attn: nn.Module) -> bool:
     """Whether ``attn`` returns its attention weights only when the model is run with output_attentions."""
     return bool({c.__name__ for c in type(attn).__mro__}.intersection(WEIGHTS_ON_REQUEST))
+
+
+def rotation(model: nn.Module, attn: nn.Module, layer: int) -> Rotation | None:
+    """How ``attn`` rotates its queries and keys (RoPE), as a function of per-head q, k (..., n, d_h) at
+    positions 0..n−1; None where no rotation is found.
+
+    HF rotary models (transformers 5): the model's own ``rotary_emb`` gives (cos, sin) for the positions
+    (per layer type where it takes one: Gemma3, ModernBERT), and the family module's own
+    ``apply_rotary_pos_emb`` rotates the first channels they cover (partial rotary: StableLM, Phi, NeoX).
+    """
+    config = getattr(model, "config", None)
+    apply = getattr(sys.modules.get(type(attn).__module__), "apply_rotary_pos_emb", None)
+    own = getattr(attn, "rotary_emb", None)
+    found = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
+    emb = own if isinstance(own, nn.Module) else found[0] if found else None
+    if emb is None or not callable(apply) or getattr(config, "alibi", False) is True:
+        return None
+    params = inspect.signature(emb.forward).parameters
+    takes = list(inspect.signature(apply).parameters)
+    if list(params)[:2] != ["x", "position_ids"] or takes[:4] != ["q", "k", "cos", "sin"]:
+        return None  # another convention than transformers 5's: not guessed
+    types = getattr(config, "layer_types", None)
+    extra = {"layer_type": types[layer]} if "layer_type" in params and types else {}
+    return partial(_rotate, emb, apply, extra)
+
+
+def _rotate(
+    emb: nn.Module, apply: Any, extra: dict[str, Any], q: torch.Tensor, k: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    buffers = list(emb.buffers())
+    device = buffers[0].device if buffers else q.device
+    positions = torch.arange(q.shape[-2], device=device)[None]
+    with torch.no_grad():  # x only gives the dtype and device: cos, sin (1, n, r) in q's dtype
+        cos, sin = emb(torch.empty(0, dtype=q.dtype, device=device), positions, **extra)
+    r = int(cos.shape[-1])
+    # (1, n, r) → (1, 1, n, r) by the family's own unsqueeze: broadcast over groups and heads
+    qr, kr = apply(q[..., :r], k[..., :r], cos.to(q.device), sin.to(q.device))
+    return torch.cat([qr, q[..., r:]], -1), torch.cat([kr, k[..., r:]], -1)

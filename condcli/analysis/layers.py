@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from condcli.adapters.base import HeadWeights, LayerSpec
+from condcli.adapters.base import HeadWeights, LayerSpec, Rotation
 from condcli.analysis.persample import head_chunks, summarize_heads, summarize_samples, trim
 from condcli.capture import LayerCapture
 from condcli.errors import InternalError
@@ -47,15 +47,18 @@ def weight_kappas(w: HeadWeights) -> WeightKappas:
     )
 
 
-def linear_attention(a: torch.Tensor, w: HeadWeights) -> torch.Tensor:
+def linear_attention(a: torch.Tensor, w: HeadWeights, rotation: Rotation | None = None) -> torch.Tensor:
     """LA(A) = A W_Q W_Kᵀ Aᵀ A W_V per group and head, float64: (G, n, c) → (G, H, n, d_h).
 
     Computed as Q (Kᵀ V) so no n × n matrix is formed; no biases (Proposition 4.2's linear attention). Each
-    query head uses the KV head it reads (grouped-query attention).
+    query head uses the KV head it reads (grouped-query attention). ``rotation``: the model's own rotation of
+    q and k at positions 0..n−1 (RoPE), applied as the model applies it: LA = R(Q) R(K)ᵀ V.
     """
     x = a.to(torch.float64)[:, None]  # (G, 1, n, c)
     mats = (w.wq, w.per_query("k"), w.per_query("v"))
     q, k, v = (x @ m.to(x.device)[None] for m in mats)  # (G, H, n, d_h)
+    if rotation is not None:
+        q, k = rotation(q, k)
     return q @ (k.mT @ v)
 
 
@@ -78,7 +81,8 @@ class ForwardAccumulator:
         self.streams = {m.key: ScalarStream() for m in FORWARD}
         H = len(kappas.wq_heads)
         self.head_mu_la = [ScalarStream() for _ in range(H)]
-        self.head_la = [ScalarStream() for _ in range(H)]
+        self.head_la = [ScalarStream() for _ in range(H)]  # as the model computes it (rotated, RoPE)
+        self.head_la_unrotated = [ScalarStream() for _ in range(H)]  # where it rotates: what μ(LA) bounds
         self.head_mu_a = [ScalarStream() for _ in range(H)]
         self.head_p = [ScalarStream() for _ in range(H)]
         self.head_entropy = [ScalarStream() for _ in range(H)]  # always kept: the report lists it per head
@@ -126,14 +130,22 @@ class ForwardAccumulator:
         mu_la: torch.Tensor,
         probs: tuple[torch.Tensor, torch.Tensor] | None,
     ) -> None:
-        la = torch.stack([condition_number(linear_attention(a, self.weights)).amax(0) for a in attn]).cpu()
+        rotation = self.spec.rotation
+        la = torch.stack([self._kappa_la(a, rotation) for a in attn]).cpu()
+        plain = torch.stack([self._kappa_la(a, None) for a in attn]).cpu() if rotation is not None else None
         for h in range(len(self.head_mu_la)):
             self.head_mu_la[h].extend(mu_la[:, h])
             self.head_la[h].extend(la[:, h])
+            if plain is not None:
+                self.head_la_unrotated[h].extend(plain[:, h])
             if probs is not None:
                 kp, mu_a = probs
                 self.head_p[h].extend(kp[:, :, h].amax(-1))
                 self.head_mu_a[h].extend(mu_a[:, :, h].amax(-1))
+
+    def _kappa_la(self, a: torch.Tensor, rotation: Rotation | None) -> torch.Tensor:
+        """(H,) one sample's κ(LA) per head: the worst of its groups."""
+        return condition_number(linear_attention(a, self.weights, rotation)).amax(0)
 
     @property
     def has_probs(self) -> bool:
@@ -167,6 +179,7 @@ class ForwardAccumulator:
                 mu_a=self.head_mu_a[h].result() if has_p else None,
                 kappa_probs=self.head_p[h].result() if has_p else None,
                 attention_entropy=self.head_entropy[h].result() if has_p else None,
+                kappa_la_unrotated=self.head_la_unrotated[h].result() if self.spec.rotation else None,
             )
             for h in range(len(self.head_mu_la))
         )
