@@ -116,10 +116,23 @@ def test_kappa_la_is_computed_with_the_model_rotation(folder: tuple[str, Path]) 
     assert any("μ(LA) is the bound for the unrotated, unbiased projections" in n for n in report.notes), name
 
 
-@pytest.mark.parametrize("name", ["llama_gqa", "stablelm_partial_rotary"])
+OWN = [  # families with no q/k norm and no logit soft-capping: P follows from q, k alone
+    "llama_gqa",
+    "qwen2_bias",  # q/k biases
+    "mistral_sliding",  # a sliding window
+    "granite",  # its own attention multiplier for a scale
+    "cohere",  # interleaved rotation
+    "stablelm_partial_rotary",
+    "phi3_fused",
+    "gpt_neox_fused",  # partial, per-head fused projection
+    "falcon_multi_query",
+]
+
+
+@pytest.mark.parametrize("name", OWN)
 def test_the_rotation_is_the_model_own(name: str) -> None:
-    """softmax(R(q) R(k)ᵀ/√d_h + causal mask) with condcli's rotation gives back the model's own P (these
-    families add no bias and no q/k norm)."""
+    """softmax(R(q) R(k)ᵀ · scale + the layer's mask) with condcli's rotation (and its q/k slices and
+    biases) gives back the model's own P."""
     from condcli.adapters import adapter_for
 
     model = CASES["generic"][name].build()
@@ -128,11 +141,13 @@ def test_the_rotation_is_the_model_own(name: str) -> None:
     seen: dict[int, torch.Tensor] = {}
     handles = [
         spec.attn_in.module.register_forward_pre_hook(
-            lambda m, a, k, i=spec.index: seen.__setitem__(i, k["hidden_states"].detach()), with_kwargs=True
+            lambda m, a, k, i=spec.index: seen.__setitem__(i, (a[0] if a else k["hidden_states"]).detach()),
+            with_kwargs=True,
         )
         for spec in adapter.layers
     ]
     model.set_attn_implementation("eager")
+    model.config._attn_implementation = "eager"  # Falcon refuses the switch but reads its config
     try:
         with torch.no_grad():
             att = model(input_ids=ids, output_attentions=True).attentions
@@ -140,14 +155,16 @@ def test_the_rotation_is_the_model_own(name: str) -> None:
         for h in handles:
             h.remove()
     n = ids.shape[1]
-    future = torch.triu(torch.ones(n, n, dtype=torch.bool), 1)
+    ahead = torch.arange(n)[None, :] - torch.arange(n)[:, None]  # key − query
     for spec in adapter.layers:
+        masked = (ahead > 0) | (ahead <= -spec.window if spec.window else False)
         assert spec.rotation is not None
         w = spec.weights()
         a = seen[spec.index].to(F64)[:, None]  # (S, 1, n, d)
         q = a @ w.wq + (0 if w.bq is None else w.bq[:, None])
         k = a @ w.per_query("k") + (0 if w.bk is None else w.bk[w.kv_index()][:, None])
         q, k = spec.rotation(q, k)
-        logits = (q @ k.mT) * q.shape[-1] ** -0.5
-        p = logits.masked_fill(future, float("-inf")).softmax(-1)
+        attn = spec.attn_in.module
+        scale = getattr(attn, "scaling", getattr(attn, "inv_norm_factor", q.shape[-1] ** -0.5))
+        p = ((q @ k.mT) * scale).masked_fill(masked, float("-inf")).softmax(-1)
         torch.testing.assert_close(p, att[spec.index].to(F64), rtol=1e-4, atol=1e-5)
