@@ -179,6 +179,8 @@ CASES: dict[str, dict[str, Case]] = {
         "mistral_sliding": case(hf(tf.MistralConfig, **GQA, **SLIDING), partial(separate, kv=KV)),
         "qwen2_bias": case(hf(tf.Qwen2Config, **GQA), partial(separate, kv=KV)),
         "qwen3_qk_norm": case(hf(tf.Qwen3Config, **GQA, head_dim=DH), partial(separate, kv=KV)),
+        # SmolLM3: its second layer has no rotary position embedding at all (NoPE)
+        "smollm3_nope": case(hf(tf.SmolLM3Config, **GQA, no_rope_layers=[1, 0]), partial(separate, kv=KV)),
         "olmo": case(hf(tf.OlmoConfig), separate),
         "olmo2_qk_norm": case(hf(tf.Olmo2Config), separate),
         "granite": case(hf(tf.GraniteConfig, **GQA, embedding_multiplier=2.0), partial(separate, kv=KV)),

@@ -126,7 +126,9 @@ OWN = [  # families with no q/k norm and no logit soft-capping: P follows from q
     "phi3_fused",
     "gpt_neox_fused",  # partial, per-head fused projection
     "falcon_multi_query",
+    "smollm3_nope",  # its second layer rotates nothing (NoPE): condcli must not rotate it either
 ]
+NOPE = {"smollm3_nope": [True, False]}  # which layers rotate, where not all do
 
 
 @pytest.mark.parametrize("name", OWN)
@@ -156,14 +158,15 @@ def test_the_rotation_is_the_model_own(name: str) -> None:
             h.remove()
     n = ids.shape[1]
     ahead = torch.arange(n)[None, :] - torch.arange(n)[:, None]  # key − query
+    assert [s.rotation is not None for s in adapter.layers] == NOPE.get(name, [True] * len(adapter.layers))
     for spec in adapter.layers:
         masked = (ahead > 0) | (ahead <= -spec.window if spec.window else False)
-        assert spec.rotation is not None
         w = spec.weights()
         a = seen[spec.index].to(F64)[:, None]  # (S, 1, n, d)
         q = a @ w.wq + (0 if w.bq is None else w.bq[:, None])
         k = a @ w.per_query("k") + (0 if w.bk is None else w.bk[w.kv_index()][:, None])
-        q, k = spec.rotation(q, k)
+        if spec.rotation is not None:
+            q, k = spec.rotation(q, k)
         attn = spec.attn_in.module
         scale = getattr(attn, "scaling", getattr(attn, "inv_norm_factor", q.shape[-1] ** -0.5))
         p = ((q @ k.mT) * scale).masked_fill(masked, float("-inf")).softmax(-1)

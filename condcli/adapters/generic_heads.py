@@ -243,6 +243,8 @@ def rotation(model: nn.Module, attn: nn.Module, layer: int) -> Rotation | None:
     emb = own if isinstance(own, nn.Module) else found[0] if found else None
     if emb is None or not callable(apply) or getattr(config, "alibi", False) is True:
         return None
+    if getattr(attn, "use_rope", True) in (False, 0):  # a NoPE layer (SmolLM3, Llama 4): no rotation here
+        return None
     params = inspect.signature(emb.forward).parameters
     takes = list(inspect.signature(apply).parameters)
     if list(params)[:2] != ["x", "position_ids"] or takes[:4] != ["q", "k", "cos", "sin"]:
