@@ -187,6 +187,9 @@ CASES: dict[str, dict[str, Case]] = {
         "cohere": case(hf(tf.CohereConfig, **GQA), partial(separate, kv=KV)),
         "stablelm_partial_rotary": case(hf(tf.StableLmConfig, num_key_value_heads=H), separate),
         "starcoder2": case(hf(tf.Starcoder2Config, **GQA, **SLIDING), partial(separate, kv=KV)),
+        "phi2_partial_rotary": case(
+            hf(tf.PhiConfig, partial_rotary_factor=0.5), partial(separate, out="dense")
+        ),
         "gemma": case(hf(tf.GemmaConfig, num_key_value_heads=H, head_dim=DH), separate),
         "gemma2": case(hf(tf.Gemma2Config, **GQA, head_dim=DH, **ALTERNATING), partial(separate, kv=KV)),
         "gemma3": case(hf(tf.Gemma3TextConfig, **GQA, head_dim=DH, **ALTERNATING), partial(separate, kv=KV)),
@@ -208,6 +211,17 @@ CASES: dict[str, dict[str, Case]] = {
                 num_experts_per_tok=1,
                 moe_intermediate_size=16,
                 shared_expert_intermediate_size=16,
+            ),
+            partial(separate, kv=KV),
+        ),
+        "qwen3_moe": case(
+            hf(
+                tf.Qwen3MoeConfig,
+                **GQA,
+                head_dim=DH,
+                num_experts=2,
+                num_experts_per_tok=1,
+                moe_intermediate_size=16,
             ),
             partial(separate, kv=KV),
         ),

@@ -26,10 +26,12 @@ CASES: dict[str, Case] = {**DECODERS["generic"], **ENCODERS["generic"]}
 
 # how each family brings in positions (its documentation), as the notes must say it
 ROTARY = "positions enter inside attention (rotary)"
-QUARTER = "positions enter inside attention (rotary, on the first 25% of each head's channels)"
+PARTIAL = "positions enter inside attention (rotary, on the first {}% of each head's channels)"
+QUARTER = PARTIAL.format(25)
 POSITIONS = {
     "stablelm_partial_rotary": QUARTER,
     "gpt_neox_fused": QUARTER,
+    "phi2_partial_rotary": PARTIAL.format(50),
     "gptj": "positions enter inside attention (rotary, on the first 4 channels of each head)",
     "bloom_alibi": "positions enter inside attention (ALiBi)",
     "opt": "after the position embedding 'decoder.embed_positions'",

@@ -123,6 +123,7 @@ OWN = [  # families with no q/k norm and no logit soft-capping: P follows from q
     "granite",  # its own attention multiplier for a scale
     "cohere",  # interleaved rotation
     "stablelm_partial_rotary",
+    "phi2_partial_rotary",
     "phi3_fused",
     "gpt_neox_fused",  # partial, per-head fused projection
     "falcon_multi_query",
