@@ -48,6 +48,12 @@ class Site:
     post: Callable[[Tensor], Tensor] | None = None  # what the module does to P before it multiplies V
     # (CaiT's talking heads mix the heads of the softmax): P (B, G, H, q, k) float64 → the same shape
     kv_heads: int | None = None  # grouped-query attention: heads of w["k"], w["v"] (None: ``heads``)
+    # where Q or K/V are not A_l's tokens projected (spatial reduction, pooling, class attention, windows the
+    # module makes itself): A_l (B, G, n, c) → the per-head q, k, v float64 the module attends with,
+    # (B, G', H, ·, d_h) each (None: A_l projected by ``w``)
+    attend: Callable[[Tensor], tuple[Tensor, Tensor, Tensor]] | None = None
+    merge: Callable[[Tensor], Tensor] | None = None  # P·V (B, G', H, q, d_v) → what the output projection
+    # receives, (B, G'', n, H·d_v) (None: the heads side by side)
 
     def role_heads(self, role: str) -> int:
         """Heads of the role's projection: H for Q, H_kv for K and V under grouped-query attention."""

@@ -58,6 +58,7 @@ def recording(sites: list[Site], batch: int) -> Iterator[tuple[list[Tensor], lis
         k, sites_of = calls.get(key, 0), readers[key]
         calls[key] = k + 1
         i = sites_of[min(k, len(sites_of) - 1)]  # calls beyond them: the last call wins, as with one site
+        x = x.flatten(1, 2) if x.ndim == 4 else x  # channels-last windows (B·G, h, w, c) → (B·G, h·w, c)
         store[i] = x.detach().reshape(batch, -1, *x.shape[-2:])  # (B·G, n, c) → (B, G, n, c)
 
     def grab_input(store: list[Tensor], key: tuple[int, int], _m: nn.Module, args: Any, kw: Any) -> None:
@@ -104,11 +105,18 @@ def reference(case: Case, model: Any, batch: Batch, sites: list[Site]) -> Refere
             x, x_layers = out.hidden_states[0], list(out.hidden_states[: len(sites)])
             library_probs = [p.unsqueeze(1) for p in out.attentions]  # (B, H, q, k) → (B, 1, H, q, k)
     probs = [
-        mine if s.probs is None else s.probs(project(t, s, "q"), project(t, s, "k"))
+        mine if s.probs is None else s.probs(*attended(s, t)[:2])
         for s, t, mine in zip(sites, a, library_probs, strict=True)
     ]
     pv = [t if s.extra is None else t - s.extra(at) for s, at, t in zip(sites, a, pv, strict=True)]
     return Reference(x, x_layers, a, pv, probs)
+
+
+def attended(site: Site, a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The per-head q, k, v (float64) the module attends with: ``site.attend`` of A_l, else A_l projected."""
+    if site.attend is not None:
+        return site.attend(a.to(F64))
+    return project(a, site, "q"), project(a, site, "k"), project(a, site, "v")
 
 
 @dataclass
@@ -244,9 +252,12 @@ def test_p_times_v_is_what_the_output_projection_received(run: Run) -> None:
         v = torch.einsum("bgnc,hcd->bghnd", layer.attn_in.to(F64), w.per_query("v"))
         if w.bv is not None:
             v = v + w.bv[w.kv_index()][:, None, :]
+        if site.attend is not None:  # V from other tokens than A_l's (spatial reduction, pooling)
+            v = site.attend(layer.attn_in.to(F64))[2]
         p = layer.probs.to(F64) if site.post is None else site.post(layer.probs.to(F64))
         o = p @ v if site.mixing == "tokens" else (p @ v.transpose(-1, -2)).transpose(-1, -2)
-        close(o.transpose(2, 3).flatten(-2), run.ref.pv[i])  # (B, G, n, H·d_h), heads side by side
+        merged = o.transpose(2, 3).flatten(-2) if site.merge is None else site.merge(o)
+        close(merged, run.ref.pv[i])  # (B, G, n, H·d_h), heads side by side
 
 
 def test_w_slices_are_the_module_weights(run: Run) -> None:

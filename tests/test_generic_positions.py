@@ -65,7 +65,9 @@ def test_x_follows_the_absolute_position_embedding(name: str) -> None:
     e = adapter.embedding
     assert adapter.family == "generic" and e.after_position_encoding
     pos = ABSOLUTE[name]
-    assert e.description == f"input of the first block (after the position embedding {pos})"
+    assert e.description.startswith("input of ") and e.description.endswith(
+        f"(after the position embedding {pos})"
+    )
     assert any(pos in note for note in adapter.notes)
     batch = _batch(name)
     order: list[str] = []

@@ -82,21 +82,36 @@ def test_conditioning_applies_once_at_the_first_call() -> None:
 
 
 class _Twice(ToyModel):
-    """A toy whose first block runs twice where only one layer expects it."""
+    """A toy whose first block runs twice (once where ``twice`` is False)."""
+
+    twice = True
 
     def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
         B = pixel_values.shape[0]
         x = self.embed(
             pixel_values.unfold(2, 8, 8).unfold(3, 8, 8).permute(0, 2, 3, 1, 4, 5).reshape(B, -1, 192)
         )
-        x = self.layers[0](self.layers[0](x))
+        x = self.layers[0](self.layers[0](x) if self.twice else x)
         return self.layers[1](x)
+
+
+def test_a_vision_block_called_twice_is_two_layers_in_call_order() -> None:
+    model = _Twice(d=16, heads=4, depth=2).eval()
+    adapter = adapter_for(model)  # its trial forward sees the first block run twice
+    assert [s.name for s in adapter.layers] == ["layers.0#call0", "layers.0#call1", "layers.1"]
+    got = capture(adapter, Batch({"pixel_values": torch.randn(1, 3, 32, 32)}, None, ["a"]))
+    with torch.no_grad():
+        once = model.layers[0](got.x)
+        torch.testing.assert_close(got.layers[1].x_in, once)
+        torch.testing.assert_close(got.layers[2].x_in, model.layers[0](once))
 
 
 def test_a_module_called_more_often_than_its_layers_still_raises() -> None:
     model = _Twice(d=16, heads=4, depth=2).eval()
-    adapter = adapter_for(model)
+    model.twice = False
+    adapter = adapter_for(model)  # built while each block runs once
     assert len(adapter.layers) == 2
+    model.twice = True
     with pytest.raises(InternalError, match="fired twice"):
         capture(adapter, Batch({"pixel_values": torch.randn(1, 3, 32, 32)}, None, ["a"]))
 

@@ -39,7 +39,10 @@ def test_layers_without_p_still_report_x_l_a_l_w_and_mu_la() -> None:
     seen: dict[str, torch.Tensor] = {}
     handles = []
     for i, block in enumerate(blocks):
-        handles.append(block.register_forward_pre_hook(lambda m, a, i=i: seen.__setitem__(f"x{i}", a[0])))
+        # X_l: the stream the attention adds to, after the block's conv position encoding (cpe): norm1's input
+        handles.append(
+            block.norm1.register_forward_pre_hook(lambda m, a, i=i: seen.__setitem__(f"x{i}", a[0]))
+        )
         handles.append(block.norm1.register_forward_hook(lambda m, a, o, i=i: seen.__setitem__(f"a{i}", o)))
     try:
         with torch.no_grad():

@@ -8,6 +8,7 @@ attention returns under eager attention. A block shared by several layers (ALBER
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -20,12 +21,22 @@ from condcli.adapters.base import (
     LayerSpec,
     Probe,
     first_input,
-    first_output,
     fused_flags,
-    group_probs,
     group_tokens,
 )
-from condcli.adapters.generic_heads import attention_in, count_heads, fused_layout, head_weights, projections
+from condcli.adapters.generic_attn import Reading, read
+from condcli.adapters.generic_heads import (
+    FUSED,
+    attention_in,
+    describe,
+    local_window,
+    rotary,
+    rotation,
+    weights_on_request,
+)
+from condcli.adapters.generic_layouts import Grouping, grouped, module_probs, tapped
+from condcli.adapters.generic_vision import Entry
+from condcli.adapters.generic_vision import plan as vision_plan
 from condcli.adapters.softmax_tap import softmax_probe
 from condcli.errors import InputError
 
@@ -62,6 +73,9 @@ INSIDE = (
     ("relative_position", "relative position bias"),
     ("rel_pos", "relative position bias"),
     ("rel_embeddings", "disentangled relative position embeddings"),
+    ("cpb", "continuous relative position bias"),  # Swin V2's cpb_mlp
+    ("attention_biases", "relative position bias"),  # LeViT, EfficientFormer (a parameter)
+    ("crpe", "convolutional relative position encoding"),  # CoaT
 )
 ALIBI_MODEL_TYPES = ("bloom",)
 
@@ -90,23 +104,53 @@ def _positions_inside(model: nn.Module) -> str | None:
     config = getattr(model, "config", None)
     if getattr(config, "alibi", False) is True or getattr(config, "model_type", None) in ALIBI_MODEL_TYPES:
         return "ALiBi"
+    if hasattr(config, "rotary_dim"):  # GPT-J, CodeGen: rotary with no module of its own
+        return rotary(config)
     for name, mod in model.named_modules():
         words = (name.rsplit(".", 1)[-1].lower(), type(mod).__name__.lower())
         for part, how in INSIDE:
             if any(part in w for w in words):
+                return rotary(config) if how == "rotary" else how
+    for name, _ in model.named_parameters():  # a bias kept as a parameter of the attention (LeViT, MViTv2)
+        last = name.rsplit(".", 1)[-1].lower()
+        for part, how in INSIDE:
+            if part in last and how != "rotary":
                 return how
     return None
 
 
-def _calls(model: nn.Module, blocks: int) -> int:
-    """How many times each block runs in one forward pass: ALBERT's config shares ``num_hidden_groups``
-    blocks among ``num_hidden_layers`` layers, each block running for a run of consecutive layers; else 1."""
+def _shared(model: nn.Module) -> list[tuple[str, nn.Module]] | None:
+    """ALBERT's layers in call order, (name, block) each, where its config shares layers; else None.
+
+    ``num_hidden_groups`` groups of ``inner_group_num`` blocks serve ``num_hidden_layers`` layers: group g
+    runs for the layers [g·L/G, (g+1)·L/G), its blocks in order each time. Each call of a block is its own
+    layer, named '#callK' for its k-th call (SPEC §3, shared layers).
+    """
     config = getattr(model, "config", None)
-    total = getattr(config, "num_hidden_layers", None)
-    groups = getattr(config, "num_hidden_groups", None)
-    if isinstance(total, int) and groups == blocks and total > blocks and total % blocks == 0:
-        return total // blocks
-    return 1
+    total, groups = getattr(config, "num_hidden_layers", None), getattr(config, "num_hidden_groups", None)
+    inner = getattr(config, "inner_group_num", 1)
+    if not (isinstance(total, int) and isinstance(groups, int) and isinstance(inner, int)):
+        return None
+    if min(total, groups, inner) <= 0 or total % groups:
+        return None
+    # the innermost listed blocks holding one attention each, in registration order: group after group
+    held = [
+        (f"{name}.{i}" if name else str(i), child)
+        for name, mod in model.named_modules()
+        if isinstance(mod, nn.ModuleList | nn.Sequential)
+        for i, child in enumerate(mod)
+        if sum(attention_in(c) is c for c in child.modules()) == 1
+    ]
+    ids = {id(b) for _, b in held}
+    leaves = [(name, b) for name, b in held if not any(id(m) in ids for m in b.modules() if m is not b)]
+    per = total // groups
+    if len(leaves) != groups * inner or per * inner == 1:
+        return None
+    return [
+        (name if per == 1 else f"{name}#call{layer % per}", block)
+        for layer in range(total)
+        for name, block in leaves[(layer // per) * inner : (layer // per + 1) * inner]
+    ]
 
 
 def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
@@ -121,15 +165,11 @@ def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: i
     return x.unsqueeze(1)
 
 
-def _probs(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
-    return group_probs(first_output(args, kwargs, output, batch), batch)  # nn.Softmax output
-
-
 def _returned_probs(
-    args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int
+    args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int, grouping: Grouping = "outer"
 ) -> torch.Tensor | None:
     """The attention weights an HF attention module returns beside its output, (B·G, H, q, k) → (B, G, H,
-    q, k); None where this call returned none.
+    q, k), the images outermost or innermost on the leading axis; None where this call returned none.
 
     Modules return other 4-D tensors too (T5: its position bias before the weights), so the one taken is
     the last that is a probability matrix over the keys: entries in [0, 1], each row summing to 1.
@@ -138,7 +178,7 @@ def _returned_probs(
         return None
     for t in reversed(output[1:]):
         if isinstance(t, torch.Tensor) and t.ndim == 4 and t.shape[0] % batch == 0 and _stochastic(t):
-            return group_probs(t, batch)
+            return grouped(t, batch, grouping)
     return None
 
 
@@ -155,13 +195,7 @@ def _stochastic(t: torch.Tensor) -> bool:
 def _window(attn: Any) -> int | None:
     """A local attention mask's width: HF ``sliding_window`` (causal, the last w keys) or ModernBERT's
     ``local_attention`` (±w keys); None for global attention."""
-    sliding = getattr(attn, "sliding_window", None)
-    if isinstance(sliding, int) and not isinstance(sliding, bool) and sliding > 0:
-        return sliding
-    local = getattr(attn, "local_attention", None)
-    if isinstance(local, tuple) and len(local) == 2 and isinstance(local[1], int) and local[1] >= 0:
-        return local[1]
-    return None
+    return local_window(attn)
 
 
 def matches(model: nn.Module) -> bool:
@@ -169,15 +203,7 @@ def matches(model: nn.Module) -> bool:
 
 
 def build(model: nn.Module) -> Adapter:
-    found = _blocks(model)
     name = type(model).__name__
-    if found is None:
-        raise InputError(
-            f"condcli does not know the family of {name} and found no stack of blocks with Q/K/V projections",
-            "supported: timm ViT/DeiT/Swin/XCiT/DaViT, HF BERT/RoBERTa/GPT-2/ViT/Nyströmformer;"
-            " open an issue for others",
-        )
-    path, blocks = found
     seq_first = [m for m in model.modules() if isinstance(m, nn.MultiheadAttention) and not m.batch_first]
     if seq_first:
         raise InputError(
@@ -185,8 +211,131 @@ def build(model: nn.Module) -> Adapter:
             "generic adapter reads (batch, tokens, width) and would take the sequence for the batch",
             "build the model with batch_first=True (the weights are the same)",
         )
+    inside = _positions_inside(model)
+    images = getattr(model, "main_input_name", "pixel_values") == "pixel_values"
+    vision = vision_plan(model, inside) if images else None
+    if vision is not None:
+        entries, embedding = vision.entries, vision.embedding
+        notes = [
+            f"generic adapter: {name} is not a known family; {len(entries)} attention layers found, "
+            "in the order the model calls them",
+            *vision.notes,
+        ]
+    else:
+        entries, embedding, notes = _text_plan(model, inside)
+    if inside is not None:
+        notes.append(
+            f"μ(LA) is the bound for the unrotated, unbiased projections (Proposition 4.2 takes Q = A_l W_Q, "
+            f"K = A_l W_K); this model applies its {inside.split(',')[0]} inside attention"
+        )
+    layers: list[LayerSpec] = []
+    rotary_inside = inside is not None and inside.startswith("rotary")
+    hf_eager = hasattr(model, "config") and hasattr(model, "set_attn_implementation")
+    for i, e in enumerate(entries):
+        attn, r, block_name = e.attn, e.reading, e.name.split("#")[0]
+        first_call = "#" not in e.name or e.name.endswith("#call0")
+        if r.heads is None:
+            if first_call:
+                notes.append(f"{block_name}: number of heads not found; W_Q/W_K/W_V treated as one head")
+        elif i == 0:
+            notes.append(f"{block_name}: {_describe(attn, r)}")
+        heads, kv_heads = (r.heads, r.kv_heads) if r.heads is not None else (1, 1)
+        if first_call and not r.known:
+            notes.append(
+                f"{block_name}: the layout of {type(attn).__name__}.{r.kind} is not known; "
+                "split as [Q | K | V] (a guess)"
+            )
+        if i == 0 and kv_heads < heads:
+            notes.append(
+                f"grouped-query attention: {heads} query heads share {kv_heads} key/value heads; "
+                "per-head κ(W_K), κ(W_V) are those of the KV head each query head reads"
+            )
+        softmax = next((m for m in attn.modules() if isinstance(m, nn.Softmax)), None)
+        probs = Probe(softmax, partial(module_probs, heads, e.grouping), after=True) if softmax else None
+        returned = probs is None and hf_eager
+        if returned:  # HF attention returns (output, weights) under eager attention
+            probs = Probe(attn, partial(_returned_probs, grouping=e.grouping), after=True)
+            if i == 0:
+                notes.append(
+                    "P: the attention weights each attention module returns under eager attention "
+                    "(switched on for the capture)"
+                )
+        why = None  # else: the softmax the attention computes as a function, observed inside its call
+        if probs is None:
+            probs, why = softmax_probe(attn, heads)
+            if probs is not None and e.grouping == "inner":
+                probs = replace(probs, take=partial(tapped, heads, e.grouping))
+            if probs is not None and not any(n.startswith("P: the softmax") for n in notes):
+                notes.append("P: the softmax each attention computes, observed inside its call")
+        # where nothing computes P over the keys, probs stays None and the layer's probs_note says why
+        window = _window(attn) if returned else None
+        layers.append(
+            LayerSpec(
+                index=i,
+                name=e.name,
+                attention=e.attention,
+                heads=heads,
+                x_in=e.x_in,
+                attn_in=e.attn_in,
+                probs=probs,
+                weights=r.weights,
+                causal=returned and _causal(attn),
+                window=window,
+                no_probs=why or LayerSpec.no_probs,
+                rotation=rotation(model, attn, i) if vision is None and rotary_inside else None,
+            )
+        )
+    if any(spec.rotation is not None for spec in layers):
+        notes.append(
+            "κ(LA) actual: with the model's own rotation of q and k at positions 0…n−1 (biases and q/k norms "
+            "left out, as in μ(LA)); μ(LA) bounds the unrotated κ(LA), given per head as kappa_la_unrotated"
+        )
+    elif inside is not None:
+        notes.append(
+            f"κ(LA) actual: of the same unrotated, unbiased projections ({inside.split(',')[0]} not applied)"
+        )
+    is_hf = hasattr(model, "config") and getattr(model, "main_input_name", "") == "input_ids"
+    first = entries[0].block
+    return Adapter(
+        family="generic",
+        model=model,
+        embedding=embedding,
+        layers=tuple(layers),
+        input_kind="images" if images and not is_hf else "text",
+        notes=tuple(notes),
+        forward=(lambda inputs: model(**inputs, output_attentions=True))
+        if hf_eager and weights_on_request(attention_in(first) or first)
+        else None
+        if hasattr(model, "config")
+        else (lambda inputs: model(inputs["pixel_values"])),
+        fused_flags=fused_flags(model),
+    )
+
+
+STANDARD = ("separate", "mha", *FUSED)  # the projections generic_heads reads and describes
+
+
+def _describe(attn: nn.Module, r: Reading) -> str:
+    """The guesses made reading ``attn``: generic_heads' words for its own kinds, else the reader's kind."""
+    if r.kind in STANDARD and r.heads is not None:
+        return describe(attn, r.heads, r.kv_heads)
+    return f"{r.heads} heads ({type(attn).__name__}); Q, K, V from {r.kind}"
+
+
+def _text_plan(model: nn.Module, inside: str | None) -> tuple[tuple[Entry, ...], EmbeddingPoint, list[str]]:
+    """The layers of a text model (or of a vision model the trace could not read): the longest list of
+    blocks, each call of a shared block its own layer; X is the first block's input."""
+    name = type(model).__name__
+    found = _blocks(model)
+    if found is None:
+        raise InputError(
+            f"condcli does not know the family of {name} and found no stack of blocks with Q/K/V projections",
+            "supported: timm ViT/DeiT/Swin/XCiT/DaViT, HF BERT/RoBERTa/GPT-2/ViT/Nyströmformer;"
+            " open an issue for others",
+        )
+    path, blocks = found
     notes = [f"generic adapter: {name} is not a known family; blocks found at '{path}' ({len(blocks)})"]
-    absolute, inside = _absolute_position(model, path), _positions_inside(model)
+    absolute = _absolute_position(model, path)
     where = f"positions enter inside attention ({inside})" if inside else None
     if absolute is not None:
         notes.append(f"X is the first block's input, after the position embedding '{absolute}'")
@@ -196,88 +345,41 @@ def build(model: nn.Module) -> Adapter:
         notes.append("X is the first block's input (where position encoding happens was not identified)")
     if absolute is not None and where is not None:
         notes.append(f"positions also enter inside attention ({inside})")
-    calls = _calls(model, len(blocks))
-    if calls > 1:
+    order = _shared(model)
+    if order is not None:
         notes.append(
-            f"shared layers: each block of '{path}' runs {calls} times in a row; each call is its own layer "
-            f"({calls * len(blocks)} layers, named '#callK')"
+            f"shared layers: {len(order)} layers run {len({id(b) for _, b in order})} blocks in turn; "
+            "each call of a block is its own layer, in call order (named '#callK')"
         )
-    layers: list[LayerSpec] = []
-    hf_eager = hasattr(model, "config") and hasattr(model, "set_attn_implementation")
-    for i in range(calls * len(blocks)):
-        b, call = divmod(i, calls)
-        block = blocks[b]
+    else:
+        order = [(f"{path}.{b}", block) for b, block in enumerate(blocks)]
+    entries = []
+    for block_name, block in order:
         attn = attention_in(block)
         assert attn is not None
-        counts = count_heads(attn)
-        if counts is None:
-            counts = (1, 1)
-            if call == 0:
-                notes.append(f"{path}.{b}: number of heads not found; W_Q/W_K/W_V treated as one head")
-        heads, kv_heads = counts
-        kind = (projections(attn) or ("separate",))[0]
-        if call == 0 and kind not in ("separate", "mha") and not fused_layout(attn, kind)[1]:
-            notes.append(
-                f"{path}.{b}: the layout of {type(attn).__name__}.{kind} is not known; "
-                "split as [Q | K | V] (a guess)"
-            )
-        if i == 0 and kv_heads < heads:
-            notes.append(
-                f"grouped-query attention: {heads} query heads share {kv_heads} key/value heads; "
-                "per-head κ(W_K), κ(W_V) are those of the KV head each query head reads"
-            )
-        softmax = next((m for m in attn.modules() if isinstance(m, nn.Softmax)), None)
-        probs = Probe(softmax, _probs, after=True) if softmax is not None else None
-        returned = probs is None and hf_eager
-        if returned:  # HF attention returns (output, weights) under eager attention
-            probs = Probe(attn, _returned_probs, after=True)
-            if i == 0:
-                notes.append(
-                    "P: the attention weights each attention module returns under eager attention "
-                    "(switched on for the capture)"
-                )
-        why = None  # else: the softmax the attention computes as a function, observed inside its call
-        if probs is None:
-            probs, why = softmax_probe(attn, heads)
-            if probs is not None and not any(n.startswith("P: the softmax") for n in notes):
-                notes.append("P: the softmax each attention computes, observed inside its call")
-        # where nothing computes P over the keys, probs stays None and the layer's probs_note says why
-        window = _window(attn) if returned else None
-        layers.append(
-            LayerSpec(
-                index=i,
-                name=f"{path}.{b}" if calls == 1 else f"{path}.{b}#call{call}",
-                attention="softmax attention (generic; details unknown)",
-                heads=heads,
-                x_in=Probe(block, first_input, after=False),
-                attn_in=Probe(attn, _tokens, after=False),
-                probs=probs,
-                weights=partial(head_weights, attn, heads, kv_heads),
-                causal=returned and _causal(attn),
-                window=window,
-                no_probs=why or LayerSpec.no_probs,
+        r = read(attn)
+        assert r is not None  # attention_in found its projections
+        entries.append(
+            Entry(
+                block_name,
+                block,
+                attn,
+                r,
+                Probe(block, first_input, after=False),
+                Probe(attn, _tokens, after=False),
+                "outer",
+                "softmax attention (generic; details unknown)",
             )
         )
-    is_hf = hasattr(model, "config") and getattr(model, "main_input_name", "") == "input_ids"
-    images = getattr(model, "main_input_name", "pixel_values") == "pixel_values"
-    first = blocks[0]
-    return Adapter(
-        family="generic",
-        model=model,
-        embedding=EmbeddingPoint(
-            first,
-            f"{path}.0",
-            f"input of the first block (after the position embedding {absolute})"
-            if absolute is not None
-            else f"input of the first block (generic adapter; {where})"
-            if where is not None
-            else "input of the first block (generic adapter)",
-            after_position_encoding=absolute is not None,
-            at_input=True,
-        ),
-        layers=tuple(layers),
-        input_kind="images" if images and not is_hf else "text",
-        notes=tuple(notes),
-        forward=None if hasattr(model, "config") else (lambda inputs: model(inputs["pixel_values"])),
-        fused_flags=fused_flags(model),
+    embedding = EmbeddingPoint(
+        order[0][1],
+        order[0][0].split("#")[0],
+        f"input of the first block (after the position embedding {absolute})"
+        if absolute is not None
+        else f"input of the first block (generic adapter; {where})"
+        if where is not None
+        else "input of the first block (generic adapter)",
+        after_position_encoding=absolute is not None,
+        at_input=True,
     )
+    return tuple(entries), embedding, notes

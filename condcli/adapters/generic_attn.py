@@ -142,7 +142,7 @@ def _levit_like(attn: Any, heads: int) -> Reading | None:
         return _split([(wq.T, bq), k, v], heads)
 
     stride = getattr(attn, "stride", None)
-    sub = f"the tokens subsampled with stride {stride}" if stride else "subsampled tokens"
+    sub = f"subsampled (stride {stride})" if stride else "subsampled"
     return Reading("kv + subsampled q", heads, heads, int(kv_map[0].shape[1]), down_weights, queries=sub)
 
 
@@ -160,10 +160,7 @@ def _global_query(attn: Any, heads: int) -> Reading | None:
         eye = torch.eye(d, dtype=wk.dtype, device=wk.device)
         return _split([(eye, None), (wk, bk), (wv, bv)], heads)
 
-    queries = (
-        "the stage's global query tokens (its global_block, then global_norm), used with no projection: "
-        "W_Q is the identity and Q does not come from A_l"
-    )
+    queries = "the stage's global query tokens, not A_l (no projection: W_Q is the identity)"
     return Reading("kv (global query)", heads, heads, d, weights, queries=queries)
 
 
@@ -249,35 +246,33 @@ def _stride(value: Any) -> str:
 
 
 def _sources(attn: Any) -> tuple[str | None, str | None, str | None]:
-    """(queries, keys, windows): where Q and K/V come from when not every token of A_l, and how the module
-    groups its input itself, from the module's own attributes (timm's names)."""
+    """(queries, keys, windows), short: where Q and K/V come from when not every token of A_l, and how the
+    module groups its input itself, from the module's own attributes (timm's names)."""
     name = type(attn).__name__
     queries = keys = windows = None
     if name == "ClassAttn":
-        queries = "the class token only (class attention: P is 1 × N)"
+        queries = "the class token only (P is 1 × N)"
     elif name == "CrossAttention" and hasattr(attn, "wq"):
-        queries = "the first token only (this branch's class token; the rest are the other branch's patches)"
+        queries = "this branch's class token only, over the other branch's patches (P is 1 × N)"
     if getattr(attn, "sr", None) is not None:
         pooled = getattr(attn, "pool", None) is not None
+        stride = _stride(getattr(attn, "sr_ratio", None) or attn.sr.stride)
         keys = (
-            "the tokens average-pooled to a fixed grid, then sr (a 1×1 conv) and norm"
+            "average-pooled to a fixed grid, then sr and norm"
             if pooled
-            else "the spatially reduced tokens (sr: a conv of stride "
-            f"{_stride(getattr(attn, 'sr_ratio', None) or attn.sr.stride)}, then norm)"
+            else f"spatially reduced (sr, stride {stride})"
         )
     pool_q, pool_k = getattr(attn, "pool_q", None), getattr(attn, "pool_k", None)
     if pool_q is not None:
-        queries = (
-            f"the tokens pooled by pool_q (stride {_stride(getattr(pool_q, 'stride', '?'))}), then norm_q"
-        )
+        queries = f"pooled (pool_q, stride {_stride(getattr(pool_q, 'stride', '?'))})"
     if pool_k is not None:
-        keys = f"the tokens pooled by pool_k / pool_v (stride {_stride(getattr(pool_k, 'stride', '?'))})"
+        keys = f"pooled (pool_k, pool_v, stride {_stride(getattr(pool_k, 'stride', '?'))})"
     q_stride = getattr(attn, "q_stride", None)
     if isinstance(q_stride, int) and q_stride > 1:
-        queries = f"the tokens max-pooled over {q_stride} (Hiera's q_stride)"
+        queries = f"max-pooled over {q_stride} tokens (q_stride)"
     if getattr(attn, "use_mask_unit_attn", False) is True:
-        windows = "mask units (the module splits its input into windows itself)"
+        windows = "mask units"
     ws = getattr(attn, "ws", None)
     if isinstance(ws, int) and ws > 1 and name == "LocallyGroupedAttn":
-        windows = f"{ws}×{ws} windows (the module splits its input itself)"
+        windows = f"{ws}×{ws} windows"
     return queries, keys, windows

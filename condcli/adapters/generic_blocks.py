@@ -362,8 +362,12 @@ def _embedding(
         if t is None or lay is None or int(t.shape[0]) != TRACE_BATCH or t.numel() != s.numel():
             continue
         if torch.equal(t.detach().flatten().sort().values, values):
-            what = f"output of {c.name} (the tokens the first block reads as groups, in its own order)"
-            return Embedding(c.module, c.name, False, lay, what, block_name, width)
+            note = (
+                f"{block_name} reads these tokens unfolded into {s.shape[0] // TRACE_BATCH} groups of "
+                f"{s.shape[1]} per image: the same rows in another order (κ(X) and its spectrum do not "
+                "depend on the order; λ·I_k is added in this one)"
+            )
+            return Embedding(c.module, c.name, False, lay, f"output of {c.name}", block_name, width, note)
     return _beside(modules, trace, layers, ancestors, before)
 
 

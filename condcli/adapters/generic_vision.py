@@ -129,11 +129,10 @@ def plan(model: nn.Module, inside: str | None) -> Plan | None:
         else f"{what}, the tokens entering the first attention block '{enters}'"
     )
     if before:
-        description = f"{lead} (after the position embedding {', '.join(before)})"
+        kind = "encoding" if all(_named(b, POSITION_CONV) for b in before) else "embedding"
+        description = f"{lead} (after the position {kind} {', '.join(before)})"
     elif later:
-        description = (
-            f"{lead}; it carries no position encoding: {', '.join(later)} only runs after that block"
-        )
+        description = f"{lead}; it carries no position encoding: {later[0]} runs only after that block"
     elif inside:
         description = f"{lead}; it carries no position encoding: positions enter inside attention ({inside})"
     else:
@@ -158,20 +157,11 @@ def _entry(f: Found) -> Entry:
 
 def _words(r: Reading, groups: tuple[int, int] | None) -> str:
     """What P is, in words (SPEC §3: a non-square P is named)."""
-    parts = []
-    if r.windows:
-        parts.append(f"within {r.windows}")
-    elif groups is not None:
-        parts.append(
-            f"within {groups[0]} groups of {groups[1]} tokens per image "
-            "(windows, patches or mask units folded into the batch)"
-        )
-    if r.queries:
-        parts.append(f"Q from {r.queries}")
-    if r.keys:
-        parts.append(f"K/V from {r.keys}")
-    shape = " (P is q × k)" if r.queries or r.keys else ""
-    return "softmax attention (generic)" + (": " + "; ".join(parts) + shape if parts else "")
+    where = (
+        f" in {r.windows}" if r.windows else f" in {groups[0]} groups of {groups[1]} tokens" if groups else ""
+    )
+    parts = [f"Q: {r.queries}"] * bool(r.queries) + [f"K/V: {r.keys}"] * bool(r.keys)
+    return "softmax" + where + (" (" + "; ".join(parts) + ")" if parts else "")
 
 
 def _named(name: str, words: tuple[str, ...]) -> bool:
@@ -212,8 +202,10 @@ def _positions(model: nn.Module, found: Discovery) -> tuple[list[str], list[str]
             before.append(name)
     note = None
     if emb is not None and not emb.at_input and _named(emb.name, POSITION_CONV):
-        note = f"X is the output of '{emb.name}', a convolutional position encoding the first block applies"
-    return list(dict.fromkeys(before)), list(dict.fromkeys(later))[:2], note
+        note = (
+            f"X is the output of '{emb.name}', a convolutional position encoding, as the first block reads it"
+        )
+    return list(dict.fromkeys(before)), list(dict.fromkeys(later)), note
 
 
 def _x_width(found: Discovery) -> int:
