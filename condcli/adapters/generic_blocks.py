@@ -358,8 +358,8 @@ def _embedding(
     values = s.detach().flatten().sort().values
     for c in reversed(before):
         t = c.out
-        lay = layout_of(t, width) if t is not None else None
-        if t is None or lay is None or int(t.shape[0]) != TRACE_BATCH or t.numel() != s.numel():
+        found = layout_of(t, width) if t is not None else None
+        if t is None or found is None or int(t.shape[0]) != TRACE_BATCH or t.numel() != s.numel():
             continue
         if torch.equal(t.detach().flatten().sort().values, values):
             note = (
@@ -367,7 +367,7 @@ def _embedding(
                 f"{s.shape[1]} per image: the same rows in another order (κ(X) and its spectrum do not "
                 "depend on the order; λ·I_k is added in this one)"
             )
-            return Embedding(c.module, c.name, False, lay, f"output of {c.name}", block_name, width, note)
+            return Embedding(c.module, c.name, False, found, f"output of {c.name}", block_name, width, note)
     return _beside(modules, trace, layers, ancestors, before)
 
 

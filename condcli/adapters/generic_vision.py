@@ -142,6 +142,12 @@ def plan(model: nn.Module, inside: str | None) -> Plan | None:
         notes.append(encoding)
     if inside and (before or later):
         notes.append(f"positions also enter inside attention ({inside})")
+    other = [f.name for f in found.layers if f.reading.queries or f.reading.keys]
+    if other:
+        notes.append(
+            f"{len(other)} layer(s) take Q or K/V from other tokens than A_l's (P is q × k; each layer's "
+            "attention says which): μ(LA) and κ(LA) there are those of A_l's own tokens (Proposition 4.2)"
+        )
     embedding = EmbeddingPoint(
         point, where, description, layout=layout, after_position_encoding=bool(before), at_input=at_input
     )
