@@ -51,23 +51,23 @@ class Reading:
     known: bool = True  # False: a fused projection of unknown layout, split as [Q | K | V] (a guess)
     queries: str | None = None  # where the queries come from, when not from every token of A_l
     keys: str | None = None  # where the keys and values come from, when not from A_l's tokens
-    windows: str | None = None  # how the module groups its input itself (windows, mask units)
+    windows: str | None = None  # how the module groups its input itself: "in mask units", "over channels"
 
 
 def linear_map(m: Any) -> tuple[Tensor, Tensor | None] | None:
-    """(weight (out, in), bias) of the affine map ``m`` computes: an nn.Linear, a 1×1 Conv2d, or a Linear
-    followed by BatchNorm1d (LeViT's LinearNorm, read as in eval: the BatchNorm folded in)."""
+    """(weight (out, in), bias) of the affine map ``m`` computes: an nn.Linear, a 1×1 Conv2d, or one of
+    them followed by a BatchNorm (LeViT's LinearNorm and ConvNorm, read as in eval: the BatchNorm folded)."""
     if isinstance(m, nn.Linear):
         return m.weight, m.bias
     if isinstance(m, nn.Conv2d) and tuple(m.kernel_size) == (1, 1) and m.groups == 1:
         return m.weight.flatten(1), m.bias
-    lin, bn = getattr(m, "linear", None), getattr(m, "bn", None)
-    if isinstance(lin, nn.Linear) and isinstance(bn, nn.BatchNorm1d) and bn.running_var is not None:
+    lin, bn = linear_map(getattr(m, "linear", None)), getattr(m, "bn", None)
+    if lin is not None and isinstance(bn, nn.BatchNorm1d | nn.BatchNorm2d) and bn.running_var is not None:
         assert bn.running_mean is not None
-        scale = (bn.weight if bn.weight is not None else 1) / torch.sqrt(bn.running_var + bn.eps)
+        (w, b), var = lin, bn.running_var
+        scale = (bn.weight if bn.weight is not None else 1) / torch.sqrt(var + bn.eps)
         shift = (bn.bias if bn.bias is not None else 0) - bn.running_mean * scale
-        bias = shift if lin.bias is None else lin.bias * scale + shift
-        return lin.weight * scale[:, None], bias
+        return w * scale[:, None], shift if b is None else b * scale + shift
     return None
 
 
@@ -195,6 +195,19 @@ def _pair(attn: Any, heads: int, first: str, second: str) -> Reading | None:
     return Reading(f"{first} + {second}", heads, heads, int(ma[0].shape[1]), weights)
 
 
+def _conv_qkv(attn: Any, heads: int) -> Reading | None:
+    """A fused ``qkv`` 1×1 convolution, [Q | K | V] stacked (Visformer, MaxViT's Attention2d)."""
+    qkv = getattr(attn, "qkv", None)
+    if not isinstance(qkv, nn.Conv2d) or linear_map(qkv) is None or qkv.out_channels % (3 * heads):
+        return None
+
+    def weights() -> HeadWeights:
+        w, b = linear_map(qkv)  # type: ignore[misc]
+        return fused_qkv(w, b, heads, heads, "stacked")
+
+    return Reading("qkv (1×1 conv)", heads, heads, int(qkv.in_channels), weights)
+
+
 def _standard(attn: nn.Module) -> Reading | None:
     """The fused and separate projections generic_heads reads (timm qkv, HF q/k/v, nn.MultiheadAttention)."""
     found = projections(attn)
@@ -223,6 +236,8 @@ def read(attn: nn.Module) -> Reading | None:
             found = _pair(attn, heads, "q", "kv") or _pair(attn, heads, "qk", "v")
     if found is None:
         found = _standard(attn)
+    if found is None and heads is not None:
+        found = _conv_qkv(attn, heads)
     if found is None:
         return None
     queries, keys, windows = _sources(attn)
@@ -271,8 +286,10 @@ def _sources(attn: Any) -> tuple[str | None, str | None, str | None]:
     if isinstance(q_stride, int) and q_stride > 1:
         queries = f"max-pooled over {q_stride} tokens (q_stride)"
     if getattr(attn, "use_mask_unit_attn", False) is True:
-        windows = "mask units"
+        windows = "in mask units"
     ws = getattr(attn, "ws", None)
     if isinstance(ws, int) and ws > 1 and name == "LocallyGroupedAttn":
-        windows = f"{ws}×{ws} windows"
+        windows = f"in {ws}×{ws} windows"
+    if isinstance(getattr(attn, "temperature", None), nn.Parameter) and "xca" in name.lower():
+        windows = "over channels (cross-covariance attention: P is d_h × d_h)"
     return queries, keys, windows

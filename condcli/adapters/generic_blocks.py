@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from condcli.adapters.generic_attn import Reading, read
-from condcli.adapters.generic_layouts import Grouping, layout_of
+from condcli.adapters.generic_layouts import Grouping, grouping_of, layout_of
 from condcli.layout import Layout
 
 Tensor = torch.Tensor
@@ -172,29 +172,6 @@ def _bind(pre: Callable[..., None], name: str) -> Callable[..., None]:
     return lambda m, args, kwargs: pre(name, m, args, kwargs)
 
 
-def grouping_of(t: Tensor, batch: int) -> Grouping | None:
-    """How the leading axis of ``t`` holds ``batch`` identical images: "outer" (equal halves) or "inner"
-    (equal neighbours); None where it holds no whole number of images or neither holds."""
-    lead = int(t.shape[0])
-    if lead == batch:
-        return "outer"
-    if lead % batch:
-        return None
-    flat = t.detach().double().reshape(lead, -1)
-    scale = float(flat.abs().max()) or 1.0
-
-    def same(a: Tensor, b: Tensor) -> bool:
-        return bool(((a - b).abs() <= 1e-4 * scale).all())
-
-    outer = flat.reshape(batch, -1)
-    if same(outer[0], outer[1]):
-        return "outer"
-    inner = flat.reshape(-1, batch, flat.shape[-1])
-    if same(inner[:, 0], inner[:, 1]):
-        return "inner"
-    return None
-
-
 @dataclass(frozen=True)
 class Discovery:
     """The attention layers in call order, where X is, and what the discovery could not settle."""
@@ -298,10 +275,23 @@ def _traced(
         grp, s_grp = a_grp or "outer", s_grp or "outer"
         layers.append(Found(name, block, attn, reading, stream, s_lay, a_lay, grp, s_grp, k, groups))
         streams.append(s)
-    embedding = _embedding(modules, trace, layers, streams[0], calls[0])
+    embedding = _embedding(modules, trace, layers, streams[0], calls[0]) or _block_input(trace, layers[0])
     if embedding is None:
         notes.append("X: no module hands the first block its tokens as (B, ·) images; X is its input")
     return Discovery(tuple(layers), embedding, tuple(notes), trace)
+
+
+def _block_input(trace: Trace, first: Found) -> Embedding | None:
+    """X as the first block's own input, where the stream its attention reads is made inside the block by
+    no module (a reshape: EdgeNeXt's NCHW block input flattened to tokens)."""
+    calls = trace.of(first.block)
+    x = calls[0].inp if calls else None
+    lay = layout_of(x, first.reading.width) if x is not None else None
+    if x is None or lay is None or int(x.shape[0]) != TRACE_BATCH:
+        return None
+    name = first.name.split("#")[0]
+    note = f"X is the input of {name}: the tokens its attention reads are made from it inside the block"
+    return Embedding(first.block, name, True, lay, f"input of {name}", name, first.reading.width, note)
 
 
 def _groups(x: Tensor | None, layout: Layout | None) -> tuple[int, int] | None:

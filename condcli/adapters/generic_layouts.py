@@ -100,3 +100,26 @@ def tapped(
     if not isinstance(seen, Tensor) or seen.ndim < 4 or seen.shape[0] % batch:
         return None
     return probs(seen, heads, batch, grouping)
+
+
+def grouping_of(t: Tensor, batch: int) -> Grouping | None:
+    """How the leading axis of ``t`` holds ``batch`` identical images: "outer" (equal halves) or "inner"
+    (equal neighbours); None where it holds no whole number of images or neither holds."""
+    lead = int(t.shape[0])
+    if lead == batch:
+        return "outer"
+    if lead % batch:
+        return None
+    flat = t.detach().double().reshape(lead, -1)
+    scale = float(flat.abs().max()) or 1.0
+
+    def same(a: Tensor, b: Tensor) -> bool:
+        return bool(((a - b).abs() <= 1e-4 * scale).all())
+
+    outer = flat.reshape(batch, -1)
+    if same(outer[0], outer[1]):
+        return "outer"
+    inner = flat.reshape(-1, batch, flat.shape[-1])
+    if same(inner[:, 0], inner[:, 1]):
+        return "inner"
+    return None

@@ -164,7 +164,7 @@ def _entry(f: Found) -> Entry:
 def _words(r: Reading, groups: tuple[int, int] | None) -> str:
     """What P is, in words (SPEC §3: a non-square P is named)."""
     where = (
-        f" in {r.windows}" if r.windows else f" in {groups[0]} groups of {groups[1]} tokens" if groups else ""
+        f" {r.windows}" if r.windows else f" in {groups[0]} groups of {groups[1]} tokens" if groups else ""
     )
     parts = [f"Q: {r.queries}"] * bool(r.queries) + [f"K/V: {r.keys}"] * bool(r.keys)
     return "softmax" + where + (" (" + "; ".join(parts) + ")" if parts else "")
