@@ -177,3 +177,38 @@ def test_non_square_p_is_named() -> None:
         "blocks.0.fusion.1",
     ]
     assert all("class token only" in s.attention for s in cross[2:])
+
+
+def test_levit_conv_projections_fold_their_batchnorm_and_read_nchw() -> None:
+    """LeViT with 1×1-conv projections (ConvNorm): W is the module's own fuse(), A_l its NCHW input as
+    tokens, P = softmax(q kᵀ/√key_dim + attention biases) recomputed from them in float64."""
+    kw = dict(
+        embed_dim=(16, 24), key_dim=8, depth=(1, 1), num_heads=(2, 3), attn_ratio=(2, 2), mlp_ratio=(2, 2)
+    )
+    model = vt.tiny(vt.create("levit_conv_128s", img_size=64, **kw))
+    adapter = adapter_for(model)
+    batch = _batch(64)
+    got = capture(adapter, batch, layers=[0])
+    attn = model.stages[0].blocks[0].attn
+    seen: list[torch.Tensor] = []
+    handle = attn.register_forward_pre_hook(lambda _m, a: seen.append(a[0]))
+    try:
+        with torch.no_grad():
+            model(batch.inputs["pixel_values"])
+    finally:
+        handle.remove()
+    a = seen[0].flatten(2).transpose(1, 2).double()  # (B, N, c)
+    layer = got.layers[0]
+    assert layer.attn_in is not None and layer.probs is not None
+    torch.testing.assert_close(layer.attn_in[:, 0].double(), a)
+    fused = attn.qkv.fuse()
+    w, b = fused.weight.flatten(1).double(), fused.bias.double()
+    heads, kd, vd = attn.num_heads, attn.key_dim, attn.val_dim
+    y = (a @ w.T + b).reshape(2, -1, heads, 2 * kd + vd).transpose(1, 2)  # per head [q | k | v]
+    q, k = y[..., :kd], y[..., kd : 2 * kd]
+    bias = attn.get_attention_biases(a.device).double()
+    p = (q @ k.transpose(-1, -2) * kd**-0.5 + bias).softmax(-1)
+    torch.testing.assert_close(layer.probs[:, 0].double(), p, rtol=1e-4, atol=1e-5)
+    mine = adapter.layers[0].weights()
+    rows = torch.arange(w.shape[0]).view(heads, -1)
+    torch.testing.assert_close(mine.full("v"), w[rows[:, 2 * kd :].flatten()].T)
