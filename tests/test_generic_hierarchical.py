@@ -212,3 +212,24 @@ def test_levit_conv_projections_fold_their_batchnorm_and_read_nchw() -> None:
     mine = adapter.layers[0].weights()
     rows = torch.arange(w.shape[0]).view(heads, -1)
     torch.testing.assert_close(mine.full("v"), w[rows[:, 2 * kd :].flatten()].T)
+
+
+def test_hf_swin_p_is_the_returned_weights_per_image_and_window() -> None:
+    """HF Swin returns one attention tensor per stage (its last block's, (B·windows, H, n, n)): the
+    generic path's P of that block, windows grouped per image, is it."""
+    from tests import vision_hf as hf
+
+    model = hf.swin()
+    adapter = adapter_for(model)
+    batch = _batch()
+    got = capture(adapter, batch)
+    impl = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            out = model(**batch.inputs, output_attentions=True)
+    finally:
+        model.set_attn_implementation(impl)
+    probs = got.layers[len(adapter.layers) - 1].probs
+    assert probs is not None and probs.shape == (2, 16, 2, 16, 16)
+    torch.testing.assert_close(probs, out.attentions[-1].reshape(2, 16, 2, 16, 16))
