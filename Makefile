@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.bench_spectra
 	$(BIN)/python -m bench.bench_spectrum
 	$(BIN)/python -m bench.bench_rank_decay
+	$(BIN)/python -m bench.bench_long_sequence
 
 # Rebuild sample_checkpoints/ from scratch on CPU (deterministic; about 13 minutes on 2 cores).
 samples: $(STAMP)

@@ -59,3 +59,22 @@ def test_rank_decay_bench_prints_every_contender_and_both_verdicts(
     assert [v.target for v in verdicts] == [1.0, 1.0]
     for v in verdicts:
         assert math.isfinite(v.value) and v.value > 0 and v.line() in out
+
+
+def test_long_sequence_bench_prints_every_contender_and_the_depth_verdict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bench import bench_long_sequence as bl
+
+    verdicts = bl.main(["--tiny", "--tokens", "32", "--threads", "1"])
+    out = capsys.readouterr().out
+    for label in bl.LABELS.values():
+        assert label in out
+    assert "LlamaModel via the generic adapter" in out and "2 layers, 4 heads / 2 KV" in out
+    assert "1 prompt of 32 tokens" in out and "one layer's P: 4 × 32²" in out
+    assert "analysis per layer" in out
+    if not bl.can_reset_peak():  # a kernel without /proc/self/clear_refs: no memory column, no verdict
+        assert verdicts == [] and "peak memory: n/a" in out
+        return
+    assert "memory of depth: (e) − (d)" in out and [v.target for v in verdicts] == [1.0]
+    assert math.isfinite(verdicts[0].value) and verdicts[0].line() in out
