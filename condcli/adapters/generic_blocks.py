@@ -259,9 +259,11 @@ def _traced(
         bcalls = trace.of(block)
         binp = bcalls[k].inp if len(bcalls) > k else None
         norm = _pre_norm(trace, c, bname, c.name)
+        if norm is not None and len(trace.of(norm.module)) != len(trace.of(attn)):
+            norm = None  # a norm shared with other calls: its k-th call would not be this layer's
         stream, s = (block, binp) if norm is None or norm.inp is binp else (norm.module, norm.inp)
-        if s is None:
-            stream, s = attn, c.inp
+        if s is None or (stream is block and len(bcalls) != len(trace.of(attn))):
+            stream, s = attn, c.inp  # nothing else runs once per call of this attention: X_l is A_l
         width = reading.width
         a_lay = layout_of(c.inp, width) if c.inp is not None else None
         s_lay = layout_of(s, width) if s is not None else None
