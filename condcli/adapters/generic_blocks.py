@@ -3,9 +3,10 @@
 - An attention is a module whose Q/K/V projections :func:`condcli.adapters.generic_attn.read` reads, the
   outermost such (a nested one is not counted twice). One under an attention-pooling head is not a
   transformer block and is left out.
-- Its block is its highest ancestor that holds no other attention: the element of the stage's list for a
-  ViT, Swin or PVT block, and the attention's own residual unit where one block holds several (MaxViT's
-  attn_block and attn_grid, TNT's attn_in and attn_out). Layer names are the blocks' module paths.
+- Its block is the lowest element of a ModuleList/Sequential that holds it and no other attention (a ViT,
+  Swin or PVT block), else its highest ancestor that holds no other attention: the attention's own
+  residual unit where one block holds several (MaxViT's attn_block and attn_grid, TNT's attn_in and
+  attn_out). Layer names are the blocks' module paths; a block called k times gives k layers ('#callK').
 - X_l is the stream entering the block: the input of the pre-norm whose output the attention reads, where
   there is one in the block (so a position encoding inside the block, CoaT's cpe, comes before it), else
   the block's input. X is the first layer's X_l, taken where a hook can condition it for the whole block.
@@ -50,9 +51,14 @@ class Trace:
     """The module calls of one forward pass, in the order they began."""
 
     calls: list[Call] = field(default_factory=list)
+    _index: dict[int, list[Call]] = field(default_factory=dict)
 
     def of(self, module: nn.Module) -> list[Call]:
-        return [c for c in self.calls if c.module is module]
+        """The calls of ``module``, in order (indexed once the forward has run)."""
+        if not self._index:
+            for c in self.calls:
+                self._index.setdefault(id(c.module), []).append(c)
+        return self._index.get(id(module), [])
 
 
 @dataclass(frozen=True)
