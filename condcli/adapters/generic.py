@@ -188,7 +188,11 @@ def _stochastic(t: torch.Tensor) -> bool:
         return False
     tol = 64 * torch.finfo(t.dtype).eps  # a power of two: 1 + tol is exact in t's own dtype
     t = t.detach()
-    rows = t.sum(-1, dtype=torch.float64)  # no float64 copy of P itself: this runs on every call
+    # row sums accumulated in float64, ≤ 32 MiB of P at a time: sum(dtype=float64) upcasts all it is given
+    # first, and this runs on every attention call (P of 12 heads × 2048² would be a 384 MiB copy)
+    mats = t.flatten(0, -3)
+    step = max(1, 2**22 // max(t.shape[-2] * t.shape[-1], 1))
+    rows = torch.cat([m.sum(-1, dtype=torch.float64) for m in mats.split(step)])
     return bool(t.min() >= 0 and t.max() <= 1 + tol and ((rows - 1).abs() <= tol * t.shape[-1]).all())
 
 
