@@ -192,7 +192,7 @@ def _stochastic(t: torch.Tensor) -> bool:
     # first, and this runs on every attention call (P of 12 heads × 2048² would be a 384 MiB copy)
     mats = t.flatten(0, -3)
     step = max(1, 2**22 // max(t.shape[-2] * t.shape[-1], 1))
-    rows = torch.cat([m.sum(-1, dtype=torch.float64) for m in mats.split(step)])
+    rows = torch.cat([m.sum(-1, dtype=torch.float64) for m in torch.split(mats, step)])
     return bool(t.min() >= 0 and t.max() <= 1 + tol and ((rows - 1).abs() <= tol * t.shape[-1]).all())
 
 
