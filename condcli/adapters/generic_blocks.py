@@ -19,7 +19,7 @@ whether a folded batch axis holds the images outermost or innermost (equal halve
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -27,38 +27,12 @@ from torch import nn
 
 from condcli.adapters.generic_attn import Reading, read
 from condcli.adapters.generic_layouts import Grouping, grouping_of, layout_of
+from condcli.adapters.generic_trace import Call, Trace, run_trace
 from condcli.layout import Layout
 
 Tensor = torch.Tensor
 POOLING_HEADS = ("head", "attn_pool", "pooler", "pool_head")  # attention pooling: not a transformer block
 TRACE_BATCH = 2
-
-
-@dataclass
-class Call:
-    """One module call seen by the trace."""
-
-    order: int
-    name: str
-    module: nn.Module
-    inp: Tensor | None  # first tensor input (kept only where the discovery may need it)
-    out: Tensor | None = None  # first tensor output (kept only where the discovery may need it)
-    others: tuple[Tensor, ...] = ()  # its other tensor inputs (kept with ``inp``)
-
-
-@dataclass
-class Trace:
-    """The module calls of one forward pass, in the order they began."""
-
-    calls: list[Call] = field(default_factory=list)
-    _index: dict[int, list[Call]] = field(default_factory=dict)
-
-    def of(self, module: nn.Module) -> list[Call]:
-        """The calls of ``module``, in order (indexed once the forward has run)."""
-        if not self._index:
-            for c in self.calls:
-                self._index.setdefault(id(c.module), []).append(c)
-        return self._index.get(id(module), [])
 
 
 @dataclass(frozen=True)
@@ -123,59 +97,6 @@ def blocks(model: nn.Module, attns: dict[str, tuple[nn.Module, Reading]]) -> dic
         listed = [p for p in alone if isinstance(modules.get(_parent(p)), nn.ModuleList | nn.Sequential)]
         out[name] = listed[0] if listed else alone[-1]
     return out
-
-
-def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Tensor]:
-    return [v for v in (*args, *kwargs.values()) if isinstance(v, Tensor)]
-
-
-def _is_norm(m: nn.Module) -> bool:
-    return "norm" in type(m).__name__.lower()
-
-
-def run_trace(model: nn.Module, forward: Callable[[], Any], keep: set[int], attns: set[int]) -> Trace:
-    """Call ``forward`` with a hook on every module. Tensors are kept only where the discovery reads them:
-    the inputs of the modules in ``keep`` (by id) and of norms, the outputs of norms, of ``keep`` and of
-    every module that ran before the first attention in ``attns`` began."""
-    trace = Trace()
-    stacks: dict[int, list[Call]] = {}
-    started = [False]
-    handles = []
-
-    def pre(name: str, m: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        ts = _tensors(args, kwargs) if id(m) in keep or _is_norm(m) else []
-        if id(m) in attns:
-            started[0] = True
-        call = Call(len(trace.calls), name, m, ts[0] if ts else None, None, tuple(ts[1:]))
-        trace.calls.append(call)
-        stacks.setdefault(id(m), []).append(call)
-
-    def post(m: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
-        call = stacks[id(m)].pop()
-        first = out[0] if isinstance(out, tuple | list) and out else out
-        if isinstance(first, Tensor) and (_is_norm(m) or not started[0] or id(m) in keep):
-            call.out = first
-
-    for name, m in model.named_modules():
-        if not name:
-            continue
-        handles.append(m.register_forward_pre_hook(_bind(pre, name), with_kwargs=True))
-        handles.append(m.register_forward_hook(post, with_kwargs=True))
-    training = [(m, m.training) for m in model.modules()]
-    try:
-        model.eval()
-        with torch.no_grad():
-            forward()
-    finally:
-        for h in handles:
-            h.remove()
-        for m, mode in training:
-            m.training = mode
-    return trace
-
-
-def _bind(pre: Callable[..., None], name: str) -> Callable[..., None]:
-    return lambda m, args, kwargs: pre(name, m, args, kwargs)
 
 
 @dataclass(frozen=True)
@@ -264,7 +185,7 @@ def _traced(
         block = modules[bname]
         bcalls = trace.of(block)
         binp = bcalls[k].inp if len(bcalls) > k else None
-        norm = _pre_norm(trace, c, bname, c.name)
+        norm = _pre_norm(c, bname, c.name)
         if norm is not None and len(trace.of(norm.module)) != len(trace.of(attn)):
             norm = None  # a norm shared with other calls: its k-th call would not be this layer's
         stream, s = (block, binp) if norm is None or norm.inp is binp else (norm.module, norm.inp)
@@ -314,14 +235,12 @@ def _groups(x: Tensor | None, layout: Layout | None) -> tuple[int, int] | None:
     return int(x.shape[0]) // TRACE_BATCH, n
 
 
-def _pre_norm(trace: Trace, attn_call: Call, block: str, attn: str) -> Call | None:
+def _pre_norm(attn_call: Call, block: str, attn: str) -> Call | None:
     """The norm call whose output the attention reads, inside its block (or, where the attention is its own
     block, inside the module that holds it)."""
     scope = _parent(attn) if block == attn else block
-    for c in trace.calls[: attn_call.order]:
-        if c.out is not None and c.out is attn_call.inp and _is_norm(c.module) and _inside(c.name, scope):
-            return c
-    return None
+    norm = attn_call.fed_by
+    return norm if norm is not None and _inside(norm.name, scope) else None
 
 
 def _embedding(

@@ -18,8 +18,9 @@ from torch import nn
 
 from condcli.adapters.base import EmbeddingPoint, Probe
 from condcli.adapters.generic_attn import Reading
-from condcli.adapters.generic_blocks import TRACE_BATCH, Discovery, Found, Trace, discover
+from condcli.adapters.generic_blocks import TRACE_BATCH, Discovery, Found, discover
 from condcli.adapters.generic_layouts import Grouping, attention_input, stream_input
+from condcli.adapters.generic_trace import Trace
 
 Tensor = torch.Tensor
 # a position encoding added to the tokens: a part of the last piece of its module or parameter name
