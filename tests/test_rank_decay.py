@@ -277,6 +277,8 @@ def test_layers_whose_p_cannot_be_observed_are_named_and_none_at_all_is_one_erro
     report = analyse_rank_decay(loaded, replay(batches), RankDecayOptions(lam=LAM), "t")
     assert [la.index for la in report.rank_decay.layers] == [0, 3, 4, 5]
     assert "layers 1, 2: P cannot be observed there, so they are left out" in report.notes
-    loaded = replace(loaded, adapter=replace(adapter, layers=tuple(replace(s, probs=None) for s in blind)))
-    with pytest.raises(InputError, match="cannot be observed in the chosen layers"):
+    why = "P cannot be observed: MyAttention computes no softmax over the keys"
+    none = tuple(replace(s, probs=None, no_probs=why) for s in blind)
+    loaded = replace(loaded, adapter=replace(adapter, layers=none))
+    with pytest.raises(InputError, match=r"chosen layers \(MyAttention computes no softmax over the keys\)"):
         analyse_rank_decay(loaded, replay(batches), RankDecayOptions(lam=LAM), "t")

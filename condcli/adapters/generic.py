@@ -277,7 +277,7 @@ def build(model: nn.Module) -> Adapter:
             LayerSpec(
                 index=i,
                 name=e.name,
-                attention=e.attention,
+                attention=e.attention if why is None else f"{type(attn).__name__} (no softmax over the keys)",
                 heads=heads,
                 x_in=e.x_in,
                 attn_in=e.attn_in,

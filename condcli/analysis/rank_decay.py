@@ -37,9 +37,10 @@ def _observable(loaded: LoadedModel, chosen: list[int]) -> tuple[list[int], list
     keep = [i for i in chosen if specs[i].probs is not None]
     skipped = [i for i in chosen if specs[i].probs is None]
     if not keep:
+        why = (specs[chosen[0]].probs_note or "").removeprefix("P cannot be observed: ") if chosen else ""
         raise InputError(
-            f"the attention probabilities P of {loaded.spec} cannot be observed in the chosen layers "
-            "(condcli found no softmax to hook)",
+            f"the attention probabilities P of {loaded.spec} cannot be observed in the chosen layers"
+            + (f" ({why.rstrip('.')})" if why else ""),
             "run 'condcli inspect' to see what was found; rank-decay needs P",
         )
     notes = []
