@@ -22,7 +22,6 @@ import transformers as tf
 from torch import nn
 
 from condcli.inputs import Batch
-from tests.toy_models import FactorizedAttention, ToyModel
 
 B = 2  # samples per batch
 D, HEADS, LAYERS, VOCAB = 32, 4, 2, 64  # HF width, heads, layers, vocabulary
@@ -332,76 +331,6 @@ def nystrom_sites(m: Any) -> list[Site]:
     return sites
 
 
-# -------------------------------------------------------------------------------- generic (no family)
-
-
-def toy() -> nn.Module:
-    """The shared toy model of no known family (tests/toy_models.py): separate q/k/v, an ``nn.Softmax``."""
-    torch.manual_seed(0)
-    model = ToyModel(d=16, heads=4, depth=2).eval()
-    with torch.no_grad():
-        for block in model.layers:
-            block.attn.q.weight.mul_(QKV_GAIN)
-    return model
-
-
-def toy_functional() -> nn.Module:
-    """The toy with its softmax made a plain function, as most models have it: P has no module to hook and
-    is observed inside the attention's call."""
-    model = toy()
-    for block in model.layers:
-        del block.attn.softmax  # the nn.Softmax child module
-        block.attn.softmax = partial(torch.softmax, dim=-1)
-    return model
-
-
-def toy_factorized() -> nn.Module:
-    """The toy with CoaT-like factorized attention (softmax of K over the tokens): P truly does not exist."""
-    model = toy()
-    for block in model.layers:
-        factorized = FactorizedAttention(16, 4)
-        factorized.load_state_dict(block.attn.state_dict())
-        block.attn = factorized.eval()
-    return model
-
-
-def toy_layers(m: Any, img: Tensor) -> tuple[Tensor, list[Tensor]]:
-    """X = the patch embedding (the first block's input); X_l: the blocks called in order."""
-    patches = img.unfold(2, 8, 8).unfold(3, 8, 8).permute(0, 2, 3, 1, 4, 5).flatten(3).flatten(1, 2)
-    x = m.embed(patches)
-    x_ref, x_layers = x, []
-    for layer in m.layers:
-        x_layers.append(x)
-        x = layer(x)
-    return x_ref, x_layers
-
-
-def toy_sites(m: Any) -> list[Site]:
-    probs = None if isinstance(m.layers[0].attn, FactorizedAttention) else softmax_probs
-    return [linears(a, None, a.q, a.k, a.v, probs=probs) for a in (b.attn for b in m.layers)]
-
-
-def distilbert() -> nn.Module:
-    """An HF model of no known family: P is the weights its attention returns under eager attention."""
-    torch.manual_seed(0)
-    config = tf.DistilBertConfig(
-        vocab_size=VOCAB, dim=D, n_layers=LAYERS, n_heads=HEADS, hidden_dim=64, initializer_range=INIT
-    )
-    return tf.DistilBertModel(config).eval()
-
-
-def distilbert_sites(m: Any) -> list[Site]:
-    return [
-        Site(
-            a,
-            a.out_lin,
-            {r: (lin.weight.T, lin.bias) for r, lin in zip("qkv", (a.q_lin, a.k_lin, a.v_lin), strict=True)},
-            a.n_heads,
-        )
-        for a in (layer.attention for layer in m.transformer.layer)
-    ]
-
-
 # ------------------------------------------------------------------------------------------ the table
 
 CASES: dict[str, dict[str, Case]] = {
@@ -415,11 +344,5 @@ CASES: dict[str, dict[str, Case]] = {
     # the output projection receives P·V plus a depthwise convolution of V (Site.extra)
     "hf_nystromformer": {
         "nystromformer": Case(nystromformer, partial(tokens, [SEG, SEG], SEG), nystrom_sites)
-    },
-    "generic": {
-        "softmax_module": Case(toy, images, toy_sites, toy_layers),
-        "functional_softmax": Case(toy_functional, images, toy_sites, toy_layers),
-        "factorized_no_probs": Case(toy_factorized, images, toy_sites, toy_layers, observable=False),
-        "hf_returned_weights": Case(distilbert, partial(tokens, [7, 4], 7), distilbert_sites),
     },
 }
