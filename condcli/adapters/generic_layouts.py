@@ -70,7 +70,7 @@ def stream_input(
     batch: int,
 ) -> Tensor:
     """X_l: the block's (or pre-norm's) first input as (B, N, d), an image's groups side by side."""
-    return tokens(first_input(args, kwargs, output, batch), width, layout, batch, grouping).flatten(1, 2)
+    return attention_input(width, layout, grouping, args, kwargs, output, batch).flatten(1, 2)
 
 
 def probs(p: Tensor, heads: int, batch: int, grouping: Grouping) -> Tensor:
