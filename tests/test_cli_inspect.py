@@ -40,6 +40,8 @@ def test_inspect_table_output(cli: Callable[..., Result]) -> None:
     result = cli("inspect", *TINY)
     assert result.exit_code == 0, result.output
     assert "timm-vit" in result.stdout and "softmax over all tokens" in result.stdout
+    # module paths in brackets are text, not rich markup (rich once swallowed "[pos_drop]")
+    assert "[pos_drop]" in result.stdout
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli import options as o
@@ -21,20 +22,20 @@ def _render(report: dict[str, Any]) -> None:
     if not out.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
         out = Console(soft_wrap=True, width=160)
     m, e, i = report["model"], report["embedding"], report["inputs"]
-    out.print(
-        f"[bold]{m['spec']}[/] ({m['from']}): family {m['family']}, {m['source']}, {m['weights']} weights"
-    )
+    what = escape(f"({m['from']}): family {m['family']}, {m['source']}, {m['weights']} weights")
+    out.print(f"[bold]{escape(m['spec'])}[/] {what}")
     pos = "after position encoding" if e["after_position_encoding"] else "no absolute position encoding"
     lam = report["settings"].get("lambda")
     shift = "" if lam is None else f"; λ {lam:g} in X + λ·I_k"
-    out.print(f"X: {e['description']} [{e['where']}], {pos}; tokens {i['tokens']} × d {i['dim']}{shift}")
-    out.print(f"inputs: {i['description']}; {i['preprocessing']}")
+    x = escape(f"X: {e['description']} [{e['where']}], {pos}")
+    out.print(f"{x}; tokens {i['tokens']} × d {i['dim']}{shift}")
+    out.print(escape(f"inputs: {i['description']}; {i['preprocessing']}"))
     table = Table("layer", "name", "attention", "heads", "X_l", "A_l (G×n×c)", "P (G×H×q×k)")
     for layer in report["layers"]:
         table.add_row(
             str(layer["index"]),
-            layer["name"],
-            layer["attention"],
+            escape(layer["name"]),
+            escape(layer["attention"]),
             str(layer["heads"]),
             _shape(layer["x_in_shape"]),
             _shape(layer["attn_input_shape"]),
@@ -42,7 +43,7 @@ def _render(report: dict[str, Any]) -> None:
         )
     out.print(table)
     for note in report["notes"]:
-        out.print(f"[yellow]note:[/] {note}")
+        out.print(f"[yellow]note:[/] {escape(note)}")
 
 
 @command("inspect")
