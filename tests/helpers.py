@@ -20,6 +20,18 @@ def np_kappa(X: np.ndarray) -> np.ndarray:
         return np.where(s[..., -1] <= tol, np.inf, s[..., 0] / s[..., -1])
 
 
+# eps of each capture dtype, written out (not read from torch.finfo): 2^-(mantissa bits)
+DTYPE_EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+
+
+def np_tol(X: np.ndarray, eps: float) -> np.ndarray:
+    """SPEC §2's below-precision tolerance: u·‖X‖_F with u = eps/2 (‖X‖_F from NumPy's norm, no SVD),
+    never below float64's own singularity threshold max(N, d)·eps64·σ_1 (where κ is inf)."""
+    X = np.asarray(X, dtype=np.float64)
+    rounding = 0.5 * eps * np.linalg.norm(X, "fro", axis=(-2, -1))
+    return np.maximum(rounding, max(X.shape[-2:]) * EPS * np_sigma(X)[..., 0])
+
+
 def np_shifted_kappa(X: np.ndarray, lam: float) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     return np_kappa(X + lam * np.eye(*X.shape[-2:]))

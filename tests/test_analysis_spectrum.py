@@ -14,7 +14,7 @@ from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.inputs import Batch, InputSpec, stream
 from condcli.report import SpectrumReport
 from condcli.sources import LoadedModel, LoadOptions, load
-from tests.helpers import np_kappa, np_sigma
+from tests.helpers import np_kappa, np_sigma, np_tol
 from tests.recording import replay, vit_reference
 
 LAM = 10.0
@@ -64,7 +64,7 @@ def test_embedding_numbers_equal_numpy_on_the_models_own_x(vit: Any) -> None:
     assert_agg(e.kappa_corrected, list(2 * sigma[:, 0] / (sigma[:, 0] + sigma[:, -1])), 1e-9)
     assert_agg(e.sigma_max, list(sigma[:, 0]), 1e-9)
     assert_agg(e.sigma_min, list(sigma[:, -1]), 1e-9)
-    tol = max(N, d) * F32 * sigma[:, :1]
+    tol = np_tol(X, F32)[:, None]  # 0.5·eps32·‖X‖_F
     assert list(e.numerical_rank.per_sample) == list((sigma > tol).sum(1).astype(float))
     weyl = np.where(LAM > sigma[:, 0], (sigma[:, 0] + LAM) / (LAM - sigma[:, 0]), np.inf)
     assert_agg(e.weyl_bound, list(weyl), 1e-9)
@@ -99,7 +99,7 @@ def test_layer_numbers_equal_a_recomputation_from_hooks_and_weights(vit: Any) ->
         p_tol = max(1e-9, 100 * np.finfo(np.float64).eps * float(kp.max()))
         assert_agg(layer.plain["mu_a"], list(mu_a.max(1)), p_tol)
         assert_agg(layer.plain["kappa_probs"], list(kp.max(1)), p_tol)
-        tol = max(P.shape[-2:]) * F32 * np_sigma(P)[..., 0]
+        tol = np_tol(P, F32)  # (S, H): 0.5·eps32·‖P‖_F per head
         assert layer.plain.below["probs"] == int((np_sigma(P)[..., -1] <= tol).any(1).sum())
         assert layer.heads_detail is not None and len(layer.heads_detail) == H
         for h, head in enumerate(layer.heads_detail):

@@ -102,10 +102,18 @@ def _spectrum(x: torch.Tensor, method: Method) -> torch.Tensor:
 
 
 def precision_tolerance(
-    sigma_max: torch.Tensor, shape: tuple[int, int], dtype: torch.dtype | str
+    sigma: torch.Tensor, shape: tuple[int, int], dtype: torch.dtype | str
 ) -> torch.Tensor:
-    """tol = max(N, d)·eps(dtype)·σ_1: singular values below it are rounding noise of ``dtype`` data."""
-    return max(shape) * machine_eps(dtype) * sigma_max
+    """tol = u·‖X‖_F, u = eps(dtype)/2 the unit roundoff, from descending spectra ``sigma`` (..., k).
+
+    Storing X in ``dtype`` rounds each entry by at most u relative: a perturbation E with
+    ‖E‖_2 ≤ ‖E‖_F ≤ u‖X‖_F, so by Weyl's inequality no σ_i ≤ tol can be told from that rounding (SPEC §2).
+    ‖X‖_F = sqrt(Σσ_i²). tol never goes below float64's own singularity threshold max(N, d)·eps64·σ_1 (where
+    κ is ``inf``, :func:`kappa_from_sigma`): it is u‖X‖_F for every dtype but float64 (for float32 the
+    threshold is the larger only past max(N, d) ≈ 3e8), and a numerically singular matrix is always flagged.
+    """
+    rounding = machine_eps(dtype) / 2 * sigma.square().sum(-1).sqrt()
+    return torch.maximum(rounding, max(shape) * EPS64 * sigma[..., 0])
 
 
 @dataclass(frozen=True)
@@ -116,7 +124,7 @@ class SpectrumSummary:
     kappa: torch.Tensor  # (...,) σ_1/σ_k, inf where numerically singular in float64
     numerical_rank: torch.Tensor  # (...,) int64: count of σ_i > tol
     below_precision: torch.Tensor  # (...,) bool: σ_k ≤ tol, κ cannot be resolved from the captured data
-    tolerance: torch.Tensor  # (...,) tol = max(N, d)·eps(capture dtype)·σ_1
+    tolerance: torch.Tensor  # (...,) tol = eps(capture dtype)/2·‖X‖_F (see precision_tolerance)
     capture_dtype: str  # the dtype the matrix was captured in, e.g. "float32"
 
     @property
@@ -134,11 +142,12 @@ def summarize(
     """Spectrum, κ, numerical rank and the below-precision flag of each matrix from one float64 SVD.
 
     ``capture_dtype`` is the dtype the activations were stored in (default: X's own dtype). A sample is
-    *below precision* when σ_k ≤ tol = max(N, d)·eps(capture_dtype)·σ_1 — NumPy's matrix_rank convention —
-    so its κ cannot be told from rounding noise and must not be reported as trustworthy.
+    *below precision* when σ_k ≤ tol = eps(capture_dtype)/2·‖X‖_F (:func:`precision_tolerance`): storing X
+    in that dtype may have moved σ_k by as much, so its κ cannot be told from rounding noise and must not be
+    reported as trustworthy. The numerical rank counts σ_i > tol.
 
     ``method="auto"`` takes the spectrum from the float64 Gram matrix where its κ is at most
-    :data:`GRAM_MAX_KAPPA` (every σ_i ≥ σ_1/300 then, accurate to ≈ 1e-11 relative, far above any tol) and
+    :data:`GRAM_MAX_KAPPA` (every σ_i accurate to ≈ 1e-11 relative then, so rank and flag are SVD's) and
     from SVD for every other matrix — the fast path for the analysis commands.
     """
     if capture_dtype is None:
@@ -146,7 +155,7 @@ def summarize(
     x = as_float64(X)
     shape = (x.shape[-2], x.shape[-1])
     sigma = _spectrum(x, method)
-    tol = precision_tolerance(sigma[..., 0], shape, capture_dtype)
+    tol = precision_tolerance(sigma, shape, capture_dtype)
     rank = (sigma > tol.unsqueeze(-1)).sum(-1)
     name = capture_dtype if isinstance(capture_dtype, str) else str(capture_dtype).removeprefix("torch.")
     return SpectrumSummary(
@@ -160,10 +169,10 @@ def summarize(
 
 
 def numerical_rank(X: Tensorish, capture_dtype: torch.dtype | str | None = None) -> torch.Tensor:
-    """Count of σ_i > max(N, d)·eps(capture_dtype)·σ_1 per matrix (int64); see :func:`summarize`."""
+    """Count of σ_i > eps(capture_dtype)/2·‖X‖_F per matrix (int64); see :func:`summarize`."""
     return summarize(X, capture_dtype).numerical_rank
 
 
 def below_precision(X: Tensorish, capture_dtype: torch.dtype | str | None = None) -> torch.Tensor:
-    """True where σ_k ≤ max(N, d)·eps(capture_dtype)·σ_1; see :func:`summarize`."""
+    """True where σ_k ≤ eps(capture_dtype)/2·‖X‖_F; see :func:`summarize`."""
     return summarize(X, capture_dtype).below_precision
