@@ -44,6 +44,7 @@ class Capture:
     layers: dict[int, LayerCapture] = field(default_factory=dict)
     x_conditioned: torch.Tensor | None = None  # (B, N, d) what was fed on when conditioning was applied
     output: Any = None  # the model's own output
+    x_exact_lookup: bool = False  # X is its stored token embeddings gathered by the ids (see exact_lookup)
 
     def samples(self, x: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Per-sample matrices with padding rows removed (SPEC §1): X by default, or any (B, N, ·)."""
@@ -54,6 +55,32 @@ class Capture:
 
 
 LayerSink = Callable[[LayerCapture], None]
+
+
+def exact_lookup(model: nn.Module, x: torch.Tensor, inputs: dict[str, torch.Tensor]) -> bool:
+    """Whether X (B, N, d) equals, entry for entry, an ``nn.Embedding`` weight of ``model`` gathered by the
+    batch's ``input_ids`` (B, N), in X's own dtype: a RoPE decoder's token embeddings, with no scale and
+    nothing added. Storing such an X adds no rounding of the capture dtype (SPEC §2) — checked, not
+    assumed: a scaled lookup (Gemma's ×√d), an added position embedding or a norm makes it False.
+    """
+    ids = inputs.get("input_ids")
+    if (
+        ids is None
+        or ids.dtype.is_floating_point
+        or tuple(ids.shape) != tuple(x.shape[:2])
+        or not ids.numel()
+    ):
+        return False
+    if int(ids.min()) < 0:  # not a gather
+        return False
+    top = int(ids.max())
+    tables = {id(m.weight): m.weight.detach() for m in model.modules() if isinstance(m, nn.Embedding)}
+    for w in tables.values():
+        if w.dtype != x.dtype or w.device.type == "meta" or w.shape[-1] != x.shape[-1] or top >= w.shape[0]:
+            continue
+        if torch.equal(w[ids.to(w.device)].to(x.device), x):
+            return True
+    return False
 
 
 def layer_set(adapter: Adapter, layers: Iterable[int] | None) -> list[int]:
@@ -279,5 +306,6 @@ def capture(
         layers=recorder.layers,
         x_conditioned=seen.get("x_conditioned"),
         output=output,
+        x_exact_lookup=exact_lookup(adapter.model, seen["x"], inputs),
     )
     return result

@@ -98,6 +98,7 @@ class EmbeddingReport:
     after_position_encoding: bool
     model_conditioning: str | None  # the model's own shift at X (trained with conditioned tokens)
     capture_dtype: str
+    exact_lookup: bool  # X is the stored token embeddings gathered by the ids: no rounding from capture_dtype
     k: int  # min(N, d) of the largest sample
     kappa: Aggregate
     kappa_conditioned: Aggregate
@@ -110,6 +111,11 @@ class EmbeddingReport:
     spectrum: SpectrumBand | None  # None in reports that do not carry spectra (sweep-lambda)
     spectrum_conditioned: SpectrumBand | None
 
+    @property
+    def resolution_dtype(self) -> str:
+        """The dtype whose rounding sets the below-precision flag and numerical rank of X (SPEC §2)."""
+        return "float64" if self.exact_lookup else self.capture_dtype
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "where": self.where,
@@ -117,6 +123,8 @@ class EmbeddingReport:
             "after_position_encoding": self.after_position_encoding,
             "model_conditioning": self.model_conditioning,
             "capture_dtype": self.capture_dtype,
+            "exact_lookup": self.exact_lookup,
+            "resolution_dtype": self.resolution_dtype,
             "k": self.k,
             "kappa": self.kappa.to_json(),
             "kappa_conditioned": self.kappa_conditioned.to_json(),

@@ -11,7 +11,7 @@ from functools import cache
 from condcli.adapters.base import Adapter
 from condcli.errors import InputError
 from condcli.inputs import InputStream
-from condcli.report import InputsInfo, ModelInfo, Settings
+from condcli.report import EmbeddingReport, InputsInfo, ModelInfo, Settings
 from condcli.sources import LoadedModel
 
 DEFAULT_LAMBDA = 10.0  # the paper's λ (grid 1–20, best ≈ 10)
@@ -83,6 +83,20 @@ def precision_note(below: int, total: int, dtype: str, what: str = "X") -> str |
         f"{below} of {total} samples have {what} with σ_k below {dtype} resolution: their κ is a floor "
         f"set by rounding noise, not a measurement{rerun}"
     )
+
+
+EXACT_LOOKUP_NOTE = "X is an exact lookup of the stored token embeddings: no rounding from the capture dtype"
+
+
+def embedding_notes(emb: EmbeddingReport, total: int) -> list[str]:
+    """The notes X's precision earns: an exact lookup (judged at float64), and samples below resolution."""
+    notes = (
+        [f"{EXACT_LOOKUP_NOTE} ({emb.capture_dtype}); its flag is judged at float64"]
+        if emb.exact_lookup
+        else []
+    )
+    below = precision_note(len(emb.below_precision_samples), total, emb.resolution_dtype)
+    return notes + ([below] if below else [])
 
 
 @cache

@@ -56,9 +56,9 @@ def drive(
     for batch in inputs:
         lengths = batch.lengths
         got = capture(adapter, batch, layers=layers, probes=probes, sink=_bound(plain, lengths))
-        xs = trim(got.x, lengths, (0,))
+        xs, exact = trim(got.x, lengths, (0,)), got.x_exact_lookup
         del got
-        embedding.add(xs)
+        embedding.add(xs, exact_lookup=exact)
         if on_x is not None:
             on_x(xs, batch)
         del xs

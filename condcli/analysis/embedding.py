@@ -37,13 +37,17 @@ class EmbeddingAccumulator:
         self.tokens = 0  # N of the longest sample
         self.dim = 0  # d
         self.capture_dtype = ""
+        self.exact_lookup = True  # every batch's X was its stored token embeddings (capture.exact_lookup)
 
-    def add(self, mats: Sequence[torch.Tensor]) -> None:
-        """One batch of X matrices (N_b, d), in the model's dtype."""
+    def add(self, mats: Sequence[torch.Tensor], *, exact_lookup: bool = False) -> None:
+        """One batch of X matrices (N_b, d), in the model's dtype. ``exact_lookup``: X is the model's stored
+        token embeddings gathered by the ids, so storing it added no rounding: flagged against float64."""
         dtype = mats[0].dtype
         self.capture_dtype = str(dtype).removeprefix("torch.")
-        s = summarize_samples(mats, dtype)
-        shifted = summarize_samples([shift(m, self.lam) for m in mats], dtype)
+        self.exact_lookup = self.exact_lookup and exact_lookup
+        resolution = torch.float64 if exact_lookup else dtype
+        s = summarize_samples(mats, resolution)
+        shifted = summarize_samples([shift(m, self.lam) for m in mats], resolution)
         sigma_max = torch.stack([v[0] for v in s.sigma]).cpu()
         self.kappa.extend(s.kappa)
         self.kappa_conditioned.extend(shifted.kappa)
@@ -72,6 +76,7 @@ class EmbeddingAccumulator:
             after_position_encoding=point.after_position_encoding,
             model_conditioning=None if adapter.builtin is None else adapter.builtin.describe(),
             capture_dtype=self.capture_dtype,
+            exact_lookup=self.exact_lookup,
             k=self.k,
             kappa=self.kappa.result(),
             kappa_conditioned=self.kappa_conditioned.result(),

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from condcli.analysis.common import Progress, inputs_info, model_info, precision_note, settings
+from condcli.analysis.common import Progress, embedding_notes, inputs_info, model_info, settings
 from condcli.analysis.driver import Conditioned, Take, drive
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.rank_layers import RankAccumulator, check_index, check_index_fits, rank_result
@@ -135,9 +135,7 @@ def analyse_rank_decay(
             "P is the model's Nyström approximation of softmax attention, not an exact softmax: its rank is "
             "bounded by the landmark count by construction"
         )
-    note = precision_note(len(emb.below_precision_samples), inputs.count, emb.capture_dtype)
-    if note:
-        notes.append(note)
+    notes += embedding_notes(emb, inputs.count)
     return RankDecayReport(
         model=model_info(loaded, model_from),
         inputs=inputs_info(loaded, inputs, embedding.tokens, embedding.dim),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from condcli.analysis.common import Progress, inputs_info, model_info, precision_note, settings
+from condcli.analysis.common import Progress, embedding_notes, inputs_info, model_info, settings
 from condcli.analysis.driver import Conditioned, Take, drive
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.layers import ForwardAccumulator, weight_kappas
@@ -102,9 +102,7 @@ def analyse_spectrum(
         for i in chosen
     )
     notes = list(loaded.notes)
-    note = precision_note(len(emb.below_precision_samples), inputs.count, emb.capture_dtype)
-    if note:
-        notes.append(note)
+    notes += embedding_notes(emb, inputs.count)
     return SpectrumReport(
         model=model_info(loaded, model_from),
         inputs=inputs_info(loaded, inputs, embedding.tokens, embedding.dim),

@@ -19,9 +19,9 @@ import torch
 
 from condcli.analysis.common import (
     Progress,
+    embedding_notes,
     inputs_info,
     model_info,
-    precision_note,
     resolve_lambda,
     settings,
 )
@@ -285,9 +285,7 @@ def analyse_sweep(
         notes.append(
             f"X is taken before the model's own {adapter.builtin.describe()}: the sweep shifts the raw tokens"
         )
-    note = precision_note(len(emb.below_precision_samples), inputs.count, emb.capture_dtype)
-    if note:
-        notes.append(note)
+    notes += embedding_notes(emb, inputs.count)
     return SweepReport(
         model=model_info(loaded, model_from),
         inputs=inputs_info(loaded, inputs, embedding.tokens, embedding.dim),

@@ -25,7 +25,7 @@ def embedding_table(report: SpectrumReport) -> Table:
     table = Table("quantity", "median", "min", "max", "note", title=where, title_justify="left")
     below = len(e.below_precision_samples)
     flag = (
-        f"{WARN} {below}/{n} samples below {e.capture_dtype} resolution: κ is a floor, not a measurement"
+        f"{WARN} {below}/{n} samples below {e.resolution_dtype} resolution: κ is a floor, not a measurement"
         if below
         else ""
     )
@@ -38,9 +38,9 @@ def embedding_table(report: SpectrumReport) -> Table:
     _row(table, "σ_max", e.sigma_max)
     _row(table, "σ_min", e.sigma_min)
     rank_note = (
-        f"full (k = min(N, d)) in every sample, at {e.capture_dtype} resolution"
+        f"full (k = min(N, d)) in every sample, at {e.resolution_dtype} resolution"
         if not below
-        else f"below k = min(N, d) in {below}/{n} samples, at {e.capture_dtype} resolution"
+        else f"below k = min(N, d) in {below}/{n} samples, at {e.resolution_dtype} resolution"
     )
     _row(table, "numerical rank", e.numerical_rank, rank_note)
     bound = "(σ_1+λ)/(λ−σ_1); inf: none, λ ≤ σ_1" if e.weyl_bound.inf_count else "(σ_1+λ)/(λ−σ_1)"

@@ -59,7 +59,9 @@ def render(out: Console, report: SweepReport) -> None:
     )
     below = len(e.below_precision_samples)
     flag = (
-        f" {WARN} {below}/{report.inputs.count} samples below {e.capture_dtype} resolution" if below else ""
+        f" {WARN} {below}/{report.inputs.count} samples below {e.resolution_dtype} resolution"
+        if below
+        else ""
     )
     out.print(f"κ(X), no shift: median {num(s.kappa_plain)}{flag}")
     out.print(f"κ(X + C), Theorem 4.4 correction: median {num(s.kappa_corrected)} (≤ 2)")

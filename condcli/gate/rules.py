@@ -74,7 +74,7 @@ def kappa_rule(
     inf = count(agg.get("inf_count", 0), f"embedding.{key}.inf_count")
     # samples below precision are flagged for X itself; X + λI_k / X + C are judged by inf alone
     below = count(emb.get("below_precision", 0), "embedding.below_precision") if key == "kappa" else inf
-    dtype = str(emb.get("capture_dtype", "the capture dtype"))
+    dtype = str(emb.get("resolution_dtype") or emb.get("capture_dtype", "the capture dtype"))
     what = "X" if key == "kappa" else "the conditioned X"
     label = _label(report, key)
     reasons = []
