@@ -45,7 +45,10 @@ def resolve_model(given: str | None, path: Path | None = None) -> tuple[str, str
             raise UsageError(
                 "[tool.condcli] model must be a non-empty string", 'e.g. model = "vit_base_patch16_224"'
             )
-        return model, "[tool.condcli] model in pyproject.toml"
+        from condcli.sources_factory import rebased
+
+        folder = (path or Path.cwd() / "pyproject.toml").parent  # a factory file is relative to it
+        return rebased(model.strip(), folder), "[tool.condcli] model in pyproject.toml"
     from condcli.samples import sample_names
 
     if DEFAULT_SAMPLE not in sample_names():
@@ -54,3 +57,26 @@ def resolve_model(given: str | None, path: Path | None = None) -> tuple[str, str
             "pass MODEL, e.g. 'vit_tiny_patch16_224 `weights=random`'",
         )
     return DEFAULT_SAMPLE, "the shipped sample ViT (default)"
+
+
+def configured_model_args(given: str | None, path: Path | None = None) -> dict[str, Any]:
+    """``[tool.condcli] model_args``: the keyword arguments of a factory ``model`` there, used only when
+    that model is (no MODEL ``given``); {} without the table."""
+    table = tool_config(path)
+    args = table.get("model_args")
+    if args is None:
+        return {}
+    if not isinstance(args, dict) or not all(isinstance(k, str) and k.isidentifier() for k in args):
+        raise UsageError(
+            "[tool.condcli] model_args must be a table of keyword arguments",
+            "e.g. model_args = { depth = 4 }",
+        )
+    from condcli.sources_factory import parse_factory
+
+    model = table.get("model")
+    if not isinstance(model, str) or parse_factory(model.strip()) is None:
+        raise UsageError(
+            "[tool.condcli] model_args is given, but [tool.condcli] model is not a factory",
+            'model_args go to model = "path/to/file.py:factory" or "package.module:factory"',
+        )
+    return {} if given else dict(args)

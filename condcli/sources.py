@@ -3,13 +3,15 @@
 MODEL may be a timm name (``vit_base_patch16_224``, ``timm:NAME``), a Hugging Face id (``hf:ID`` or an id
 with a slash), a local folder (HF layout: config.json with ``model_type``; timm layout: config.json with
 ``architecture``, as ``timm.models.save_for_hf`` writes), a .safetensors file inside such a folder, or the
-name of a shipped sample checkpoint.
+name of a shipped sample checkpoint, or the user's own code: ``path/to/file.py:factory`` or
+``package.module:factory`` (:mod:`condcli.sources_factory`; naming a file runs it).
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,14 @@ from condcli.preprocessing import (
     timm_preprocessing,
 )
 from condcli.samples import builtin_conditioning, sample_names, samples_dir
+from condcli.sources_factory import (
+    FactorySpec,
+    build_factory,
+    check_file,
+    describe_call,
+    factory_preprocessing,
+    parse_factory,
+)
 
 SourceKind = Literal["timm", "hf", "local"]
 Weights = Literal["pretrained", "random", "file"]
@@ -42,19 +52,23 @@ class ModelSpec:
     """A parsed MODEL argument."""
 
     text: str  # what the user typed
-    kind: Literal["timm", "hf", "local"]
-    target: str  # timm name, hub id, or folder path
+    kind: Literal["timm", "hf", "local", "factory"]
+    target: str  # timm name, hub id, folder path, or the factory as typed
     weights_file: Path | None = None  # MODEL was a weights file inside a model folder
+    factory: FactorySpec | None = None  # MODEL was file.py:factory or package.module:factory
 
 
 @dataclass(frozen=True)
 class LoadOptions:
-    weights: Literal["pretrained", "random"] = "pretrained"
+    # None: the source's own default — pretrained for timm/HF/local models, random for a factory (whose
+    # weights are what it builds; condcli fetches nothing for it, and `pretrained` only labels them so)
+    weights: Literal["pretrained", "random"] | None = None
     checkpoint: Path | None = None
     seed: int = 0
     device: str = "auto"
     dtype: str | None = None  # None: the model's own dtype
     trust_remote_code: bool = False
+    model_args: Mapping[str, Any] = field(default_factory=dict)  # keyword arguments of a factory MODEL
 
 
 @dataclass
@@ -91,6 +105,10 @@ def parse_spec(text: str) -> ModelSpec:
         return ModelSpec(raw, "timm", raw[len("timm:") :])
     if raw.startswith("hf:"):
         return ModelSpec(raw, "hf", raw[len("hf:") :])
+    factory = parse_factory(raw)
+    if factory is not None:
+        check_file(factory)
+        return ModelSpec(raw, "factory", raw, factory=factory)
     path = Path(raw).expanduser()
     if path.exists():
         return _local_spec(raw, path)
@@ -225,26 +243,58 @@ def _hf_preprocessing(
     return hf_text_preprocessing(source, config, trust)
 
 
+def _is_transformers_model(model: nn.Module) -> bool:
+    """A Hugging Face PreTrainedModel (transformers is imported already if the factory built one)."""
+    transformers = sys.modules.get("transformers")
+    return transformers is not None and isinstance(model, transformers.PreTrainedModel)
+
+
+def _factory_model(spec: ModelSpec, options: LoadOptions, weights: Weights) -> tuple[nn.Module, str]:
+    """Run the factory (its file or module imported, torch seeded with ``seed``) and say how it was built."""
+    assert spec.factory is not None
+    with _seeded(options.seed):
+        model = build_factory(spec.factory, options.model_args)
+    call = f"built by {describe_call(spec.factory, options.model_args)} from {spec.factory.where}"
+    if weights == "file":
+        return model, f"{call}; weights from the checkpoint"
+    if weights == "pretrained":
+        return model, f"{call}: weights as it returned them, labelled pretrained as asked (nothing fetched)"
+    return model, f"{call}, torch seeded with {options.seed}: its own initialisation (nothing fetched)"
+
+
 def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     """Load MODEL ``text`` per ``options``: eval mode, on the chosen device, with its adapter."""
     options = options or LoadOptions()
-    if options.weights not in ("pretrained", "random"):
+    if options.weights not in (None, "pretrained", "random"):
         raise UsageError(f"`weights={options.weights!r}` is not known", "use `weights=pretrained` or random")
     device = resolve_device(options.device)
     dtype = resolve_dtype(options.dtype)
     spec = parse_spec(text)
+    if options.model_args and spec.kind != "factory":
+        raise UsageError(
+            f"`model_args` given, but {spec.text} is not a factory",
+            "keyword arguments go to a MODEL written path/to/file.py:factory or package.module:factory",
+        )
     from_file = options.checkpoint is not None or spec.weights_file is not None
-    pretrained = options.weights == "pretrained" and not from_file
-    flavour = spec.kind if spec.kind != "local" else _folder_flavour(spec.target)
-    source: str | None = spec.target if spec.kind != "timm" else None
+    choice = options.weights or ("random" if spec.kind == "factory" else "pretrained")
+    weights: Weights = "file" if from_file else choice
+    pretrained = choice == "pretrained" and not from_file
+    source: str | None = spec.target if spec.kind not in ("timm", "factory") else None
     notes: list[str] = []
-    if flavour == "timm":
-        model = _timm_model(spec, options, pretrained)
-        pre = timm_preprocessing(model)
+    flavour: Literal["timm", "hf", "factory"]
+    if spec.kind == "factory":
+        model, built = _factory_model(spec, options, weights)
+        notes.append(built)
+        flavour = "hf" if _is_transformers_model(model) else "factory"
     else:
-        config = _hf_config(spec, options)
-        model, loaded_as = _hf_model(spec, options, config, pretrained)
-        notes.append(loaded_as)
+        flavour = spec.kind if spec.kind != "local" else _folder_flavour(spec.target)
+        if flavour == "timm":
+            model = _timm_model(spec, options, pretrained)
+            pre = timm_preprocessing(model)
+        else:
+            config = _hf_config(spec, options)
+            model, loaded_as = _hf_model(spec, options, config, pretrained)
+            notes.append(loaded_as)
     analysed, analysed_notes = analysed_module(model) if flavour == "hf" else (model, [])
     checkpoint = options.checkpoint or spec.weights_file
     if checkpoint is not None:
@@ -257,10 +307,11 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     adapter = adapter_for(analysed)
     if flavour == "hf":
         pre = _hf_preprocessing(source, analysed, adapter, options.trust_remote_code)
-    weights: Weights = "file" if from_file else options.weights
+    elif flavour == "factory":
+        pre = factory_preprocessing(analysed, spec.text)
     return LoadedModel(
         spec=spec.text,
-        source="local" if spec.kind == "local" else flavour,
+        source="timm" if spec.kind == "timm" else "hf" if spec.kind == "hf" else "local",
         weights=weights,
         model=analysed,
         adapter=adapter,

@@ -21,7 +21,7 @@ SAMPLES = Path(__file__).resolve().parent.parent / "sample_checkpoints"
 COMMANDS = ("spectrum", "sweep-lambda", "rank-decay", "check", "compare", "inspect")
 # SPEC §8's common options and their defaults (flag → default)
 COMMON: dict[str, Any] = {
-    "--weights": "pretrained",
+    "--weights": None,  # pretrained, random for a file.py:factory MODEL
     "--checkpoint": None,
     "--seed": 0,
     "--images": None,

@@ -72,3 +72,10 @@ class ToyModel(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return x
+
+
+def toy_factory(d: int = 16, heads: int = 4, depth: int = 3, img_size: int = 32) -> ToyModel:
+    """A ToyModel that declares the image size it reads: MODEL ``tests.toy_models:toy_factory``."""
+    model = ToyModel(d, heads, depth)
+    model.img_size = img_size
+    return model

@@ -53,16 +53,21 @@ def _sides(
     run: o.RunOptions, first: str | None, second: str | None, checkpoint_a: Path | None
 ) -> list[o.RunOptions]:
     """The run options of A and B: ``MODEL_A MODEL_B``, or ``MODEL_B`` alone against
-    ``[tool.condcli] model`` (else the shipped sample ViT); --checkpoint-a is A's, --checkpoint B's."""
+    ``[tool.condcli] model`` (else the shipped sample ViT); --checkpoint-a is A's, --checkpoint B's;
+    --model-arg goes to each side that is a file.py:factory."""
     from dataclasses import replace
 
     from condcli.errors import UsageError
     from condcli.project_config import resolve_model
+    from condcli.sources_factory import parse_factory
 
     a, b = (first, second) if second is not None else (None, first)
     runs = [replace(run, model=a, checkpoint=checkpoint_a), replace(run, model=b)]
     config = Path.cwd() / "pyproject.toml"
     (name_a, _), (name_b, _) = (resolve_model(r.model, config) for r in runs)
+    factories = [parse_factory(name) is not None for name in (name_a, name_b)]
+    if run.model_args and any(factories):  # --model-arg goes to the factory side(s)
+        runs = [r if f else replace(r, model_args=None) for r, f in zip(runs, factories, strict=True)]
     if name_a == name_b and runs[0].checkpoint == runs[1].checkpoint:
         raise UsageError(
             f"A and B are both {name_a}" + (f" with --checkpoint {run.checkpoint}" if run.checkpoint else ""),

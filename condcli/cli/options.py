@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 # ruff: noqa: UP045  (typer reads Optional[...] at run time on Python 3.10)
 
 MODEL_HELP = (
-    "timm name, hf:ID or org/name, a local folder, a sample checkpoint name. "
+    "timm name, hf:ID or org/name, a local folder, a sample checkpoint name, or your own code: "
+    "path/to/file.py:factory or package.module:factory (a function returning an nn.Module; see --model-arg). "
+    "Naming a file or module RUNS ITS CODE: use only code you trust. "
     "Default: \\[tool.condcli] model in ./pyproject.toml, else the shipped sample ViT."
 )
 ModelArg = Annotated[Optional[str], typer.Argument(help=MODEL_HELP, show_default=False)]
@@ -40,7 +42,8 @@ class RunOptions:
     """What every analysis command is told about the model, its inputs and the run (one field per option)."""
 
     model: str | None = None  # MODEL; None: [tool.condcli] model, else the shipped sample ViT
-    weights: str = "pretrained"  # pretrained | random
+    model_args: Sequence[str] | None = None  # key=value keyword arguments of a factory MODEL (repeatable)
+    weights: str | None = None  # pretrained | random; None: pretrained, random for a factory MODEL
     checkpoint: Path | None = None  # a state dict for MODEL's architecture
     seed: int = 0  # random init and synthetic inputs
     images: Path | None = None  # a folder of images
@@ -57,18 +60,20 @@ class RunOptions:
     def load_options(self) -> LoadOptions:
         """How to load MODEL (``--weights`` checked here)."""
         from condcli.errors import UsageError
+        from condcli.sources_factory import parse_model_args
 
-        if self.weights not in ("pretrained", "random"):
+        if self.weights not in (None, "pretrained", "random"):
             raise UsageError(
                 f"--weights {self.weights!r} is not known", "use --weights pretrained or --weights random"
             )
         return LoadOptions(
-            weights="pretrained" if self.weights == "pretrained" else "random",
+            weights=None if self.weights is None else "random" if self.weights == "random" else "pretrained",
             checkpoint=self.checkpoint,
             seed=self.seed,
             device=self.device,
             dtype=self.dtype,
             trust_remote_code=self.trust_remote_code,
+            model_args=parse_model_args(self.model_args or ()),
         )
 
     def input_spec(self) -> InputSpec:
@@ -100,11 +105,23 @@ class Common:
 
 COMMON: tuple[Common, ...] = (
     Common(
+        "model_args",
+        "--model-arg",
+        Optional[list[str]],
+        None,
+        "key=value, repeatable: a keyword argument of a file.py:factory MODEL. The value is read as a JSON "
+        'literal where it is one (4, 1e-3, true, null, [2, 4], "4"), else as the string typed.',
+        show_default=False,
+    ),
+    Common(
         "weights",
         "--weights",
-        str,
-        "pretrained",
-        "pretrained (download or local cache) or random (seeded init).",
+        Optional[str],
+        None,
+        "pretrained (download or local cache) or random (seeded init). Default: pretrained; random for a "
+        "file.py:factory MODEL, whose weights are what the factory builds (condcli fetches nothing for it; "
+        "pretrained only labels them so).",
+        show_default=False,
     ),
     Common(
         "checkpoint",
@@ -259,13 +276,20 @@ class RunSetup:
 
 def setup_run(run: RunOptions, *, config: Path | None = None) -> RunSetup:
     """Check the input options, load MODEL (else ``[tool.condcli] model`` of ``config`` or
-    ./pyproject.toml, else the shipped sample ViT) and resolve λ."""
+    ./pyproject.toml, with its ``model_args``, else the shipped sample ViT) and resolve λ."""
+    from dataclasses import replace
+
     from condcli.analysis.common import resolve_lambda
-    from condcli.project_config import resolve_model
+    from condcli.project_config import configured_model_args, resolve_model
     from condcli.sources import load
 
     spec = run.input_spec()
-    spec_text, model_from = resolve_model(run.model, config or Path.cwd() / "pyproject.toml")
-    loaded = load(spec_text, run.load_options())
+    project = config or Path.cwd() / "pyproject.toml"
+    spec_text, model_from = resolve_model(run.model, project)
+    options = run.load_options()
+    configured = configured_model_args(run.model, project)  # --model-arg wins over [tool.condcli] model_args
+    if configured:
+        options = replace(options, model_args={**configured, **options.model_args})
+    loaded = load(spec_text, options)
     lam = resolve_lambda(run.lam, loaded.adapter)
     return RunSetup(loaded, model_from, lam, spec, progress=not run.as_json)
