@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "pipeline",
         (
             "condcli.sources",
+            "condcli.sources_factory",
             "condcli.inputs",
             "condcli.inputs_text",
             "condcli.inputs_audio",
