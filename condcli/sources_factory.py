@@ -154,7 +154,7 @@ def _import_file(spec: FactorySpec) -> ModuleType:
         raise InputError(
             f"{spec.text}: running {spec.file} failed ({_one_line(e)})",
             "fix the file; it runs as Python code",
-        ) from None
+        ) from e
     return module
 
 
@@ -173,9 +173,9 @@ def _import_module(spec: FactorySpec) -> ModuleType:
                 "run condcli from the folder that holds it, install it,"
                 " or name its file (path/to/file.py:factory)",
             ) from None
-        raise InputError(f"{spec.text}: importing {name} failed ({_one_line(e)})", "fix the module") from None
+        raise InputError(f"{spec.text}: importing {name} failed ({_one_line(e)})", "fix the module") from e
     except (Exception, SystemExit) as e:
-        raise InputError(f"{spec.text}: importing {name} failed ({_one_line(e)})", "fix the module") from None
+        raise InputError(f"{spec.text}: importing {name} failed ({_one_line(e)})", "fix the module") from e
 
 
 def _factory(spec: FactorySpec, module: ModuleType) -> Callable[..., Any]:
@@ -224,7 +224,7 @@ def _call(
         where = _where_raised(e, getattr(module, "__file__", None))
         raise InputError(
             f"{spec.text}: {spec.attr}() raised {_one_line(e)}{where}", "fix the factory or its `model_args`"
-        ) from None
+        ) from e
 
 
 def build_factory(spec: FactorySpec, kwargs: Mapping[str, Any]) -> nn.Module:

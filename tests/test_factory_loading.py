@@ -173,3 +173,16 @@ def test_a_pretrained_cfg_gives_the_normalisation() -> None:
     np.testing.assert_allclose(
         pixels.mean((1, 2)).numpy(), (np.array([51, 102, 204]) / 255 - 0.5) / 0.25, rtol=1e-5
     )
+
+
+def test_debug_shows_the_factory_s_own_traceback(
+    folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from condcli.cli.main import _state, main
+
+    monkeypatch.setitem(_state, "debug", False)  # restored afterwards: --debug does not leak into other tests
+    assert main(["spectrum", "ok.py:raises", "--max-samples", "1"]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+    assert main(["spectrum", "ok.py:raises", "--max-samples", "1", "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert 'ok.py", line 15, in raises' in err and "ValueError: bad size 3" in err
