@@ -26,6 +26,7 @@ Tensor = torch.Tensor
 # a position encoding added to the tokens: a part of the last piece of its module or parameter name
 POSITION = ("pos_embed", "position_embedding", "embed_positions", "pixel_pos", "patch_pos", "pos_block")
 POSITION_CONV = ("cpe", "pos_conv", "peg")  # convolutional (conditional) position encodings
+PRE_NORMS = ("pre_layrnorm", "norm_pre", "ln_pre", "pre_norm")  # a norm between the embeddings and the blocks
 SIZES = (224, 256, 32, 64, 128, 96, 160, 192, 240, 384)
 
 
@@ -107,7 +108,7 @@ def plan(model: nn.Module, inside: str | None) -> Plan | None:
     notes = list(found.notes)
     entries = tuple(_entry(f) for f in found.layers)
     first = found.layers[0]
-    before, later, encoding = _positions(model, found)
+    before, later, encoding, norms = _positions(model, found)
     emb = found.embedding
     first_block = first.name.split("#")[0]
     if emb is not None:
@@ -131,7 +132,8 @@ def plan(model: nn.Module, inside: str | None) -> Plan | None:
     )
     if before:
         kind = "encoding" if all(_named(b, POSITION_CONV) for b in before) else "embedding"
-        description = f"{lead} (after the position {kind} {', '.join(before)})"
+        then = f", then the norm {', '.join(norms)}" if norms else ""
+        description = f"{lead} (after the position {kind} {', '.join(before)}{then})"
     elif later:
         description = f"{lead}; it carries no position encoding: {later[0]} runs only after that block"
     elif inside:
@@ -177,19 +179,21 @@ def _named(name: str, words: tuple[str, ...]) -> bool:
     return "rel" not in last and "crpe" not in last and any(w in last for w in words)
 
 
-def _positions(model: nn.Module, found: Discovery) -> tuple[list[str], list[str], str | None]:
+def _positions(model: nn.Module, found: Discovery) -> tuple[list[str], list[str], str | None, list[str]]:
     """(position encodings that precede X, those that run only after the first block, a note on what X
-    follows when it is a convolutional encoding's output)."""
+    follows when it is a convolutional encoding's output, the pre-norms that run between them and X)."""
     trace: Trace | None = found.trace
     first_block = found.layers[0].block
     before: list[str] = []
     later: list[str] = []
+    norms: list[str] = []
     if trace is not None:
         start = next(c.order for c in trace.calls if c.module is found.layers[0].attn)
         entry = next((c.order for c in trace.calls if c.module is first_block), start)
         x_at = found.embedding.module if found.embedding is not None else first_block
         x_order = next((c.order for c in trace.calls if c.module is x_at), entry)
         seen: set[str] = set()
+        norms = [c.name for c in trace.calls if c.order < x_order and c.name.rsplit(".", 1)[-1] in PRE_NORMS]
         for c in trace.calls:
             if c.name in seen or not _named(c.name, POSITION + POSITION_CONV):
                 continue
@@ -212,7 +216,7 @@ def _positions(model: nn.Module, found: Discovery) -> tuple[list[str], list[str]
         note = (
             f"X is the output of '{emb.name}', a convolutional position encoding, as the first block reads it"
         )
-    return list(dict.fromkeys(before)), list(dict.fromkeys(later)), note
+    return list(dict.fromkeys(before)), list(dict.fromkeys(later)), note, list(dict.fromkeys(norms))
 
 
 def _x_width(found: Discovery) -> int:
