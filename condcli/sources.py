@@ -69,6 +69,7 @@ class LoadOptions:
     dtype: str | None = None  # None: the model's own dtype
     trust_remote_code: bool = False
     model_args: Mapping[str, Any] = field(default_factory=dict)  # keyword arguments of a factory MODEL
+    adapter: Path | None = None  # a declared adapter (.toml) instead of the family adapter
 
 
 @dataclass
@@ -304,7 +305,7 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     if dtype is not None:
         model.to(dtype)
     model.to(device)
-    adapter = adapter_for(analysed)
+    adapter = adapter_for(analysed, options.adapter)
     if flavour == "hf":
         pre = _hf_preprocessing(source, analysed, adapter, options.trust_remote_code)
     elif flavour == "factory":

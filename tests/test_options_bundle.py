@@ -23,6 +23,7 @@ COMMANDS = ("spectrum", "sweep-lambda", "rank-decay", "check", "compare", "inspe
 COMMON: dict[str, Any] = {
     "--weights": None,  # pretrained, random for a file.py:factory MODEL
     "--checkpoint": None,
+    "--adapter": None,
     "--seed": 0,
     "--images": None,
     "--text": None,
@@ -145,6 +146,7 @@ def test_text_inputs(name: str, tmp_path: Path, cli_json: Callable[..., dict[str
         ("--device", "tpu"),
         ("--lambda", "-1"),
         ("--checkpoint", "missing.safetensors"),
+        ("--adapter", "missing.toml"),
     ],
 )
 @pytest.mark.parametrize("name", COMMANDS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import replace
+from pathlib import Path
 from types import ModuleType
 
 from torch import nn
@@ -35,8 +36,11 @@ def _family(name: str) -> ModuleType:
     return importlib.import_module(f"condcli.adapters.{name}")
 
 
-def adapter_for(model: nn.Module) -> Adapter:
-    """The adapter of the first family that recognises ``model`` (the generic one raises if it cannot)."""
+def adapter_for(model: nn.Module, declared: Path | None = None) -> Adapter:
+    """The adapter of the first family that recognises ``model`` (the generic one raises if it cannot), or
+    the one the ``declared`` adapter file describes (:mod:`condcli.adapters.declared`)."""
+    if declared is not None:
+        return _seen_through(_family("declared").build(model, declared))
     for name in FAMILIES:
         module = _family(name)
         if module.matches(model):

@@ -45,6 +45,7 @@ class RunOptions:
     model_args: Sequence[str] | None = None  # key=value keyword arguments of a factory MODEL (repeatable)
     weights: str | None = None  # pretrained | random; None: pretrained, random for a factory MODEL
     checkpoint: Path | None = None  # a state dict for MODEL's architecture
+    adapter: Path | None = None  # a declared adapter (.toml) for a model the generic path cannot read fully
     seed: int = 0  # random init and synthetic inputs
     images: Path | None = None  # a folder of images
     text: Path | None = None  # a text file, one sample per line
@@ -74,6 +75,7 @@ class RunOptions:
             dtype=self.dtype,
             trust_remote_code=self.trust_remote_code,
             model_args=parse_model_args(self.model_args or ()),
+            adapter=self.adapter,
         )
 
     def input_spec(self) -> InputSpec:
@@ -129,6 +131,14 @@ COMMON: tuple[Common, ...] = (
         Optional[Path],
         None,
         "A .safetensors or .pt/.pth state dict for MODEL's architecture.",
+    ),
+    Common(
+        "adapter",
+        "--adapter",
+        Optional[Path],
+        None,
+        "A .toml file declaring where X, the blocks, Q/K/V and P are, for a model the generic adapter "
+        "cannot read fully; it replaces the family adapter (see the README, 'Your own model').",
     ),
     Common("seed", "--seed", int, 0, "Seed for random init and synthetic inputs."),
     Common("images", "--images", Optional[Path], None, "A folder of images (searched recursively)."),
