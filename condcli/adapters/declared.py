@@ -106,14 +106,19 @@ def _describe(d: Declaration) -> str:
     p = d.projections
     heads = f"{d.heads} heads" + (f", {d.kv_heads} key/value heads" if d.kv_heads != d.heads else "")
     if p.fused is None:
-        qkv = f"Q, K, V from {p.q}, {p.k}, {p.v}"
+        qkv = f"Q, K from {p.q}, {p.k}"
     else:
-        parts = ", ".join(p.order.upper())
-        qkv = f"{parts} from the fused {p.fused} ({LAYOUT_WORDS[p.layout]}, order {p.order})"
-        if p.v is not None:
-            qkv += f", V from {p.v}"
+        parts = [c.upper() for c in p.order]
+        how = {
+            "stacked": f"[{' | '.join(parts)}] stacked",
+            "per_head": f"each head's {', '.join(p.order)} side by side",
+            "per_group": LAYOUT_WORDS["per_group"],
+        }[p.layout]
+        qkv = f"{', '.join(parts)} from the fused {p.fused} ({how})"
     if p.v == "identity":
-        qkv += " (W_V is the identity: the model has no value projection)"
+        qkv += "; V = A_l (no value projection: W_V is the identity)"
+    elif "v" not in p.order or p.fused is None:
+        qkv += f"; V from {p.v}"
     return f"{heads}; {qkv}; P: {PROBS_WORDS[d.probs].format(d.probs_module)}"
 
 
