@@ -233,3 +233,14 @@ def test_hf_swin_p_is_the_returned_weights_per_image_and_window() -> None:
     probs = got.layers[len(adapter.layers) - 1].probs
     assert probs is not None and probs.shape == (2, 16, 2, 16, 16)
     torch.testing.assert_close(probs, out.attentions[-1].reshape(2, 16, 2, 16, 16))
+
+
+def test_linear_map_reads_affine_modules_and_refuses_others() -> None:
+    from condcli.adapters.generic_attn import linear_map
+
+    lin = nn.Linear(4, 3)
+    got = linear_map(lin)
+    assert got is not None and got[0] is lin.weight
+    # neither a linear map nor a wrapper of one: None, never a recursion through getattr(None, "linear")
+    for other in (None, nn.Identity(), nn.ReLU(), object()):
+        assert linear_map(other) is None

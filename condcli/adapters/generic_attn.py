@@ -57,6 +57,8 @@ class Reading:
 def linear_map(m: Any) -> tuple[Tensor, Tensor | None] | None:
     """(weight (out, in), bias) of the affine map ``m`` computes: an nn.Linear, a 1×1 Conv2d, or one of
     them followed by a BatchNorm (LeViT's LinearNorm and ConvNorm, read as in eval: the BatchNorm folded)."""
+    if not isinstance(m, nn.Module):
+        return None
     if isinstance(m, nn.Linear):
         return m.weight, m.bias
     if isinstance(m, nn.Conv2d) and tuple(m.kernel_size) == (1, 1) and m.groups == 1:
