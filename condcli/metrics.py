@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Scope = Literal["embedding", "forward", "weight"]
+MIXING_FLAG = "mixing"  # the below-precision flag of the mixing matrix M
 Worse = Literal["higher", "lower"]
 
 
@@ -36,6 +37,8 @@ class MetricDef:
     column: str | None = None  # header of its column in the per-layer table; None: no column
     conditioned_column: bool = False  # also a column for the conditioned forward
     needs_probs: bool = False  # computed from P: absent where the family's P cannot be observed
+    needs_mixing: bool = False  # computed from the mixing matrix M: absent where a layer mixes with P itself
+    flag_mixing: bool = False  # where a layer mixes with M ≠ P, qualified by M's flag, not P's (μ(A))
 
     @property
     def option(self) -> str | None:
@@ -151,11 +154,13 @@ FORWARD: tuple[MetricDef, ...] = (
         "μ(A)",
         "forward",
         "higher",
-        "κ(P)κ(A_l)κ(W_V^h), P the attention probabilities, the worst head and group",
+        "κ(P)κ(A_l)κ(W_V^h), P the attention probabilities (κ(M) in place of κ(P) where the attention mixes "
+        "the tokens with M ≠ P, e.g. shaped attention αI + βP), the worst head and group",
         flag="probs",
         column="μ(A)",
         conditioned_column=True,
         needs_probs=True,
+        flag_mixing=True,
     ),
     MetricDef(
         "kappa_probs",
@@ -166,6 +171,18 @@ FORWARD: tuple[MetricDef, ...] = (
         flag="probs",
         column="κ(P)",
         needs_probs=True,
+    ),
+    MetricDef(
+        "kappa_mixing",
+        "κ(M)",
+        "forward",
+        "higher",
+        "σ_1/σ_min(q,k) of the matrix M that mixes the tokens where it is not P (shaped attention αI + βP: "
+        "the attention's mixing_matrix(P)), the worst head and group; null where M = P",
+        flag=MIXING_FLAG,
+        column="κ(M)",
+        needs_probs=True,
+        needs_mixing=True,
     ),
     MetricDef(
         "attention_entropy",
@@ -196,7 +213,13 @@ FORWARD: tuple[MetricDef, ...] = (
 ALL: tuple[MetricDef, ...] = (*EMBEDDING, *WEIGHTS, *FORWARD)
 GATES: dict[str, MetricDef] = {m.gate: m for m in ALL if m.gate is not None}  # rule name → metric
 FLAGS: tuple[str, ...] = tuple(dict.fromkeys(m.flag for m in FORWARD if m.flag is not None))
-FLAG_SUBJECT: dict[str, str] = {"x": "X_l", "attn_input": "A_l", "probs": "P"}  # what a flag's samples hold
+# what a flag's samples hold
+FLAG_SUBJECT: dict[str, str] = {"x": "X_l", "attn_input": "A_l", "probs": "P", MIXING_FLAG: "M"}
+
+
+def flag_of(metric: MetricDef, mixing: bool) -> str | None:
+    """The below-precision flag that qualifies ``metric`` in a layer (``mixing``: it mixes with M ≠ P)."""
+    return MIXING_FLAG if mixing and metric.flag_mixing else metric.flag
 
 
 def forward(key: str) -> MetricDef:

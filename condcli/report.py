@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from condcli import __version__
-from condcli.metrics import FLAGS, FORWARD, MetricDef
+from condcli.metrics import FLAGS, FORWARD, MetricDef, flag_of
 from condcli.spectra import Aggregate, SpectrumBand, json_float
 
 SCHEMA_VERSION = 1
@@ -159,7 +159,8 @@ class ForwardStats:
 
     def below_of(self, metric: MetricDef) -> int | None:
         """Samples whose ``metric`` is only a floor (its flag's count); None for unflagged metrics."""
-        return None if metric.flag is None else self.below.get(metric.flag)
+        flag = flag_of(metric, self.values.get("kappa_mixing") is not None)
+        return None if flag is None else self.below.get(flag)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {m.key: _agg(self.values.get(m.key)) for m in FORWARD}
@@ -177,6 +178,7 @@ class HeadReport:
     attention_entropy: Aggregate | None = None  # None: P not observable
     # where the model rotates q and k: κ(LA) of the unrotated projections, the one μ(LA) bounds
     kappa_la_unrotated: Aggregate | None = None
+    kappa_mixing: Aggregate | None = None  # κ of the matrix mixing the tokens where it is not P; μ(A) uses it
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -185,6 +187,7 @@ class HeadReport:
             "kappa_la": self.kappa_la.to_json(),
             "mu_a": _agg(self.mu_a),
             "kappa_probs": _agg(self.kappa_probs),
+            "kappa_mixing": _agg(self.kappa_mixing),
             "attention_entropy": _agg(self.attention_entropy),
         }
         if self.kappa_la_unrotated is not None:

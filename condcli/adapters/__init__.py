@@ -40,12 +40,38 @@ def adapter_for(model: nn.Module, declared: Path | None = None) -> Adapter:
     """The adapter of the first family that recognises ``model`` (the generic one raises if it cannot), or
     the one the ``declared`` adapter file describes (:mod:`condcli.adapters.declared`)."""
     if declared is not None:
-        return _seen_through(_family("declared").build(model, declared))
+        return _with_mixing(_seen_through(_family("declared").build(model, declared)))
     for name in FAMILIES:
         module = _family(name)
         if module.matches(model):
-            return _seen_through(module.build(model))
+            return _with_mixing(_seen_through(module.build(model)))
     raise AssertionError("the generic adapter matches every model")  # pragma: no cover
+
+
+MIXING = "mixing_matrix"  # the protocol: attention.mixing_matrix(P) -> M, the matrix that mixes the tokens
+
+
+def _with_mixing(found: Adapter) -> Adapter:
+    """The adapter with each layer's ``mixing`` set where its block holds exactly one module with a
+    ``mixing_matrix(P) -> M`` method (shaped attention αI + βP): κ(M) is reported and μ(A) uses it."""
+    layers, owners = [], set()
+    for spec in found.layers:
+        try:
+            block = found.model.get_submodule(spec.name)
+        except AttributeError:
+            block = None
+        found_m = [] if block is None else [m for m in block.modules() if callable(getattr(m, MIXING, None))]
+        if spec.probs is not None and len(found_m) == 1 and spec.mixing is None:
+            spec = replace(spec, mixing=getattr(found_m[0], MIXING))
+            owners.add(type(found_m[0]).__name__)
+        layers.append(spec)
+    if not owners:
+        return found
+    note = (
+        f"M: the tokens are mixed by {'/'.join(sorted(owners))}.{MIXING}(P), not by P: κ(M) is reported "
+        "beside κ(P), and μ(A) = κ(M)κ(A_l)κ(W_V)"
+    )
+    return replace(found, layers=tuple(layers), notes=(*found.notes, note))
 
 
 def _seen_through(found: Adapter) -> Adapter:

@@ -257,6 +257,9 @@ class LayerSpec:
     causal: bool = False  # a causal mask: query i attends to the keys up to its own position
     window: int | None = None  # a local (sliding-window) mask: causal, the last ``window`` keys; else ±window
     rotation: Rotation | None = None  # how the model rotates q and k (RoPE); None: no rotation known
+    # the matrix that really mixes the tokens, from P (..., H, q, k) → same shape, where it is not P itself
+    # (shaped attention αI + βP); None: the attention mixes with P
+    mixing: Callable[[torch.Tensor], torch.Tensor] | None = None
     no_probs: str = (  # why P cannot be observed, shown where ``probs`` is None
         "P cannot be observed: the attention computes its softmax as a function, "
         "with no module or returned weights to hook"

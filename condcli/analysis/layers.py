@@ -12,7 +12,7 @@ from condcli.adapters.base import HeadWeights, LayerSpec, Rotation
 from condcli.analysis.persample import head_chunks, summarize_heads, summarize_samples, trim
 from condcli.capture import LayerCapture
 from condcli.errors import InternalError
-from condcli.metrics import FLAGS, FORWARD
+from condcli.metrics import FLAGS, FORWARD, MIXING_FLAG
 from condcli.report import ForwardStats, HeadReport, WeightKappas
 from condcli.spectra import (
     ScalarStream,
@@ -85,6 +85,7 @@ class ForwardAccumulator:
         self.head_la_unrotated = [ScalarStream() for _ in range(H)]  # where it rotates: what μ(LA) bounds
         self.head_mu_a = [ScalarStream() for _ in range(H)]
         self.head_p = [ScalarStream() for _ in range(H)]
+        self.head_mixing = [ScalarStream() for _ in range(H)]
         self.head_entropy = [ScalarStream() for _ in range(H)]  # always kept: the report lists it per head
         self.below = {flag: 0 for flag in FLAGS}
 
@@ -112,7 +113,13 @@ class ForwardAccumulator:
             # heads at a time, since a long sequence's P is H × n² numbers per sample
             sp = summarize_heads(p, layer.probs.dtype, "svd")
             kp = sp.kappa  # (S, G, H)
-            mu_a = mu_softmax_attention(kp, ka[..., None], self.kv)  # (S, G, H)
+            km = kp  # κ of the matrix that mixes the tokens: P, or the layer's M (shaped attention)
+            if self.spec.mixing is not None:
+                sm = summarize_heads([self._mixing(m) for m in p], layer.probs.dtype, "svd")
+                km = sm.kappa
+                self.below[MIXING_FLAG] += int(sm.below.flatten(1).any(-1).sum())
+                put["kappa_mixing"].extend(km.flatten(1).amax(-1))
+            mu_a = mu_softmax_attention(km, ka[..., None], self.kv)  # (S, G, H)
             put["mu_a"].extend(mu_a.flatten(1).amax(-1))
             put["kappa_probs"].extend(kp.flatten(1).amax(-1))
             self.below["probs"] += int(sp.below.flatten(1).any(-1).sum())
@@ -120,7 +127,7 @@ class ForwardAccumulator:
             put["attention_entropy"].extend(entropy.amin(-1))
             for h, stream in enumerate(self.head_entropy):
                 stream.extend(entropy[:, h])
-            probs = (kp, mu_a)
+            probs = (kp, mu_a, km)
         if self.per_head:
             self._add_heads(attn, mu_la, probs)
 
@@ -128,7 +135,7 @@ class ForwardAccumulator:
         self,
         attn: list[torch.Tensor],
         mu_la: torch.Tensor,
-        probs: tuple[torch.Tensor, torch.Tensor] | None,
+        probs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
     ) -> None:
         rotation = self.spec.rotation
         la = torch.stack([self._kappa_la(a, rotation) for a in attn]).cpu()
@@ -139,9 +146,17 @@ class ForwardAccumulator:
             if plain is not None:
                 self.head_la_unrotated[h].extend(plain[:, h])
             if probs is not None:
-                kp, mu_a = probs
+                kp, mu_a, km = probs
                 self.head_p[h].extend(kp[:, :, h].amax(-1))
+                if self.spec.mixing is not None:
+                    self.head_mixing[h].extend(km[:, :, h].amax(-1))
                 self.head_mu_a[h].extend(mu_a[:, :, h].amax(-1))
+
+    def _mixing(self, p: torch.Tensor) -> torch.Tensor:
+        """One sample's M = mixing(P) (G, H, q, k), from P in float64."""
+        assert self.spec.mixing is not None
+        with torch.no_grad():
+            return self.spec.mixing(p.to(torch.float64)).to(torch.float64)
 
     def _kappa_la(self, a: torch.Tensor, rotation: Rotation | None) -> torch.Tensor:
         """(H,) one sample's κ(LA) per head: the worst of its groups."""
@@ -153,12 +168,18 @@ class ForwardAccumulator:
 
     def stats(self) -> ForwardStats:
         has_p = self.has_probs
+        has_m = has_p and self.spec.mixing is not None
         values = {
-            m.key: self.streams[m.key].result() if has_p or not m.needs_probs else None for m in FORWARD
+            m.key: self.streams[m.key].result()
+            if (has_p or not m.needs_probs) and (has_m or not m.needs_mixing)
+            else None
+            for m in FORWARD
         }
         below: dict[str, int | None] = dict(self.below)
         if not has_p:
             below["probs"] = None
+        if not has_m:
+            below[MIXING_FLAG] = None
         return ForwardStats(values, below)
 
     def entropy_heads(self) -> tuple[float, ...] | None:
@@ -178,6 +199,7 @@ class ForwardAccumulator:
                 kappa_la=self.head_la[h].result(),
                 mu_a=self.head_mu_a[h].result() if has_p else None,
                 kappa_probs=self.head_p[h].result() if has_p else None,
+                kappa_mixing=self.head_mixing[h].result() if has_p and self.spec.mixing is not None else None,
                 attention_entropy=self.head_entropy[h].result() if has_p else None,
                 kappa_la_unrotated=self.head_la_unrotated[h].result() if self.spec.rotation else None,
             )

@@ -58,6 +58,8 @@ def layer_table(report: SpectrumReport) -> Table:
     cond = report.conditioned_forward.applied
     lam = f"{report.settings.lam:g}"
     plain_cols = [m for m in (*FORWARD[:2], *WEIGHTS, *FORWARD[2:]) if m.column is not None]
+    if not any(layer.plain[m.key] is not None for layer in report.layers for m in FORWARD if m.needs_mixing):
+        plain_cols = [m for m in plain_cols if not m.needs_mixing]  # every layer mixes with P itself
     cond_cols = [m for m in FORWARD if m.conditioned_column] if cond else []
     cols = ["layer", *(m.column or m.label for m in plain_cols)]
     cols += [f"{m.column} +{lam}I" for m in cond_cols]
@@ -75,6 +77,7 @@ def layer_table(report: SpectrumReport) -> Table:
 
 
 def heads_table(layer: LayerReport) -> Table:
+    mixing = any(h.kappa_mixing is not None for h in layer.heads_detail or ())
     table = Table(
         "head",
         "κ(W_Q^h)",
@@ -84,6 +87,7 @@ def heads_table(layer: LayerReport) -> Table:
         "κ(LA) actual",
         forward("mu_a").label,
         forward("kappa_probs").label,
+        *([forward("kappa_mixing").label] if mixing else []),
         forward("attention_entropy").label,
         title=escape(f"layer {layer.index} {layer.name}: per head (medians over samples)"),
         title_justify="left",
@@ -99,6 +103,7 @@ def heads_table(layer: LayerReport) -> Table:
             median(h.kappa_la),
             median(h.mu_a),
             median(h.kappa_probs),
+            *([median(h.kappa_mixing)] if mixing else []),
             median(h.attention_entropy),
         )
     return table
@@ -111,6 +116,11 @@ def _footnotes(out: Console, report: SpectrumReport) -> None:
         "use each head's d×d_h slices and the worst head; H(P): normalised attention entropy (1 uniform, "
         "0 collapsed), the lowest head; srank: stable rank Σσ²/σ_1²."
     )
+    if any(layer.plain["kappa_mixing"] is not None for layer in report.layers):
+        out.print(
+            "κ(M): the matrix that really mixes the tokens (shaped attention αI + βP, from the attention's "
+            "mixing_matrix(P)); where a layer has one, μ(A) = κ(M)κ(A_l)κ(W_V) uses it in place of κ(P)."
+        )
     if any(layer.plain.below.get("probs") for layer in report.layers):
         out.print(
             f"{WARN} on κ(P)/μ(A): P is numerically singular below float resolution in some samples "

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from condcli.metrics import EMBEDDING, FORWARD, WEIGHTS, MetricDef
+from condcli.metrics import EMBEDDING, FORWARD, WEIGHTS, MetricDef, flag_of
 
 Statistic = Literal["median", "mean", "max"]
 STATISTICS: tuple[Statistic, ...] = ("median", "mean", "max")
@@ -124,7 +124,8 @@ def _forward_metrics(
     for m in FORWARD:
         if stats.get(m.key) is None:  # absent or null: not observable for this family (or an older report)
             continue
-        floor = m.flag is not None and bool(below.get(m.flag) or 0)
+        flag = flag_of(m, stats.get("kappa_mixing") is not None)
+        floor = flag is not None and bool(below.get(flag) or 0)
         value = statistic_of(stats[m.key], statistic, f"{prefix}.{m.key}")
         key = f"{prefix}.{m.key}"
         out[key] = Metric(key, m.label + suffix, value, index, name, floor, m)
