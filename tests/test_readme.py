@@ -40,3 +40,26 @@ def test_readme_plot_is_a_real_demo_plot() -> None:
     assert "](docs/demo-spectrum.png)" in README.split("<!-- demo:begin -->")[0]
     data = image.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_shaped_attention_comparison_cites_the_demo_table() -> None:
+    """The vanilla ViT's κ(P) and μ(A) quoted beside the blog model are the demo run's (checked above)."""
+    import re
+
+    said = re.search(
+        r"κ\(P\) goes from (\S+) in layer 0 to (\S+) in layer 5"
+        r".*?μ\(A\) = κ\(P\)κ\(A_l\)κ\(W_V\) from (\S+) to (\S+);",
+        README,
+        re.S,
+    )
+    assert said is not None
+    rows = {
+        r.split("│")[1].split()[0]: [c.strip() for c in r.split("│")[1:]]
+        for r in README.splitlines()
+        if re.match(r"│ [05] blocks\.[05] ", r)
+    }
+    header = next(r for r in README.splitlines() if r.startswith("┃ layer"))
+    columns = [c.strip() for c in header.split("┃")[1:]]
+    kp, mu = columns.index("κ(P)"), columns.index("μ(A)")
+    assert rows["0"][kp].split()[0] == said[1] and rows["5"][kp].split()[0] == said[2]
+    assert rows["0"][mu].split()[0] == said[3] and rows["5"][mu].split()[0] == said[4]
