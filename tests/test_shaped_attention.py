@@ -113,3 +113,20 @@ def test_a_model_that_mixes_with_p_has_no_kappa_mixing(
         assert all(h["kappa_mixing"] is None for h in layer["heads_detail"])
     assert "κ(P)" in _layer_header(cli("spectrum", *qk)) and "κ(M)" not in _layer_header(cli("spectrum", *qk))
     assert "κ(M)" in _layer_header(cli("spectrum", SPEC, "--adapter", TOML, *FAST))
+
+
+def test_readme_blog_table_is_a_fresh_run(cli_json: Callable[..., dict[str, Any]]) -> None:
+    """The README's κ(P) / κ(αI + βP) table at the blog's size is what the command it quotes prints now."""
+    import re
+
+    from condcli.cli.tables import num
+
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d) \| (\S+)(?: ⚠)? \| (\S+) \| (\S+) \| (\S+) \| (\S+) \|$", readme, re.M)
+    assert len(rows) == 5, rows
+    sizes = ["--model-arg", "patch=4", "--model-arg", "dim=96", "--model-arg", "depth=8"]
+    report = cli_json("spectrum", SPEC, "--adapter", TOML, *sizes, "--no-conditioned")
+    keys = ("kappa_probs", "kappa_mixing", "kappa_attn_input", "mu_a", "attention_entropy")
+    for index, *quoted in rows:
+        layer = report["layers"][int(index)]
+        assert [num(layer[k]["median"]) for k in keys] == quoted, index
