@@ -44,7 +44,6 @@ class Capture:
     layers: dict[int, LayerCapture] = field(default_factory=dict)
     x_conditioned: torch.Tensor | None = None  # (B, N, d) what was fed on when conditioning was applied
     output: Any = None  # the model's own output
-    x_exact_lookup: bool = False  # X is its stored token embeddings gathered by the ids (see exact_lookup)
 
     def samples(self, x: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Per-sample matrices with padding rows removed (SPEC §1): X by default, or any (B, N, ·)."""
@@ -306,6 +305,5 @@ def capture(
         layers=recorder.layers,
         x_conditioned=seen.get("x_conditioned"),
         output=output,
-        x_exact_lookup=exact_lookup(adapter.model, seen["x"], inputs),
     )
     return result

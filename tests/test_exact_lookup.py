@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
-from condcli.capture import capture
+from condcli.capture import capture, exact_lookup
 from condcli.inputs import Batch
 from condcli.sources import LoadOptions, load
 from tests.helpers import DTYPE_EPS, np_sigma, np_tol
@@ -67,7 +67,9 @@ def test_only_the_unscaled_lookup_is_exact_and_judged_at_float64(folder: tuple[s
     table = model.get_input_embeddings().weight
     exact = torch.equal(own, table[ids])  # the reference: is X the stored rows, entry for entry?
     assert exact == (name == "llama")
-    assert capture(loaded.adapter, batch, layers=[]).x_exact_lookup == exact
+    assert (
+        exact_lookup(loaded.adapter.model, capture(loaded.adapter, batch, layers=[]).x, batch.inputs) == exact
+    )
 
     report = analyse_spectrum(loaded, replay([batch]), SpectrumOptions(lam=10.0, layers=[0]), "test")
     e = report.embedding

@@ -16,7 +16,7 @@ import torch
 from condcli.analysis.common import Progress, release_memory
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.persample import trim
-from condcli.capture import PROBES, LayerCapture, LayerSink, capture
+from condcli.capture import PROBES, LayerCapture, LayerSink, capture, exact_lookup
 from condcli.conditioning import Conditioning
 from condcli.inputs import Batch
 from condcli.sources import LoadedModel
@@ -56,7 +56,9 @@ def drive(
     for batch in inputs:
         lengths = batch.lengths
         got = capture(adapter, batch, layers=layers, probes=probes, sink=_bound(plain, lengths))
-        xs, exact = trim(got.x, lengths, (0,)), got.x_exact_lookup
+        # checked once per batch, on the plain forward: X is the same before any conditioning
+        exact = exact_lookup(adapter.model, got.x, batch.inputs)
+        xs = trim(got.x, lengths, (0,))
         del got
         embedding.add(xs, exact_lookup=exact)
         if on_x is not None:
