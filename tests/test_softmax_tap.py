@@ -306,3 +306,29 @@ def test_softmax_probe_reads_heads_for_flat_layouts() -> None:
     flat = torch.rand(2 * 2, 3, 3)  # (B·H, q, k)
     assert probe.take((), {}, flat, 2).shape == (2, 1, 2, 3, 3)
     assert partial(tapped_probs, 2)((), {}, flat, 2).shape == (2, 1, 2, 3, 3)
+
+
+def test_an_attention_that_blends_several_softmaxes_has_no_single_p() -> None:
+    """ConViT's GPSA mixes the tokens with a gated blend of a content and a position softmax: neither is its
+    P, so the layer says so instead of reporting the last one; its MHSA layers keep their observed P."""
+    import timm
+
+    from condcli.adapters import adapter_for
+
+    torch.manual_seed(0)
+    model = timm.create_model(
+        "convit_tiny",
+        pretrained=False,
+        img_size=32,
+        patch_size=8,
+        embed_dim=32,
+        depth=2,
+        num_heads=2,
+        local_up_to_layer=1,
+    ).eval()
+    kinds = [type(b.attn).__name__ for b in model.blocks]
+    assert kinds == ["GPSA", "MHSA"]
+    gpsa, mhsa = adapter_for(model).layers
+    assert gpsa.probs is None and gpsa.probs_note is not None
+    assert "GPSA computes 2 softmaxes over the keys in one call" in gpsa.probs_note
+    assert mhsa.probs is not None and mhsa.probs_note is None

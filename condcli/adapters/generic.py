@@ -266,7 +266,7 @@ def build(model: nn.Module) -> Adapter:
                 )
         why = None  # else: the softmax the attention computes as a function, observed inside its call
         if probs is None:
-            probs, why = softmax_probe(attn, heads)
+            probs, why = softmax_probe(attn, heads, e.softmaxes)
             if probs is not None and e.grouping == "inner":
                 probs = replace(probs, take=partial(tapped, heads, e.grouping))
             if probs is not None and not any(n.startswith("P: the softmax") for n in notes):

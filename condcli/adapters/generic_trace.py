@@ -11,6 +11,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from condcli.adapters.base import Tap
+from condcli.adapters.softmax_tap import SoftmaxTap
+
 Tensor = torch.Tensor
 RECENT_NORMS = 8  # norm calls held until an attention may read their output (CoaT's parallel block: 3)
 
@@ -34,6 +37,9 @@ class Trace:
     """The module calls of one forward pass, in the order they began."""
 
     calls: list[Call] = field(default_factory=list)
+    softmaxes: dict[int, int] = field(
+        default_factory=dict
+    )  # attention id → most softmaxes over keys a call ran
     _index: dict[int, list[Call]] = field(default_factory=dict)
 
     def of(self, module: nn.Module) -> list[Call]:
@@ -59,6 +65,7 @@ def run_trace(model: nn.Module, forward: Callable[[], Any], keep: set[int], attn
     last few norms are held until then)."""
     trace = Trace()
     stacks: dict[int, list[Call]] = {}
+    taps: list[SoftmaxTap] = []  # one per attention call under way: counts the softmaxes over the keys
     started = [False]
     recent: deque[Call] = deque()
     handles = []
@@ -68,6 +75,9 @@ def run_trace(model: nn.Module, forward: Callable[[], Any], keep: set[int], attn
         call = Call(len(trace.calls), name, m, ts[0] if ts else None, None, tuple(ts[1:]))
         if id(m) in attns:
             started[0] = True
+            tap = SoftmaxTap()
+            _watch(tap).__enter__()
+            taps.append(tap)
             call.fed_by = next((n for n in recent if n.out is not None and n.out is call.inp), None)
             if call.fed_by is not None:
                 call.fed_by.read = True
@@ -76,6 +86,10 @@ def run_trace(model: nn.Module, forward: Callable[[], Any], keep: set[int], attn
 
     def post(m: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         call = stacks[id(m)].pop()
+        if id(m) in attns:
+            tap = taps.pop()
+            _watch(tap).__exit__(None, None, None)
+            trace.softmaxes[id(m)] = max(trace.softmaxes.get(id(m), 0), tap.count)
         first = out[0] if isinstance(out, tuple | list) and out else out
         if isinstance(first, Tensor) and (is_norm(m) or not started[0]):
             call.out = first
@@ -97,11 +111,18 @@ def run_trace(model: nn.Module, forward: Callable[[], Any], keep: set[int], attn
         with torch.no_grad():
             forward()
     finally:
+        while taps:  # the forward raised inside an attention call: leave its taps, innermost first
+            _watch(taps.pop()).__exit__(None, None, None)
         for h in handles:
             h.remove()
         for m, mode in training:
             m.training = mode
     return trace
+
+
+def _watch(tap: SoftmaxTap) -> Tap:
+    """The tap as the typed context manager capture enters (TorchFunctionMode's own methods are untyped)."""
+    return tap
 
 
 def _bind(pre: Callable[..., None], name: str) -> Callable[..., None]:

@@ -42,6 +42,7 @@ class Entry:
     attn_in: Probe
     grouping: Grouping  # how the attention's (and its P's) leading axis holds the images
     attention: str
+    softmaxes: int = 0  # the most softmaxes over the keys one call ran in the trial forward (0: not run)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ def plan(model: nn.Module, inside: str | None) -> Plan | None:
     if found is None or not found.layers:
         return None
     notes = list(found.notes)
-    entries = tuple(_entry(f) for f in found.layers)
+    counted = found.trace.softmaxes if found.trace is not None else {}
+    entries = tuple(_entry(f, counted.get(id(f.attn), 0)) for f in found.layers)
     first = found.layers[0]
     before, later, encoding, norms = _positions(model, found)
     emb = found.embedding
@@ -157,11 +159,12 @@ def plan(model: nn.Module, inside: str | None) -> Plan | None:
     return Plan(entries, embedding, tuple(notes))
 
 
-def _entry(f: Found) -> Entry:
+def _entry(f: Found, softmaxes: int) -> Entry:
     width = f.reading.width
     x_in = Probe(f.stream, partial(stream_input, width, f.stream_layout, f.stream_grouping), after=False)
     attn_in = Probe(f.attn, partial(attention_input, width, f.attn_layout, f.grouping), after=False)
-    return Entry(f.name, f.block, f.attn, f.reading, x_in, attn_in, f.grouping, _words(f.reading, f.groups))
+    words = _words(f.reading, f.groups)
+    return Entry(f.name, f.block, f.attn, f.reading, x_in, attn_in, f.grouping, words, softmaxes)
 
 
 def _words(r: Reading, groups: tuple[int, int] | None) -> str:

@@ -50,6 +50,7 @@ class SoftmaxTap(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self.probs: torch.Tensor | None = None
+        self.count = 0  # softmaxes over the last dimension seen while active
 
     def __torch_function__(
         self,
@@ -64,6 +65,7 @@ class SoftmaxTap(TorchFunctionMode):
             dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
             if isinstance(dim, int) and dim % out.ndim == out.ndim - 1:
                 self.probs = out
+                self.count += 1
         return out
 
     def result(self) -> torch.Tensor | None:
@@ -91,9 +93,20 @@ def tapped_probs(
     return None
 
 
-def softmax_probe(attn: nn.Module, heads: int) -> tuple[Probe | None, str | None]:
-    """(the probe that observes ``attn``'s P from inside its call, None) or (None, why P cannot be)."""
+def softmax_probe(attn: nn.Module, heads: int, per_call: int = 0) -> tuple[Probe | None, str | None]:
+    """(the probe that observes ``attn``'s P from inside its call, None) or (None, why P cannot be).
+
+    ``per_call``: the most softmaxes over the keys one call of ``attn`` computed in a trial forward (0: not
+    run). Where it computes several and combines them (ConViT's gated positional attention blends a content
+    and a position softmax), none alone is the matrix that mixes the tokens: P is not observed.
+    """
     why = unobservable(attn)
+    if why is None and per_call > 1:
+        why = (
+            f"P cannot be observed: {type(attn).__name__} computes {per_call} softmaxes over the keys in one "
+            "call and combines them (e.g. a gated blend of content and position attention): none alone is "
+            "the matrix that mixes the tokens"
+        )
     if why is not None:
         return None, why
     return Probe(attn, partial(tapped_probs, heads), after=True, tap=SoftmaxTap), None
