@@ -75,7 +75,7 @@ def test_unknown_hf_model_distilbert_x_is_hidden_states_0_and_p_is_its_returned_
 def test_a_model_without_attention_is_one_clear_error() -> None:
     with pytest.raises(InputError, match="found no stack of blocks with Q/K/V projections") as e:
         adapter_for(nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)))
-    assert "open an issue" in (e.value.hint or "")
+    assert "open an issue" in (e.value.hint or "") and "`adapter`" in (e.value.hint or "")
 
 
 def test_t5_p_is_its_attention_weights_not_its_position_bias() -> None:

@@ -26,6 +26,7 @@ TOML = EXAMPLES / "qk_vit.toml"
 def test_the_example_needs_its_adapter_and_matches_numpy(cli: Callable[..., Result]) -> None:
     plain = cli("spectrum", SPEC, "--max-samples", "2")
     assert plain.exit_code == 2 and "found no stack of blocks" in plain.stderr
+    assert "a TOML file passed as --adapter" in plain.stderr and len(plain.stderr.strip().splitlines()) == 1
     args = ["--adapter", str(TOML), "--max-samples", "2", "--dtype", "float64", "--json"]
     result = cli("spectrum", SPEC, *args)
     assert result.exit_code == 0, result.output

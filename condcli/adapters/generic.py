@@ -334,8 +334,8 @@ def _text_plan(model: nn.Module, inside: str | None) -> tuple[tuple[Entry, ...],
     if found is None:
         raise InputError(
             f"condcli does not know the family of {name} and found no stack of blocks with Q/K/V projections",
-            "supported: timm ViT/DeiT/Swin/XCiT/DaViT, HF BERT/RoBERTa/GPT-2/ViT/Nyströmformer;"
-            " open an issue for others",
+            "describe its embedding, blocks and attention in a TOML file passed as `adapter` (README:"
+            " 'Your own model'; the supported models are listed there too), or open an issue",
         )
     path, blocks = found
     notes = [f"generic adapter: {name} is not a known family; blocks found at '{path}' ({len(blocks)})"]
