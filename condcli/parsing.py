@@ -1,0 +1,75 @@
+"""JSON and TOML of the user's files, read one way: whatever is wrong with the text is one :class:`InputError`.
+
+``json`` and ``tomllib`` raise a handful of exception types on hostile text besides their decode errors:
+``RecursionError`` on deep nesting, ``ValueError`` on an integer with more digits than Python converts,
+``UnicodeDecodeError`` on bytes that are not UTF-8. Every reader of a user file goes through here, so each of
+them says which file and what to do, never a traceback or an internal error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from condcli.errors import InputError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+
+def _why(error: BaseException) -> str:
+    if isinstance(error, RecursionError):
+        return "it is nested too deeply"
+    if isinstance(error, UnicodeDecodeError):
+        return "it is not UTF-8 text"
+    if isinstance(error, json.JSONDecodeError):
+        return f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
+    if isinstance(error, tomllib.TOMLDecodeError):
+        return f"invalid TOML: {error}"
+    if "integer string conversion" in str(error):
+        return "it holds an integer with thousands of digits"
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return f"it cannot be read ({text})"
+
+
+def read_text(path: Path, what: str, hint: str) -> str:
+    """The UTF-8 text of ``path``; ``what`` names the file in the error (e.g. "the baseline b.json")."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except IsADirectoryError:
+        raise InputError(f"{what} is a folder, not a file", hint) from None
+    except FileNotFoundError:
+        raise InputError(f"{what} does not exist", hint) from None
+    except OSError as e:
+        raise InputError(f"{what} cannot be read ({e.strerror})", hint) from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{what}: {_why(e)}", hint) from None
+
+
+def parse_json(text: str, what: str, hint: str) -> Any:
+    """``json.loads(text)``; any failure (syntax, depth, an integer too long to convert) is one InputError."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
+        raise InputError(f"{what}: {_why(e)}", hint) from None
+
+
+def parse_toml(text: str, what: str, hint: str) -> dict[str, Any]:
+    """``tomllib.loads(text)``; any failure is one InputError."""
+    try:
+        return tomllib.loads(text)
+    except (ValueError, RecursionError) as e:  # TOMLDecodeError is a ValueError
+        raise InputError(f"{what}: {_why(e)}", hint) from None
+
+
+def read_json(path: Path, what: str, hint: str) -> Any:
+    """The parsed JSON of ``path`` (see :func:`read_text` and :func:`parse_json`)."""
+    return parse_json(read_text(path, what, hint), what, hint)
+
+
+def read_toml(path: Path, what: str, hint: str) -> dict[str, Any]:
+    """The parsed TOML of ``path`` (see :func:`read_text` and :func:`parse_toml`)."""
+    return parse_toml(read_text(path, what, hint), what, hint)
