@@ -1,4 +1,4 @@
-"""JSON and TOML of the user's files, read one way: whatever is wrong with the text is one :class:`InputError`.
+"""JSON and TOML of the user's files, read one way: anything wrong with the text is one :class:`InputError`.
 
 ``json`` and ``tomllib`` raise a handful of exception types on hostile text besides their decode errors:
 ``RecursionError`` on deep nesting, ``ValueError`` on an integer with more digits than Python converts,
