@@ -5,6 +5,6 @@ from __future__ import annotations
 from tests.hostile_harness import Hostile
 
 CASES: list[Hostile] = [
-    Hostile("layers-garbage", ("spectrum", "--layers", "x,y"), 2, "--layers"),
-    Hostile("layers-garbage-child", ("spectrum", "--layers", "x,y"), 2, "--layers", memory_gib=6),
+    Hostile("num-layers-garbage", ("spectrum", "--layers", "x,y"), 2, "--layers"),
+    Hostile("num-layers-garbage-child", ("spectrum", "--layers", "x,y"), 2, "--layers", memory_gib=6),
 ]
