@@ -1,5 +1,72 @@
-"""``python -m condcli``."""
+"""The process: ``python -m condcli`` and the ``condcli`` console script (``condcli.__main__:run``).
 
-from condcli.cli import run
+This module imports nothing heavy, so that Ctrl-C and SIGTERM are handled from the first instruction, before
+typer, rich and torch are imported (seconds): at any moment
 
-run()
+- Ctrl-C (SIGINT) raises KeyboardInterrupt and SIGTERM raises :class:`condcli.errors.Stopped` where the
+  program is, so that ``finally`` blocks run (an --out staging folder, a temporary file are removed); the
+  process prints one line (``error: interrupted`` / ``error: terminated``) and exits 128 + the signal
+  (130, 143). A second signal while the first one unwinds exits at once, with the same code.
+- a stdout closed by its reader (``condcli spectrum | head -1``) ends the run silently with 141, the code of
+  a process killed by SIGPIPE, as a shell pipeline expects (see :func:`condcli.cli.main.main`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import NoReturn
+
+from condcli.errors import Stopped
+
+HANDLED = (signal.SIGINT, signal.SIGTERM)
+_stopping: list[int] = []  # the signal being handled
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    if _stopping:  # a second signal while the first one's cleanup runs: stop now
+        os._exit(128 + _stopping[0])
+    _stopping.append(signum)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Stopped(signum)
+
+
+def handle_signals() -> None:
+    """SIGINT and SIGTERM raise where the program is (see the module docstring)."""
+    for signum in HANDLED:
+        signal.signal(signum, _on_signal)
+
+
+def _exit(line: str, code: int) -> NoReturn:
+    try:
+        sys.stderr.write(f"error: {line}\n")
+        sys.stderr.flush()
+    except OSError:  # stderr is closed too: the exit code says it
+        pass
+    sys.exit(code)
+
+
+def run() -> NoReturn:
+    """Run the CLI on ``sys.argv`` and exit with its code (SPEC §8; 130/143 on a signal, 141 on a closed
+    stdout)."""
+    try:
+        handle_signals()
+        try:
+            from condcli.cli.main import finish, main  # the heavy imports
+        except Exception as e:  # a broken installation (or no memory for it): one line, not a traceback
+            if "--debug" in sys.argv:
+                raise
+            out = isinstance(e, MemoryError)
+            _exit(f"{'out of memory' if out else 'cannot start'} ({type(e).__name__}: {e})", 2 if out else 3)
+        finish(main())
+    except KeyboardInterrupt:  # before main() took over (imports), or after it returned
+        stop = Stopped(signal.SIGINT)
+        _exit(stop.message, stop.exit_code)
+    except Stopped as stop:
+        _exit(stop.message, stop.exit_code)
+
+
+if __name__ == "__main__":
+    run()

@@ -11,6 +11,7 @@ Messages name the Python parameter a caller passed, marked with single backticks
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Mapping
 
 # `name` or `name=value`, not inside ``double backticks``
@@ -96,3 +97,25 @@ class InternalError(CondcliError):
     """A bug in condcli: the CLI adds how to get the traceback and asks the user to report it."""
 
     exit_code = 3
+
+
+class Stopped(BaseException):
+    """A signal asked the process to stop (SIGTERM; Ctrl-C is Python's own KeyboardInterrupt).
+
+    Raised where the program is, like KeyboardInterrupt, so that ``finally`` blocks run (an --out staging
+    folder is removed); a BaseException, so that no ``except Exception`` swallows it. The CLI exits with
+    128 + ``signum`` and one line.
+    """
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(signum)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    @property
+    def message(self) -> str:
+        """What the CLI prints after ``error:``."""
+        return "interrupted" if self.signum == signal.SIGINT else "terminated"

@@ -1,15 +1,20 @@
 """The Typer app and the one place that turns errors into one line on stderr and an exit code (SPEC §8).
 
-Exit codes: 0 success · 1 a check failed · 2 bad usage or input · 3 internal error.
+Exit codes: 0 success · 1 a check failed · 2 bad usage or input (also: out of memory, the inputs or options
+asked for more than fits) · 3 internal error · 128 + N a signal: 130 Ctrl-C, 143 SIGTERM, each with one line ·
+141 stdout closed by its reader (``| head``), silently, as for a process killed by SIGPIPE.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -18,9 +23,13 @@ from typer.exceptions import TyperException
 
 from condcli import __version__
 from condcli.cli.flags import PARAM_FLAGS
-from condcli.errors import CondcliError, InternalError
+from condcli.errors import CondcliError, InternalError, Stopped
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_STDOUT_CLOSED = 128 + 13  # as a process killed by SIGPIPE
+OUT_OF_MEMORY = (
+    "out of memory — analyse less at once: a smaller --batch-size or --max-samples, or fewer --layers"
+)
 
 app = typer.Typer(
     name="condcli",
@@ -49,6 +58,15 @@ def command(name: str) -> Callable[[F], F]:
                 if _state["debug"]:
                     traceback.print_exc()
                 raise typer.Exit(_fail(Console(stderr=True), error_line(e), e.exit_code)) from None
+            # typer would turn these into a silent exit 130, a blank line and "aborted", a silent exit 1
+            except KeyboardInterrupt:
+                raise Stopped(signal.SIGINT) from None
+            except EOFError as e:
+                raise typer.Exit(_unexpected(Console(stderr=True), e)) from None
+            except OSError as e:
+                if not stdout_closed(e):
+                    raise
+                raise typer.Exit(_silence_stdout()) from None
 
         app.command(name)(handled)
         return fn
@@ -89,6 +107,58 @@ def _fail(console: Console, text: str, code: int) -> int:
     return code
 
 
+def stdout_closed(error: BaseException | None) -> bool:
+    """Whether ``error`` is a write to a stdout whose reader has gone: EPIPE, and stdout is that broken
+    pipe; or the SystemExit that rich and typer raise on such an EPIPE (rich has already pointed stdout
+    at /dev/null)."""
+    if isinstance(error, SystemExit):
+        context = error.__context__
+        return isinstance(context, OSError) and context.errno == errno.EPIPE
+    if not isinstance(error, OSError) or error.errno != errno.EPIPE:
+        return False
+    try:
+        import select
+
+        poll = select.poll()
+    except (ImportError, AttributeError):  # pragma: no cover - no poll() (Windows): trust the errno
+        return True
+    try:
+        poll.register(sys.__stdout__.fileno() if sys.__stdout__ else 1, select.POLLOUT)
+        return any(event & select.POLLERR for _, event in poll.poll(0))
+    except (OSError, ValueError):
+        return True
+
+
+def _silence_stdout() -> int:
+    """Point stdout at /dev/null, so that nothing flushed later (at exit) fails again; the exit code."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, (sys.__stdout__ or sys.stdout).fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return EXIT_STDOUT_CLOSED
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """A MemoryError, torch's OutOfMemoryError (CUDA) or its CPU allocator's failure."""
+    if isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError":
+        return True
+    return isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+
+
+def _unexpected(console: Console, error: BaseException) -> int:
+    """Anything not raised on purpose: out of memory (exit 2: not a bug), else a bug in one line (exit 3),
+    the traceback kept for --debug."""
+    if _state["debug"]:
+        traceback.print_exception(error)
+    if out_of_memory(error):
+        cuda = type(error).__name__ == "OutOfMemoryError"
+        return _fail(console, OUT_OF_MEMORY + (" (or --device cpu)" if cuda else ""), EXIT_USAGE)
+    line = f"internal error: {type(error).__name__}: {error}"
+    return _fail(console, f"{line} (rerun with --debug for the traceback and report it)", EXIT_INTERNAL)
+
+
 def main(argv: Sequence[str] | None = None, *, application: typer.Typer | None = None) -> int:
     """Run the CLI (or ``application``); return the exit code.
 
@@ -114,19 +184,40 @@ def main(argv: Sequence[str] | None = None, *, application: typer.Typer | None =
         if not message:  # no arguments at all: the help was printed
             return EXIT_USAGE
         return _fail(err, f"{message} (see 'condcli --help')", EXIT_USAGE)
-    except KeyboardInterrupt:
-        return _fail(err, "interrupted", 130)
-    except Exception as e:  # a bug: say so in one line, keep the traceback for --debug
+    except KeyboardInterrupt:  # Ctrl-C in this process (the console script turns SIGTERM into Stopped)
+        return _fail(err, Stopped(signal.SIGINT).message, Stopped(signal.SIGINT).exit_code)
+    except Stopped as e:
+        return _fail(err, e.message, e.exit_code)
+    except SystemExit as e:  # typer's own exit on a closed stdout (printing --help), or a library's
+        if stdout_closed(e):
+            return _silence_stdout()
         if debug:
             traceback.print_exc()
         return _fail(
             err,
-            f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback and report it)",
+            f"internal error: code condcli called ended the run with sys.exit({e.code!r}) "
+            "(rerun with --debug for the traceback)",
             EXIT_INTERNAL,
         )
+    except Exception as e:  # a bug (or out of memory): one line, the traceback kept for --debug
+        if stdout_closed(e):
+            return _silence_stdout()
+        return _unexpected(err, e)
+    if result == 128 + signal.SIGINT:  # typer's answer to a KeyboardInterrupt while parsing: silent
+        return _fail(err, Stopped(signal.SIGINT).message, result)
     return int(result) if isinstance(result, int) else EXIT_OK
 
 
-def run() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+def finish(code: int) -> NoReturn:
+    """Exit with ``code`` after flushing stdout (a reader that has gone: 141, silently)."""
+    try:
+        sys.stdout.flush()
+    except OSError as e:
+        code = _silence_stdout() if stdout_closed(e) else code
+    sys.exit(code)
+
+
+def run() -> NoReturn:
+    """Run the CLI and exit (the console script is :func:`condcli.__main__.run`, which also handles
+    signals from the first instruction)."""
+    finish(main())
