@@ -17,14 +17,39 @@ Tensorish = torch.Tensor | np.ndarray[Any, Any]
 EPS64 = float(torch.finfo(torch.float64).eps)
 
 
+# Matrices whose largest |entry| lies in [2^-SAFE_EXPONENT, 2^SAFE_EXPONENT] go to the linear algebra as they
+# are. Others (entries near 1e308 overflow the Gram matrix and ‖X‖_F; subnormal ones lose digits there) are
+# first scaled by a power of two, which is exact, and κ, ranks and ratios are scale-invariant (σ is scaled
+# back). The band holds everything float32/bf16/fp16 can store (|x| < 2^128, subnormals > 2^-150), so a
+# captured activation is never rescaled and its results are bitwise those of the plain path; inside it the
+# Gram matrix (≤ N·d·2^512) and λ² stay far from float64's limits.
+SAFE_EXPONENT = 256
+
+
+def _numeric_array(X: Any) -> np.ndarray[Any, Any]:
+    """``X`` (array-like) as a numpy array torch can take: numeric, no negative strides (``A[::-1]``)."""
+    try:
+        arr = np.asarray(X)
+    except (TypeError, ValueError) as e:  # ragged nested lists
+        raise InputError(
+            f"expected a matrix of numbers, got {type(X).__name__} ({e})",
+            "pass a tensor or array (..., N, d)",
+        ) from None
+    if arr.dtype.kind not in "biufc":
+        raise InputError(
+            f"expected a matrix of numbers, got an array of {arr.dtype}", "pass a float tensor or array"
+        )
+    return arr if all(s >= 0 for s in arr.strides) else np.ascontiguousarray(arr)
+
+
 def as_float64(X: Tensorish, *, min_ndim: int = 2) -> torch.Tensor:
     """``X`` as a float64 tensor on its own device (exact upcast), validated.
 
-    Raises :class:`InputError` for complex or empty matrices and :class:`NonFiniteInputError`, naming the
-    first offending sample along the flattened leading dimensions, for NaN/Inf entries: a spectrum of a
-    non-finite matrix is meaningless, so condcli refuses rather than returning a number.
+    Raises :class:`InputError` for complex, empty or non-numeric matrices and :class:`NonFiniteInputError`,
+    naming the first offending sample along the flattened leading dimensions, for NaN/Inf entries: a spectrum
+    of a non-finite matrix is meaningless, so condcli refuses rather than returning a number.
     """
-    t = torch.from_numpy(np.asarray(X)) if not isinstance(X, torch.Tensor) else X
+    t = torch.from_numpy(_numeric_array(X)) if not isinstance(X, torch.Tensor) else X
     if t.is_complex():
         raise InputError("complex matrices are not supported", "pass the real embedding matrix")
     if t.ndim < min_ndim:
@@ -39,6 +64,41 @@ def as_float64(X: Tensorish, *, min_ndim: int = 2) -> torch.Tensor:
     t = t.detach().to(torch.float64)
     check_finite(t)
     return t
+
+
+def pow2_exponents(magnitude: torch.Tensor) -> torch.Tensor:
+    """Per element, the int64 e with magnitude·2^-e in [0.5, 1) where ``magnitude`` lies outside
+    [2^-SAFE_EXPONENT, 2^SAFE_EXPONENT] (and is not 0), else 0: scaling by 2^-e brings it into the band."""
+    _, e = torch.frexp(magnitude)
+    bound = 2.0**SAFE_EXPONENT
+    outside = (magnitude > bound) | ((magnitude < 1 / bound) & (magnitude > 0))
+    return torch.where(outside, e.to(torch.int64), torch.zeros_like(e, dtype=torch.int64))
+
+
+def ldexp(x: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    """x·2^e (``e`` int64, broadcast against x), exact wherever the result is a normal float. Done in two
+    halves, so that 2^e itself never overflows (a subnormal scaled up by 2^1074 is a finite number)."""
+    e = e.to(x.device)
+    half = torch.div(e, 2, rounding_mode="floor")
+    return x * torch.pow(2.0, half.to(x.dtype)) * torch.pow(2.0, (e - half).to(x.dtype))
+
+
+def rescaled(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``x`` (..., N, d) float64 with each matrix whose largest |entry| is outside the safe band scaled by a
+    power of two into it, and the per-matrix exponents e (``x`` = result·2^e). Where no matrix needs it, ``x``
+    itself and None: the plain path, untouched. Each matrix's scale depends on that matrix alone."""
+    e = pow2_exponents(x.abs().amax(dim=(-2, -1)))
+    if not bool(e.any()):
+        return x, None
+    return ldexp(x, -e[..., None, None]), e
+
+
+def rescaled_spectrum(sigma: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Like :func:`rescaled` for descending spectra (..., k), scaled by their largest value."""
+    e = pow2_exponents(sigma.abs().amax(dim=-1)) if sigma.shape[-1] else torch.zeros(0, dtype=torch.int64)
+    if not bool(e.any()):
+        return sigma, None
+    return ldexp(sigma, -e[..., None]), e
 
 
 def guarded_ratio(num: torch.Tensor, den: torch.Tensor, valid: torch.Tensor, fill: float) -> torch.Tensor:

@@ -13,43 +13,82 @@ will want to compare with the paper; it is never presented as a guarantee.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from condcli.errors import InputError
-from condcli.spectra._tensor import guarded_ratio
+from condcli.spectra._tensor import guarded_ratio, ldexp, pow2_exponents
 
 ArrayLike = torch.Tensor | float
 
 
-def _f64(v: ArrayLike) -> torch.Tensor:
-    return torch.as_tensor(v, dtype=torch.float64)
+def _f64(v: ArrayLike, name: str) -> torch.Tensor:
+    try:
+        t = torch.as_tensor(v, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise InputError(
+            f"`{name}` must be a number or a tensor of numbers, got {v!r}", "e.g. 10.0"
+        ) from None
+    return t
+
+
+def _sigma(v: ArrayLike, name: str) -> torch.Tensor:
+    """A singular value (or a tensor of them): finite and ≥ 0, else :class:`InputError` naming ``name``."""
+    t = _f64(v, name)
+    bad = ~torch.isfinite(t) | (t < 0)
+    if bool(bad.any()):
+        first = float(t[bad].reshape(-1)[0])
+        raise InputError(
+            f"`{name}` must be a finite singular value ≥ 0, got {first:g}", "pass σ from singular_values"
+        )
+    return t
+
+
+def _lambdas(v: ArrayLike) -> torch.Tensor:
+    """λ values: finite (a negative λ is a shift too; the bounds hold only for λ > σ_1)."""
+    t = _f64(v, "lambdas")
+    if not bool(torch.isfinite(t).all()):
+        raise InputError("λ must be finite", "give finite λ values, e.g. lambdas=[1.0, 10.0]")
+    return t
 
 
 def _check_target(target: float) -> None:
-    if not target > 1:
-        raise InputError(f"target κ must be > 1, got {target}", "κ ≥ 1 always; pick e.g. target=2")
+    if not (math.isfinite(target) and target > 1):
+        raise InputError(
+            f"target κ must be a finite number > 1, got {target}", "κ ≥ 1 always; pick e.g. target=2"
+        )
 
 
-def _shift_ratio(sigma_max: ArrayLike, floor: ArrayLike, lambdas: ArrayLike) -> torch.Tensor:
-    """(σ_1 + λ)/(λ − floor) where λ > floor, ``inf`` elsewhere; (...,) × (L,) broadcast to (..., L)."""
-    s1, fl, lam = _f64(sigma_max), _f64(floor), _f64(lambdas)
+def _shift_ratio(sigma_max: torch.Tensor, floor: torch.Tensor, lambdas: torch.Tensor) -> torch.Tensor:
+    """(σ_1 + λ)/(λ − floor) where λ > floor, ``inf`` elsewhere; (...,) × (L,) broadcast to (..., L).
+
+    Scale-invariant: where a value is beyond the safe band (σ_1 + λ past 1.8e308, or subnormal) all three are
+    scaled by one power of two first.
+    """
+    s1, fl, lam = sigma_max, floor, lambdas
     if lam.ndim:
         s1, fl = s1.unsqueeze(-1), fl.unsqueeze(-1)
+    e = pow2_exponents(torch.maximum(torch.maximum(s1, fl), lam.abs()))
+    if bool(e.any()):
+        s1, fl, lam = (ldexp(t, -e) for t in (s1, fl, lam))
     return guarded_ratio(s1 + lam, lam - fl, lam > fl, torch.inf)
 
 
 def weyl_bound(sigma_max: ArrayLike, lambdas: ArrayLike) -> torch.Tensor:
     """Guaranteed κ(X + λI_k) ≤ (σ_1 + λ)/(λ − σ_1) for λ > σ_1; ``inf`` (no bound) for λ ≤ σ_1.
 
-    ``sigma_max`` (...,) and ``lambdas`` (L,) broadcast to (..., L); scalars give scalars.
+    ``sigma_max`` (...,) and ``lambdas`` (L,) broadcast to (..., L); scalars give scalars. ``sigma_max`` must
+    be finite and ≥ 0 and ``lambdas`` finite (:class:`InputError` otherwise).
     """
-    return _shift_ratio(sigma_max, sigma_max, lambdas)
+    s1 = _sigma(sigma_max, "sigma_max")
+    return _shift_ratio(s1, s1, _lambdas(lambdas))
 
 
 def weyl_lambda_for_target(sigma_max: ArrayLike, target: float) -> torch.Tensor:
     """Smallest λ at which :func:`weyl_bound` reaches ``target``: λ* = σ_1 (t + 1)/(t − 1)."""
     _check_target(target)
-    return _f64(sigma_max) * (target + 1) / (target - 1)
+    return _sigma(sigma_max, "sigma_max") * (target + 1) / (target - 1)
 
 
 def supplement_estimate(sigma_max: ArrayLike, sigma_min: ArrayLike, lambdas: ArrayLike) -> torch.Tensor:
@@ -57,17 +96,18 @@ def supplement_estimate(sigma_max: ArrayLike, sigma_min: ArrayLike, lambdas: Arr
 
     It equals the true κ(X + λI_k) only for special X and can undershoot it arbitrarily (module docstring).
     """
-    return _shift_ratio(sigma_max, sigma_min, lambdas)
+    return _shift_ratio(_sigma(sigma_max, "sigma_max"), _sigma(sigma_min, "sigma_min"), _lambdas(lambdas))
 
 
 def supplement_lambda_for_target(sigma_max: ArrayLike, sigma_min: ArrayLike, target: float) -> torch.Tensor:
     """Smallest λ at which :func:`supplement_estimate` reaches ``target``: (σ_1 + t σ_k)/(t − 1)."""
     _check_target(target)
-    return (_f64(sigma_max) + target * _f64(sigma_min)) / (target - 1)
+    s1, sk = _sigma(sigma_max, "sigma_max"), _sigma(sigma_min, "sigma_min")
+    return (s1 + target * sk) / (target - 1)
 
 
 def _kappas(*factors: ArrayLike) -> list[torch.Tensor]:
-    out = [_f64(f) for f in factors]
+    out = [_f64(f, "kappa") for f in factors]
     for f in out:
         if bool(torch.isnan(f).any()) or bool((f < 1).any()):
             raise InputError("condition numbers must be ≥ 1 (or inf)", "pass κ values from condition_number")

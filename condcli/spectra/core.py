@@ -2,6 +2,8 @@
 
 Every function takes ``X`` of shape ``(..., N, d)`` (torch or numpy, any float dtype, any device), upcasts
 exactly to float64 on X's device and returns float64 results over the leading dimensions. k = min(N, d).
+A matrix with entries beyond the safe band (near 1e308, or subnormal) is scaled by a power of two first
+(:data:`~condcli.spectra._tensor.SAFE_EXPONENT`): κ and ranks are scale-invariant, σ is scaled back.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from condcli.spectra._tensor import (
     Tensorish,
     as_float64,
     guarded_ratio,
+    ldexp,
     machine_eps,
     per_matrix,
+    rescaled,
+    rescaled_spectrum,
     svdvals,
 )
 
@@ -33,8 +38,13 @@ GRAM_MAX_KAPPA = 300.0
 
 
 def singular_values(X: Tensorish) -> torch.Tensor:
-    """All k singular values of each matrix, descending, float64 — shape ``(..., k)``."""
-    return svdvals(as_float64(X))
+    """All k singular values of each matrix, descending, float64 — shape ``(..., k)``.
+
+    A σ beyond float64's range (a matrix of entries near 1e308) is ``inf``.
+    """
+    x, e = rescaled(as_float64(X))
+    sigma = svdvals(x)
+    return sigma if e is None else ldexp(sigma, e[..., None])
 
 
 def kappa_from_sigma(sigma: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
@@ -74,7 +84,7 @@ def condition_number(X: Tensorish, *, method: Method = "auto") -> torch.Tensor:
     ≤ 1e-10 relative. (The raw Gram answer is not offered: near singularity it floors σ_k at ≈ sqrt(eps)·σ_1
     and would report κ ≈ 1e8 for a singular matrix.)
     """
-    x = as_float64(X)
+    x, _ = rescaled(as_float64(X))  # κ is scale-invariant
     shape = (x.shape[-2], x.shape[-1])
     if method == "svd":
         return kappa_from_sigma(svdvals(x), shape)
@@ -112,8 +122,10 @@ def precision_tolerance(
     κ is ``inf``, :func:`kappa_from_sigma`): it is u‖X‖_F for every dtype but float64 (for float32 the
     threshold is the larger only past max(N, d) ≈ 3e8), and a numerically singular matrix is always flagged.
     """
-    rounding = machine_eps(dtype) / 2 * sigma.square().sum(-1).sqrt()
-    return torch.maximum(rounding, max(shape) * EPS64 * sigma[..., 0])
+    scaled, e = rescaled_spectrum(sigma)  # σ² of σ near 1e308 (or 1e-200) would leave float64's range
+    rounding = machine_eps(dtype) / 2 * scaled.square().sum(-1).sqrt()
+    tol = torch.maximum(rounding, max(shape) * EPS64 * scaled[..., 0])
+    return tol if e is None else ldexp(tol, e)
 
 
 @dataclass(frozen=True)
@@ -152,18 +164,18 @@ def summarize(
     """
     if capture_dtype is None:
         capture_dtype = X.dtype if isinstance(X, torch.Tensor) else torch.float64
-    x = as_float64(X)
+    x, e = rescaled(as_float64(X))  # κ, rank and the flag are scale-invariant; σ and tol are scaled back
     shape = (x.shape[-2], x.shape[-1])
     sigma = _spectrum(x, method)
     tol = precision_tolerance(sigma, shape, capture_dtype)
     rank = (sigma > tol.unsqueeze(-1)).sum(-1)
     name = capture_dtype if isinstance(capture_dtype, str) else str(capture_dtype).removeprefix("torch.")
     return SpectrumSummary(
-        sigma=sigma,
+        sigma=sigma if e is None else ldexp(sigma, e[..., None]),
         kappa=kappa_from_sigma(sigma, shape),
         numerical_rank=rank,
         below_precision=sigma[..., -1] <= tol,
-        tolerance=tol,
+        tolerance=tol if e is None else ldexp(tol, e),
         capture_dtype=name,
     )
 

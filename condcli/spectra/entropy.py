@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from condcli.errors import InputError
 from condcli.spectra._tensor import Tensorish, as_float64, check_finite
 
 
@@ -14,6 +15,8 @@ def attention_support(q: int, k: int, *, causal: bool = False, window: int | Non
     query's own (HF ``sliding_window``); otherwise the keys within ±``window`` of it (ModernBERT's local
     layers).
     """
+    if window is not None and not window >= 1:
+        raise InputError(f"`window` must be at least 1 key, got {window}", "e.g. window=128, or None for none")
     pos = torch.arange(q, dtype=torch.float64) + (k - q)
     if causal:
         support = pos + 1
@@ -33,6 +36,8 @@ def attention_entropy(P: Tensorish, *, causal: bool = False, window: int | None 
     """
     p = as_float64(P)
     check_finite(p)
+    if bool((p < 0).any()):
+        raise InputError("`P` holds negative entries: attention probabilities are ≥ 0", "pass softmax output")
     q, k = p.shape[-2:]
     h: torch.Tensor = -torch.special.xlogy(p, p).sum(-1)  # (..., q); 0·log 0 = 0
     support = attention_support(q, k, causal=causal, window=window).to(p.device)

@@ -1,7 +1,9 @@
 """The paper's two fixes for ill-conditioned X: the shift λ·I_k and the Theorem 4.4 correction C (SPEC §2).
 
 I_k is the N×d matrix with ones at (i, i), i < k = min(N, d). κ(X + λI_k) is computed exactly — its
-singular vectors differ from X's, so it is NOT (σ_1+λ)/(σ_k+λ).
+singular vectors differ from X's, so it is NOT (σ_1+λ)/(σ_k+λ). Any finite λ works: κ(X + λI_k) =
+κ(2^-e X + 2^-e λ I_k), so where X or λ is beyond the safe band (λ ≥ 1.4e154 squares past float64's range in
+the Gram update) both are scaled by the same power of two first.
 """
 
 from __future__ import annotations
@@ -12,7 +14,17 @@ import numpy as np
 import torch
 
 from condcli.errors import InputError, UsageError
-from condcli.spectra._tensor import Tensorish, as_float64, guarded_ratio, per_matrix, svdvals
+from condcli.spectra._tensor import (
+    Tensorish,
+    as_float64,
+    guarded_ratio,
+    ldexp,
+    per_matrix,
+    pow2_exponents,
+    rescaled,
+    rescaled_spectrum,
+    svdvals,
+)
 from condcli.spectra.core import Method, gram_matrix, gram_trustworthy, kappa_from_sigma
 
 
@@ -23,19 +35,38 @@ def identity_k(
     return torch.eye(N, d, dtype=dtype, device=device)
 
 
+# At most this many bytes per (λ, k, k) stack of the Gram update: a long grid is taken in chunks, so memory
+# does not grow with it (a 20-point grid stays one chunk up to k ≈ 1300: the same computation as before).
+GRAM_GRID_BYTES = 256 << 20
+
+
 def shift(X: Tensorish, lam: float) -> torch.Tensor:
-    """X + λ·I_k in float64 (batched over leading dims)."""
+    """X + λ·I_k in float64 (batched over leading dims); ``lam`` any finite number."""
     x = as_float64(X)
-    return x + lam * identity_k(x.shape[-2], x.shape[-1], device=x.device)
+    lams, scalar = _lambda_vector(lam)
+    if not scalar:
+        raise InputError(f"`lam` must be one number, got a grid of {len(lams)}", "e.g. `lam=10`")
+    value = float(lams[0])
+    shifted = x + value * identity_k(x.shape[-2], x.shape[-1], device=x.device)
+    if not bool(torch.isfinite(shifted).all()):
+        raise InputError(f"X + λ·I_k leaves float64's range at `lam={value:g}`", "use a smaller `lam`")
+    return shifted
 
 
 def _lambda_vector(lambdas: float | Sequence[float] | Tensorish) -> tuple[torch.Tensor, bool]:
     """(1-D float64 λ tensor, whether the caller gave a scalar)."""
-    t = (
-        torch.as_tensor(np.asarray(lambdas, dtype=np.float64))
-        if not isinstance(lambdas, torch.Tensor)
-        else lambdas
-    )
+    try:
+        t = (
+            torch.as_tensor(np.asarray(lambdas, dtype=np.float64))
+            if not isinstance(lambdas, torch.Tensor)
+            else lambdas
+        )
+    except (TypeError, ValueError):
+        raise InputError(
+            f"λ must be a number or a 1-D grid of numbers, got {lambdas!r}", "e.g. lambdas=[1.0, 10.0]"
+        ) from None
+    if t.is_complex():
+        raise InputError("λ must be real", "e.g. lambdas=[1.0, 10.0]")
     t = t.detach().to("cpu", torch.float64)
     if t.ndim > 1:
         raise UsageError(
@@ -77,14 +108,24 @@ def shifted_kappa_gram(x: torch.Tensor, lams: torch.Tensor) -> tuple[torch.Tenso
     λ grid, so a sample's result does not depend on which other samples share its batch.
     """
     N, d = x.shape[-2:]
+    k = min(N, d)
     lam = lams.to(x.device)[:, None, None]  # (L, 1, 1)
-    eye = torch.eye(min(N, d), dtype=x.dtype, device=x.device)
+    eye = torch.eye(k, dtype=x.dtype, device=x.device)
+    chunk = max(1, GRAM_GRID_BYTES // (8 * k * k))
+
+    def shifted_spectra(
+        G0: torch.Tensor, S2: torch.Tensor, lam: torch.Tensor
+    ) -> torch.Tensor:  # (L', k) descending
+        ev = torch.linalg.eigvalsh(G0 + lam * S2 + lam * lam * eye)  # (L', k) ascending
+        return ev.clamp_min(0).sqrt().flip(-1)
 
     def one(m: torch.Tensor) -> torch.Tensor:  # (N, d) → (2, L): κ estimate, scale-aware κ
         G0, S2 = _shift_gram_parts(m)
         sigma1 = torch.linalg.eigvalsh(G0)[-1].clamp_min(0).sqrt()  # σ_1(X), accurate via Gram
-        ev = torch.linalg.eigvalsh(G0 + lam * S2 + lam * lam * eye)  # (L, k) ascending
-        sigma = ev.clamp_min(0).sqrt().flip(-1)
+        if len(lams) <= chunk:
+            sigma = shifted_spectra(G0, S2, lam)
+        else:
+            sigma = torch.cat([shifted_spectra(G0, S2, part) for part in lam.split(chunk)])
         scale = torch.stack([sigma1 + lams.to(x.device).abs(), sigma[:, -1]], -1)  # (L, 2)
         return torch.stack([kappa_from_sigma(sigma, (N, d)), kappa_from_sigma(scale, (N, d))])
 
@@ -99,21 +140,46 @@ def shifted_condition_number(
 
     ``"auto"`` (default) evaluates the grid through the exact Gram update (one X Xᵀ, then one k×k eigvalsh
     per λ) and recomputes by SVD each (sample, λ) whose Gram κ exceeds the accuracy limit
-    (:data:`~condcli.spectra.core.GRAM_MAX_KAPPA`); ``"svd"`` is one SVD per λ.
+    (:data:`~condcli.spectra.core.GRAM_MAX_KAPPA`); ``"svd"`` is one SVD per λ. λ may be any finite number;
+    a (matrix, λ) pair beyond the safe band is computed with both scaled by one power of two.
     """
     x = as_float64(X)
     lams, scalar = _lambda_vector(lambdas)
-    if method == "svd":
-        kappa = _shifted_kappa_svd(x, lams)
-    elif method == "auto":
-        kappa, ok = shifted_kappa_gram(x, lams)
-        for j in range(len(lams)):
-            redo = ~ok[..., j]
-            if bool(redo.any()):
-                kappa[..., j][redo] = _shifted_kappa_svd(x[redo], lams[j : j + 1])[..., 0]
-    else:
+    if method not in ("auto", "svd"):
         raise UsageError(f"unknown method {method!r}", "use auto or svd")
+    if x.numel() == 0:  # a batch of no matrices
+        empty = torch.empty(*x.shape[:-2], len(lams), dtype=torch.float64, device=x.device)
+        return empty[..., 0] if scalar else empty
+    amax = x.abs().amax(dim=(-2, -1))  # (...,)
+    e = pow2_exponents(torch.maximum(amax[..., None], lams.to(x.device).abs()))  # (..., L)
+    kappa = _shifted(x, lams, method) if not bool(e.any()) else _shifted_rescaled(x, lams, e, method)
     return kappa[..., 0] if scalar else kappa
+
+
+def _shifted(x: torch.Tensor, lams: torch.Tensor, method: Method) -> torch.Tensor:
+    """κ(X + λI_k), shape (..., L), for X and λ inside the safe band."""
+    if method == "svd":
+        return _shifted_kappa_svd(x, lams)
+    kappa, ok = shifted_kappa_gram(x, lams)
+    for j in range(len(lams)):
+        redo = ~ok[..., j]
+        if bool(redo.any()):
+            kappa[..., j][redo] = _shifted_kappa_svd(x[redo], lams[j : j + 1])[..., 0]
+    return kappa
+
+
+def _shifted_rescaled(x: torch.Tensor, lams: torch.Tensor, e: torch.Tensor, method: Method) -> torch.Tensor:
+    """κ(X + λI_k) = κ(2^-v X + 2^-v λ I_k): each matrix's grid split by the exponent v of max(|X|, |λ|)."""
+    flat = x.reshape(-1, *x.shape[-2:])
+    exps = e.reshape(-1, e.shape[-1]).cpu()
+    out = torch.empty(exps.shape, dtype=torch.float64, device=x.device)
+    for i in range(flat.shape[0]):
+        for v in torch.unique(exps[i]).tolist():
+            cols = torch.nonzero(exps[i] == v).flatten()
+            minus = torch.tensor(-v, dtype=torch.int64)
+            part = _shifted(ldexp(flat[i : i + 1], minus), ldexp(lams[cols], minus), method)
+            out[i, cols.to(x.device)] = part[0]
+    return out.reshape(e.shape)
 
 
 def correction(X: Tensorish) -> torch.Tensor:
@@ -124,15 +190,18 @@ def correction(X: Tensorish) -> torch.Tensor:
         C: torch.Tensor = S[0] * (U @ Vh)
         return C
 
-    return per_matrix(one, as_float64(X))
+    x, e = rescaled(as_float64(X))
+    C = per_matrix(one, x)
+    return C if e is None else ldexp(C, e[..., None, None])
 
 
 def corrected_condition_number(X: Tensorish) -> torch.Tensor:
     """κ(X + C) = 2σ_1/(σ_1 + σ_k) ≤ 2 (Theorem 4.4); ``inf`` for a zero matrix (X + C = 0)."""
-    return corrected_kappa_from_sigma(svdvals(as_float64(X)))
+    return corrected_kappa_from_sigma(svdvals(rescaled(as_float64(X))[0]))
 
 
 def corrected_kappa_from_sigma(sigma: torch.Tensor) -> torch.Tensor:
     """κ(X + C) from X's descending spectra (..., k): 2σ_1/(σ_1 + σ_k), ``inf`` where σ_1 = 0."""
-    s1, sk = sigma[..., 0], sigma[..., -1]
+    scaled, _ = rescaled_spectrum(sigma)  # 2σ_1 of σ_1 near 1e308 would overflow
+    s1, sk = scaled[..., 0], scaled[..., -1]
     return guarded_ratio(2 * s1, s1 + sk, s1 > 0, torch.inf)
