@@ -272,7 +272,7 @@ V2 = '{"schema_version": 2, "command": "spectrum"}'
     ("files", "args", "text"),
     [
         ({}, [], "nothing to check: give a rule (--max-kappa F"),
-        ({"b.json": BAD_JSON}, ["--baseline", "b.json"], "--baseline b.json is not JSON (Expecting"),
+        ({"b.json": BAD_JSON}, ["--baseline", "b.json"], "--baseline b.json: invalid JSON at line 1"),
         ({"b.json": V2}, ["--baseline", "b.json"], "--baseline b.json has schema_version 2"),
         ({"b.json": "[]"}, ["--baseline", "b.json"], "is not a condcli report"),
         ({}, ["--baseline", "none.json"], "--baseline none.json: no such file"),
@@ -283,7 +283,7 @@ V2 = '{"schema_version": 2, "command": "spectrum"}'
             "unknown key 'max_kapa'",
         ),
         ({"pyproject.toml": "[tool.condcli.check]\nmax_kappa = 'x'\n"}, [], "must be a number, got 'x'"),
-        ({"pyproject.toml": "[tool.condcli.check\n"}, [], "pyproject.toml is not valid TOML"),
+        ({"pyproject.toml": "[tool.condcli.check\n"}, [], "pyproject.toml: invalid TOML"),
         ({}, ["--max-kappa", "0.5"], "--max-kappa must be ≥ 1, got 0.5"),
         ({}, ["--max-kappa", "inf"], "--max-kappa must be a finite number"),
         ({}, ["--max-kappa", "abc"], "Invalid value for '--max-kappa'"),

@@ -142,7 +142,10 @@ def test_baseline_metrics_read_every_section() -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("{not json", "is not JSON (Expecting property name enclosed in double quotes at line 1, column 2)"),
+        (
+            "{not json",
+            ": invalid JSON at line 1, column 2: Expecting property name enclosed in double quotes",
+        ),
         ("[1, 2]", "is not a condcli report (not a JSON object)"),
         ("{}", "has no schema_version: not a condcli report"),
         ('{"schema_version": 2}', "has schema_version 2; this condcli reads 1"),

@@ -52,8 +52,8 @@ def test_junit_has_one_testcase_per_rule_and_metric_with_the_right_counts(tmp_pa
         "max_kappa: κ(X)",
         "max_mu_la: κ(X)",
         "embedding.kappa: κ(X)",
-        "layers[3].mu_la: κ(X)",
-        "layers[3].kappa: κ(X)",
+        "layers[3].mu_la: μ(LA)",  # a baseline metric: its key and the registry's label
+        "layers[3].kappa: κ(X_l)",
     ]
     assert cases[3].get("classname") == "condcli.baseline.layers[3]"
     failure = cases[0].find("failure")

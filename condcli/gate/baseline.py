@@ -11,7 +11,6 @@ name; metrics on only one side are warned about and not compared.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 from condcli.errors import InputError, UsageError
 from condcli.gate.metrics import Metric, ReportShapeError, Statistic, extract_metrics, section
 from condcli.gate.report import CheckResult, fmt, percent
+from condcli.parsing import read_json
 from condcli.report import SCHEMA_VERSION
 
 MAKE_ONE = "make one with: condcli spectrum --json > baseline.json"
@@ -66,24 +66,19 @@ class Baseline:
 
 
 def load_baseline(path: Path, statistic: Statistic) -> Baseline:
-    """Read and validate ``path``; every problem is one exit-2 line that names the file."""
+    """Read and validate ``path``; every problem is one exit-2 line that names the file and the key: its
+    JSON (read with :func:`condcli.parsing.read_json`), its shape, and each compared value within what the
+    metric can be (a κ or μ is ≥ 1, an entropy within [0, 1], …)."""
     where = f"`baseline={path}`"
-    if not path.exists():
+    try:
+        exists, is_file = path.exists(), path.is_file()
+    except (OSError, ValueError) as e:  # a name too long, a NUL byte in a path from a config file
+        raise UsageError(f"{where}: not a usable path ({e})", MAKE_ONE) from None
+    if not exists:
         raise UsageError(f"{where}: no such file", MAKE_ONE)
-    if not path.is_file():
+    if not is_file:
         raise UsageError(f"{where} is not a file", MAKE_ONE)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise UsageError(f"{where}: cannot be read ({e.strerror})", "check the file's permissions") from e
-    except UnicodeDecodeError as e:
-        raise InputError(f"{where} is not UTF-8 text ({e.reason})", MAKE_ONE) from e
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(
-            f"{where} is not JSON ({e.msg} at line {e.lineno}, column {e.colno})", MAKE_ONE
-        ) from None
+    data = read_json(path, where, MAKE_ONE)
     if not isinstance(data, dict):
         raise InputError(f"{where} is not a condcli report (not a JSON object)", MAKE_ONE)
     version = data.get("schema_version")
@@ -106,6 +101,10 @@ def load_baseline(path: Path, statistic: Statistic) -> Baseline:
         metrics = extract_metrics(data, statistic)
     except ReportShapeError as e:
         raise InputError(f"{where}: {e.path} {e.problem}", MAKE_ONE) from None
+    for metric in metrics.values():
+        problem = metric.out_of_range()
+        if problem is not None:
+            raise InputError(f"{where}: {metric.path} {problem}", MAKE_ONE)
     return Baseline(path, data, metrics)
 
 

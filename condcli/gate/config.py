@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -16,11 +15,7 @@ from typing import Any, cast
 from condcli.errors import UsageError
 from condcli.gate.metrics import STATISTICS, Statistic
 from condcli.metrics import GATES, MetricDef
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from condcli.parsing import read_toml
 
 LIMITS: dict[str, str] = {rule: m.option or rule for rule, m in GATES.items()}  # config key → option
 KEYS: tuple[str, ...] = (*LIMITS, "statistic", "baseline", "tolerance")
@@ -76,20 +71,26 @@ def check_limit(value: Any, where: str, metric: MetricDef | None = None) -> floa
     example = "e.g. 200 or 1e9" if math.isinf(high) else f"e.g. {(low + high) / 2:g}"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(f"{where} must be a number, got {value!r}", example)
-    if not math.isfinite(value):
+    try:
+        number = float(value)
+    except OverflowError:  # an integer with hundreds of digits
+        raise UsageError(
+            f"{where} must be a finite number, got an integer too large for one", example
+        ) from None
+    if not math.isfinite(number):
         raise UsageError(f"{where} must be a finite number, got {value!r}", example)
-    if value < low:
+    if number < low:
         what = "a condition number" if metric is None or metric.worse == "higher" else metric.label
         raise UsageError(
             f"{where} must be ≥ {low:g}, got {value!r}",
             f"{what} is never below {low:g}, so such a limit could never pass",
         )
-    if value > high:
+    if number > high:
         raise UsageError(
             f"{where} must be ≤ {high:g}, got {value!r}",
             f"{metric.label if metric else 'it'} is never above {high:g}, so such a limit could never pass",
         )
-    return float(value)
+    return number
 
 
 def check_statistic(value: Any, where: str) -> Statistic:
@@ -100,20 +101,18 @@ def check_statistic(value: Any, where: str) -> Statistic:
 
 def read_check_table(path: Path, explicit: bool) -> dict[str, Any]:
     """``[tool.condcli.check]`` of ``path`` ({} without one). ``explicit``: the file must exist."""
-    if not path.exists():
-        if explicit:
-            raise UsageError(f"`config={path}`: no such file", "give the path of a pyproject.toml-style file")
-        return {}
-    if not path.is_file():
-        raise UsageError(f"`config={path}` is not a file", "give the path of a pyproject.toml-style file")
+    hint = "give the path of a pyproject.toml-style file"
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise UsageError(f"{path}: cannot be read ({e.strerror})", "check the file's permissions") from e
-    except UnicodeDecodeError as e:
-        raise UsageError(f"{path} is not UTF-8 text ({e.reason})", "save it as UTF-8") from e
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{path} is not valid TOML ({e})", "fix the file") from e
+        exists, is_file = path.exists(), path.is_file()
+    except (OSError, ValueError) as e:  # a name too long for the file system
+        raise UsageError(f"`config={path}`: not a usable path ({e})", hint) from None
+    if not exists:
+        if explicit:
+            raise UsageError(f"`config={path}`: no such file", hint)
+        return {}
+    if not is_file:
+        raise UsageError(f"`config={path}` is not a file", hint)
+    data = read_toml(path, str(path), "fix the file (UTF-8 TOML, e.g. " + EXAMPLE + ")")
     table: Any = data
     for key in ("tool", "condcli", "check"):
         if not isinstance(table, dict):

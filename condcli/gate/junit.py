@@ -3,7 +3,7 @@
 Layout: ``<testsuites>`` with one ``<testsuite name="condcli check">`` holding one ``<testcase>`` per
 threshold rule, and, with a baseline, a ``<testsuite name="condcli baseline">`` holding one ``<testcase>``
 per compared metric. A failed rule or regressed metric carries ``<failure message=… type=…>``; testcase
-names never contain numbers, so CI history lines up run after run. The file is written to a temporary file
+names hold no run's numbers, so CI history lines up run after run. The file is written to a temporary file
 beside it and moved into place (``os.replace``): it appears whole or not at all.
 """
 
@@ -36,7 +36,7 @@ def _case(suite: ET.Element, classname: str, result: CheckResult, time_s: str) -
     case = ET.SubElement(suite, "testcase", classname=classname, name=result.title, time=time_s)
     value, limit = fmt_pair(result.value, result.limit)
     detail = [
-        f"metric: {result.metric} ({result.statistic})",
+        f"metric: {result.metric} ({result.statistic}): {result.label}",
         f"value: {value}",
         f"limit: {limit}",
         f"source of the limit: {result.source}",

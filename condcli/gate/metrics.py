@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from condcli.metrics import EMBEDDING, FORWARD, WEIGHTS, MetricDef, flag_of
 
+CONDITIONED = ", conditioned"  # the label suffix of a metric of the conditioned forward
+
 Statistic = Literal["median", "mean", "max"]
 STATISTICS: tuple[Statistic, ...] = ("median", "mean", "max")
 
@@ -36,7 +38,12 @@ def number(value: Any, path: str) -> float:
         if value not in ("inf", "-inf"):
             raise ReportShapeError(path, f'is the string {value!r}, not a number or "inf"')
         return math.inf if value == "inf" else -math.inf
-    out = float(value)
+    try:
+        out = float(value)
+    except OverflowError:  # an integer with hundreds of digits
+        raise ReportShapeError(
+            path, 'is too large to be a number (write a singular value as "inf")'
+        ) from None
     if math.isnan(out):
         raise ReportShapeError(path, "is NaN")
     return out
@@ -80,6 +87,7 @@ class Metric:
     layer_name: str | None
     floor: bool  # some samples were below the capture dtype's resolution: the value is a floor
     definition: MetricDef  # what it is (registry): which way is worse
+    statistic: Statistic = "median"  # which statistic over samples ``value`` is (a weight κ: the value)
 
     @property
     def where(self) -> str:
@@ -88,6 +96,42 @@ class Metric:
     @property
     def title(self) -> str:
         return self.label if self.layer is None else f"{self.where}: {self.label}"
+
+    @property
+    def path(self) -> str:
+        """Where its value is in the report, e.g. ``layers[3].mu_la.median``."""
+        return self.key if self.definition.scope == "weight" else f"{self.key}.{self.statistic}"
+
+    def out_of_range(self) -> str | None:
+        """Why the value cannot be this metric's (a κ or μ below 1, an entropy outside [0, 1], …), or None.
+
+        The range is the registry's ``limit_range`` (what a value can be), widened by a rounding margin;
+        inf (numerically singular) only where the range is unbounded above.
+        """
+        low, high = self.definition.limit_range
+        margin = 1e-6
+        if self.value < low - margin * max(1.0, abs(low)):
+            return f"is {self.value:g}, but {self.label} is never below {low:g}"
+        if math.isinf(high):
+            return None
+        if self.value > high + margin * max(1.0, abs(high)):
+            return f"is {self.value:g}, but {self.label} is never above {high:g}"
+        return None
+
+
+def stable_label(key: str) -> str | None:
+    """The registry's label of the metric at ``key`` (``embedding.kappa_conditioned`` → κ(X + λ·I_k),
+    ``layers[3].conditioned.mu_la`` → "μ(LA), conditioned"): what the metric is, never a number of a run
+    (λ, a count, a limit). None: not a metric key."""
+    scope, _, rest = key.partition(".")
+    if scope == "embedding":
+        return next((m.label for m in EMBEDDING if m.key == rest), None)
+    if not (scope.startswith("layers[") and scope.endswith("]")):
+        return None
+    conditioned = rest.startswith("conditioned.")
+    rest = rest.removeprefix("conditioned.")
+    found = [m.label for m in (*FORWARD, *(() if conditioned else WEIGHTS)) if m.key == rest]
+    return found[0] + (CONDITIONED if conditioned else "") if found else None
 
 
 def _lambda_label(report: Mapping[str, Any]) -> str:
@@ -110,7 +154,9 @@ def embedding_metrics(report: Mapping[str, Any], statistic: Statistic) -> dict[s
         label = _lambda_label(report) if m.key == "kappa_conditioned" else m.label
         value = statistic_of(emb[m.key], statistic, f"embedding.{m.key}")
         floor = m.flag is not None and below > 0
-        out[f"embedding.{m.key}"] = Metric(f"embedding.{m.key}", label, value, None, None, floor, m)
+        out[f"embedding.{m.key}"] = Metric(
+            f"embedding.{m.key}", label, value, None, None, floor, m, statistic
+        )
     return out
 
 
@@ -128,7 +174,7 @@ def _forward_metrics(
         floor = flag is not None and bool(below.get(flag) or 0)
         value = statistic_of(stats[m.key], statistic, f"{prefix}.{m.key}")
         key = f"{prefix}.{m.key}"
-        out[key] = Metric(key, m.label + suffix, value, index, name, floor, m)
+        out[key] = Metric(key, m.label + suffix, value, index, name, floor, m, statistic)
     return out
 
 
@@ -138,8 +184,8 @@ def layer_metrics(layer: Any, position: int, statistic: Statistic) -> dict[str, 
     if not isinstance(layer, Mapping):
         raise ReportShapeError(where, "is not an object")
     index = layer.get("index")
-    if isinstance(index, bool) or not isinstance(index, int):
-        raise ReportShapeError(f"{where}.index", "is missing or not an integer")
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ReportShapeError(f"{where}.index", "is missing or not a layer index (an integer ≥ 0)")
     name = layer.get("name")
     if not isinstance(name, str):
         raise ReportShapeError(f"{where}.name", "is missing or not a string")
@@ -148,12 +194,13 @@ def layer_metrics(layer: Any, position: int, statistic: Statistic) -> dict[str, 
     for m in WEIGHTS:
         if layer.get(m.key) is not None:
             value = number(layer[m.key], f"{prefix}.{m.key}")
-            out[f"{prefix}.{m.key}"] = Metric(f"{prefix}.{m.key}", m.label, value, index, name, False, m)
+            key = f"{prefix}.{m.key}"
+            out[key] = Metric(key, m.label, value, index, name, False, m, statistic)
     cond = layer.get("conditioned")
     if cond is not None:
         if not isinstance(cond, Mapping):
             raise ReportShapeError(f"{prefix}.conditioned", "is not an object")
-        out.update(_forward_metrics(cond, f"{prefix}.conditioned", index, name, statistic, ", conditioned"))
+        out.update(_forward_metrics(cond, f"{prefix}.conditioned", index, name, statistic, CONDITIONED))
     return out
 
 
@@ -169,6 +216,12 @@ def report_layers(report: Mapping[str, Any]) -> list[Any]:
 def extract_metrics(report: Mapping[str, Any], statistic: Statistic) -> dict[str, Metric]:
     """Every metric of a spectrum (or check) report, in report order."""
     out = embedding_metrics(report, statistic)
+    seen: set[int] = set()
     for position, layer in enumerate(report_layers(report)):
-        out.update(layer_metrics(layer, position, statistic))
+        found = layer_metrics(layer, position, statistic)
+        index = layer["index"]
+        if index in seen:
+            raise ReportShapeError(f"layers[{position}].index", f"is {index}, which an earlier layer has too")
+        seen.add(index)
+        out.update(found)
     return out

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from condcli.gate.metrics import stable_label
 from condcli.report import SpectrumReport, envelope
 from condcli.spectra import json_float
 
@@ -66,10 +67,13 @@ class CheckResult:
 
     @property
     def title(self) -> str:
-        """A stable name (JUnit testcase name): the rule or metric, never the numbers."""
+        """A stable name (the JUnit testcase name), the same run after run: the rule and what it measures
+        (``max_mu_la: μ(LA)``), or a baseline metric's key and what it is (``layers[3].mu_la: μ(LA)``).
+        No number of the run (λ, the worst layer, how many layers, a limit) is in it: those are in the
+        label, reason and detail; the only digits are a baseline metric's layer index."""
         if self.rule == "baseline":
-            return f"{self.metric}: {self.label}"
-        return f"{self.rule}: {self.label}"
+            return f"{self.metric}: {stable_label(self.metric) or self.label}"
+        return f"{self.rule}: {stable_label(self.metric) or self.label}"
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
