@@ -44,7 +44,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("adapters", ("condcli.adapters",)),
     ("conditioning", ("condcli.conditioning",)),
     ("report", ("condcli.report", "condcli.rank_report", "condcli.metrics")),
-    ("core", ("condcli.spectra", "condcli.layout", "condcli.errors", "condcli")),
+    ("core", ("condcli.spectra", "condcli.layout", "condcli.errors", "condcli.outpaths", "condcli")),
 )
 
 

@@ -9,27 +9,19 @@ beside it and moved into place (``os.replace``): it appears whole or not at all.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from condcli.errors import UsageError
 from condcli.gate.report import CheckResult, fmt, fmt_pair
+from condcli.outpaths import Inputs, check_file_target, shown, write_file
 
 
-def check_junit_path(path: Path) -> None:
-    """Refuse, before any work, a ``junit`` path that cannot be written (a folder, or below a file)."""
-    if path.is_dir():
-        raise UsageError(f"`junit={path}` is a folder", "give a file path, e.g. `junit=report.xml`")
-    existing = path.parent
-    while not existing.exists() and existing.parent != existing:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise UsageError(f"`junit={path}`: {existing} is a file, not a folder", "give a path in a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"`junit={path}`: {existing} is not writable", "give a path you can write to")
+def check_junit_path(path: Path, inputs: Inputs = ()) -> None:
+    """Refuse, before any work, a ``junit`` path that cannot or must not be written: empty, a name too long,
+    a folder, a FIFO or a device (only regular files are written), below a file, a dangling symlink, a
+    folder that takes no new file, or one of ``inputs`` (what the run reads: (label, path) pairs)."""
+    check_file_target(path, f"`junit={shown(path)}`", inputs)
 
 
 def _case(suite: ET.Element, classname: str, result: CheckResult, time_s: str) -> None:
@@ -108,21 +100,6 @@ def junit_xml(
 
 
 def write_junit(path: Path, document: bytes) -> None:
-    """Write ``document`` to ``path`` atomically (temporary file in the same folder, then os.replace)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise UsageError(f"`junit={path}`: cannot write there ({e.strerror})", "give a writable path") from e
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(document)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give it a normal file's mode
-        os.replace(tmp, path)
-    except OSError as e:
-        raise UsageError(f"`junit={path}`: writing failed ({e})", "check the folder and free space") from e
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """Write ``document`` to ``path`` atomically (temporary file in the same folder, then os.replace); a
+    path that is no regular file (a FIFO, a device) is refused."""
+    write_file(path, document, f"`junit={shown(path)}`")
