@@ -1,7 +1,288 @@
-"""Hostile-input cases: outputs (run by tests/test_hostile.py through tests/hostile_harness.py)."""
+"""Hostile-input cases: outputs (run by tests/test_hostile.py through tests/hostile_harness.py).
+
+Where condcli writes: ``--junit`` and ``--out`` never replace a FIFO or a device, never overwrite (or write
+inside) what the run reads, and a path that cannot be written is refused before any work, in one line,
+creating nothing. Every case works in its own folder; the one that names a device reaches it only through
+a symlink in that folder and watches it (condcli never writes through a symlink: ``os.replace`` replaces
+the link itself), so even a regression could not touch the system's /dev/null.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from pathlib import Path
+
 from tests.hostile_harness import Hostile
 
-CASES: list[Hostile] = []
+FAST = ("--max-samples", "2", "--batch-size", "2")
+CHECK = ("check", *FAST, "--max-kappa", "1e9")
+SPECTRUM = ("spectrum", *FAST)
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_checkpoints" / "vit-plain"
+LONG = "n" * 256  # one byte over NAME_MAX
+
+
+def files(content: dict[str, str]) -> Callable[[Path], None]:
+    """A setup making ``content`` (path → its text; "dir/" for a folder, "->target" for a symlink,
+    "fifo" for a FIFO, "=name" for a hard link to name)."""
+
+    def make(tmp: Path) -> None:
+        for name, text in content.items():
+            path = tmp / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if text == "dir/":
+                path.mkdir()
+            elif text.startswith("->"):
+                path.symlink_to(text[2:])
+            elif text == "fifo":
+                os.mkfifo(path)
+            elif text.startswith("="):
+                os.link(tmp / text[1:], path)
+            else:
+                path.write_text(text)
+
+    return make
+
+
+def newline_file(tmp: Path) -> None:
+    (tmp / "a\nb").write_text("a file")
+
+
+CASES: list[Hostile] = [
+    # 1. only regular files: a FIFO or a device stays what it is
+    Hostile("out-junit-fifo", (*CHECK, "--junit", "j.xml"), 2, "is a FIFO", files({"j.xml": "fifo"})),
+    Hostile(
+        "out-junit-link-to-devnull",
+        (*CHECK, "--junit", "null.xml"),
+        2,
+        "is a device",
+        files({"null.xml": "->" + os.devnull}),
+        watch=(os.devnull,),
+    ),
+    Hostile("out-junit-folder", (*CHECK, "--junit", "d"), 2, "is a folder", files({"d": "dir/"})),
+    Hostile("out-out-fifo", (*SPECTRUM, "--out", "f"), 2, "is a FIFO, not a folder", files({"f": "fifo"})),
+    Hostile(
+        "out-out-report-fifo",
+        (*SPECTRUM, "--out", "o"),
+        2,
+        "report.json there is a FIFO",
+        files({"o/report.json": "fifo"}),
+    ),
+    Hostile(
+        "out-out-plot-folder",
+        (*SPECTRUM, "--out", "o"),
+        2,
+        "layers.png there is a folder",
+        files({"o/layers.png": "dir/"}),
+    ),
+    Hostile(
+        "out-out-file", (*SPECTRUM, "--out", "f.txt"), 2, "is a file, not a folder", files({"f.txt": "x"})
+    ),
+    Hostile(
+        "out-out-below-file",
+        (*SPECTRUM, "--out", "f.txt/run"),
+        2,
+        "is a file, not a folder",
+        files({"f.txt": "x"}),
+    ),
+    # 2. never over what the run reads
+    Hostile(
+        "out-junit-is-baseline",
+        ("check", *FAST, "--baseline", "b.json", "--junit", "b.json"),
+        2,
+        "would overwrite --baseline",
+        files({"b.json": "{}"}),
+    ),
+    Hostile(
+        "out-junit-is-baseline-relative",
+        ("check", *FAST, "--baseline", "{tmp}/b.json", "--junit", "sub/../b.json"),
+        2,
+        "would overwrite --baseline",
+        files({"b.json": "{}", "sub": "dir/"}),
+    ),
+    Hostile(
+        "out-junit-hard-link-of-baseline",
+        ("check", *FAST, "--baseline", "b.json", "--junit", "h.json"),
+        2,
+        "would overwrite --baseline",
+        files({"b.json": "{}", "h.json": "=b.json"}),
+    ),
+    Hostile(
+        "out-junit-symlink-to-checkpoint",
+        (*CHECK, "--checkpoint", "w.pt", "--junit", "j.xml"),
+        2,
+        "would overwrite --checkpoint",
+        files({"w.pt": "weights", "j.xml": "->w.pt"}),
+    ),
+    Hostile(
+        "out-junit-pyproject-absent", (*CHECK, "--junit", "pyproject.toml"), 2, "would overwrite the config"
+    ),
+    Hostile(
+        "out-junit-pyproject",
+        ("check", *FAST, "--junit", "pyproject.toml"),
+        2,
+        "would overwrite the config",
+        files({"pyproject.toml": "[tool.condcli.check]\nmax_kappa = 1e9\n"}),
+    ),
+    Hostile(
+        "out-junit-config",
+        ("check", *FAST, "--config", "c.toml", "--junit", "./c.toml"),
+        2,
+        "would overwrite --config",
+        files({"c.toml": "[tool.condcli.check]\nmax_kappa = 1e9\n"}),
+    ),
+    Hostile(
+        "out-junit-text",
+        (*CHECK, "--text", "t.txt", "--junit", "t.txt"),
+        2,
+        "would overwrite --text",
+        files({"t.txt": "a\n"}),
+    ),
+    Hostile(
+        "out-junit-adapter",
+        (*CHECK, "--adapter", "a.toml", "--junit", "a.toml"),
+        2,
+        "would overwrite --adapter",
+        files({"a.toml": "x"}),
+    ),
+    Hostile(
+        "out-junit-in-images",
+        (*CHECK, "--images", "im", "--junit", "im/j.xml"),
+        2,
+        "lies inside --images",
+        files({"im/a.png": "x"}),
+    ),
+    Hostile(
+        "out-junit-in-model-folder",
+        ("check", "m", *FAST, "--max-kappa", "1e9", "--junit", "m/config.json"),
+        2,
+        "lies inside MODEL",
+        files({"m/config.json": "{}"}),
+    ),
+    Hostile(
+        "out-junit-model-file",
+        ("check", "net.py:build", *FAST, "--max-kappa", "1e9", "--junit", "net.py"),
+        2,
+        "would overwrite MODEL",
+        files({"net.py": "def build():\n    raise SystemExit('never run')\n"}),
+    ),
+    Hostile(
+        "out-out-overwrites-text",
+        (*SPECTRUM, "--text", "report.json", "--out", "."),
+        2,
+        "writing report.json there would overwrite --text",
+        files({"report.json": "my own text\n"}),
+    ),
+    Hostile(
+        "out-out-in-images",
+        (*SPECTRUM, "--images", "im", "--out", "im/run"),
+        2,
+        "lies inside --images",
+        files({"im": "dir/"}),
+    ),
+    Hostile(
+        "out-out-is-images",
+        ("sweep-lambda", *FAST, "--images", "im", "--out", "im"),
+        2,
+        "lies inside --images",
+        files({"im": "dir/"}),
+    ),
+    Hostile(
+        "out-out-is-model-folder",
+        ("rank-decay", "m", *FAST, "--out", "m"),
+        2,
+        "lies inside MODEL",
+        files({"m/config.json": "{}"}),
+    ),
+    Hostile(
+        "out-out-is-sample-folder",
+        ("rank-decay", "vit-plain", *FAST, "--out", str(SAMPLE)),
+        2,
+        "lies inside MODEL",
+        watch=(str(SAMPLE),),
+    ),
+    Hostile(
+        "out-compare-out-over-checkpoint",
+        (
+            "compare",
+            "vit-plain",
+            "vit-plain",
+            *FAST,
+            "--checkpoint-a",
+            "a.pt",
+            "--checkpoint",
+            "report.json",
+            "--out",
+            ".",
+        ),
+        2,
+        "would overwrite --checkpoint",
+        files({"a.pt": "a", "report.json": "b"}),
+    ),
+    # 16. a path that cannot be written is refused before any work
+    Hostile(
+        "out-out-dangling-link",
+        (*SPECTRUM, "--out", "run"),
+        2,
+        "which does not exist",
+        files({"run": "->gone"}),
+    ),
+    Hostile(
+        "out-out-below-dangling-link",
+        (*SPECTRUM, "--out", "run/x"),
+        2,
+        "which does not exist",
+        files({"run": "->gone"}),
+    ),
+    Hostile(
+        "out-out-symlink-loop", (*SPECTRUM, "--out", "loop"), 2, "symlink loop", files({"loop": "->loop"})
+    ),
+    Hostile("out-out-sys", (*SPECTRUM, "--out", "/sys/condcli-run"), 2, "cannot write in /sys"),
+    Hostile(
+        "out-out-proc", ("sweep-lambda", *FAST, "--out", "/proc/condcli-run"), 2, "cannot write in /proc"
+    ),
+    Hostile("out-junit-proc", (*CHECK, "--junit", "/proc/condcli.xml"), 2, "cannot write in /proc"),
+    Hostile(
+        "out-junit-dangling-link",
+        (*CHECK, "--junit", "j.xml"),
+        2,
+        "which does not exist",
+        files({"j.xml": "->gone/j.xml"}),
+    ),
+    Hostile(
+        "out-junit-symlink-loop", (*CHECK, "--junit", "j.xml"), 2, "symlink loop", files({"j.xml": "->j.xml"})
+    ),
+    Hostile(
+        "out-junit-below-file",
+        (*CHECK, "--junit", "f/j.xml"),
+        2,
+        "is a file, not a folder",
+        files({"f": "x"}),
+    ),
+    Hostile(
+        "out-junit-newline-path",
+        (*CHECK, "--junit", "a\nb/j.xml"),
+        2,
+        "is a file, not a folder",
+        newline_file,
+    ),
+    # 7. a name over NAME_MAX, an empty value
+    Hostile("out-out-name-max", (*SPECTRUM, "--out", LONG), 2, "more than the 255"),
+    Hostile("out-out-name-max-inner", ("rank-decay", *FAST, "--out", f"a/{LONG}/b"), 2, "more than the 255"),
+    Hostile("out-junit-name-max", (*CHECK, "--junit", f"{LONG}.xml"), 2, "more than the 255"),
+    Hostile("out-out-empty", (*SPECTRUM, "--out", ""), 2, "'--out': it is empty"),
+    Hostile(
+        "out-compare-out-empty", ("compare", "vit-plain", "vit-conditioned", "--out", ""), 2, "it is empty"
+    ),
+    Hostile("out-junit-empty", (*CHECK, "--junit", ""), 2, "'--junit': it is empty"),
+    # a missing folder for --junit or --out is made (and the run succeeds)
+    Hostile(
+        "out-junit-missing-folder", (*CHECK, "--no-conditioned", "--junit", "ci/reports/j.xml"), 0, "wrote"
+    ),
+    Hostile(
+        "out-out-missing-folder",
+        (*SPECTRUM, "--layers", "0", "--no-conditioned", "--out", "a/b/run"),
+        0,
+        "wrote",
+    ),
+]

@@ -106,7 +106,12 @@ def test_out_writes_the_report_and_plots(tmp_path: Path, cli: Callable[..., Resu
     out = tmp_path / "new" / "run"
     result = cli("spectrum", "vit-plain", *FAST, "--out", str(out), "--format", "svg", "--json")
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == ["layers.svg", "report.json", "spectrum.svg"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".condcli-manifest.json",
+        "layers.svg",
+        "report.json",
+        "spectrum.svg",
+    ]
     assert json.loads((out / "report.json").read_text()) == json.loads(result.stdout)
     assert "wrote" in result.stderr
 

@@ -32,7 +32,12 @@ def test_readme_table_is_what_make_demo_prints(
     block = re.search(r"<!-- demo:begin -->\n```text\n(.*?)\n```\n<!-- demo:end -->", README, re.S)
     assert block is not None, "the README lost its demo table"
     assert block.group(1) == result.stdout.rstrip("\n")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["layers.png", "report.json", "spectrum.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".condcli-manifest.json",
+        "layers.png",
+        "report.json",
+        "spectrum.png",
+    ]
 
 
 def test_readme_plot_is_a_real_demo_plot() -> None:

@@ -19,6 +19,7 @@ from condcli.cli import options as o
 from condcli.cli.gate_common import StatisticOption
 from condcli.cli.gate_options import gate_options
 from condcli.cli.main import EXIT_CHECK_FAILED, command
+from condcli.cli.output import path_option
 from condcli.metrics import GATES
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ Junit = Annotated[
         "--junit",
         help="Also write JUnit XML here: one testcase per rule and per baseline metric.",
         show_default=False,
+        parser=path_option,
+        metavar="<path>",
     ),
 ]
 Config = Annotated[
@@ -128,9 +131,10 @@ def check_command(
     if layer_rules and chosen == []:
         option = gate_config.LIMITS[layer_rules[0]]
         raise UsageError(f"{option} needs layers, but --layers none analyses none", "drop --layers none")
+    if junit is not None:  # before reading anything: never over what the run reads
+        read = run.input_paths(config) + ([("--baseline", cfg.baseline)] if cfg.baseline is not None else [])
+        check_junit_path(junit, read)
     base = load_baseline(cfg.baseline, cfg.statistic) if cfg.baseline is not None else None
-    if junit is not None:
-        check_junit_path(junit)
     setup = o.setup_run(run, config=config)
     loaded, lam_value = setup.loaded, setup.lam
     kappa_key = seen_key(loaded.adapter.builtin, lam_value)

@@ -10,6 +10,7 @@ import typer
 from condcli.cli import options as o
 from condcli.cli.gate_common import StatisticOption
 from condcli.cli.main import command
+from condcli.cli.output import path_option
 
 # ruff: noqa: UP045  (typer reads Optional[...] at run time on Python 3.10)
 
@@ -38,7 +39,13 @@ CheckpointA = Annotated[
 ]
 CompareOut = Annotated[
     Optional[Path],
-    typer.Option("--out", help="Write the JSON report to report.json in this folder.", show_default=False),
+    typer.Option(
+        "--out",
+        help="Write the JSON report to report.json in this folder.",
+        show_default=False,
+        parser=path_option,
+        metavar="<path>",
+    ),
 ]
 CompareConditioned = Annotated[
     bool,
@@ -107,10 +114,12 @@ def compare_command(
 
     stat = check_statistic(statistic, "--statistic") if statistic is not None else DEFAULT_STATISTIC
     chosen = run.layer_choice()
-    target = OutputDir(out) if out is not None else None  # checked before any work
+    sides = _sides(run, model_a, model_b, checkpoint_a)
+    inputs = [found for side in sides for found in side.input_paths()]
+    target = OutputDir(out, ("report.json",), inputs) if out is not None else None  # before any work
     reports: list[SpectrumReport] = []
     seen: list[str | None] = []
-    for label, side in zip("AB", _sides(run, model_a, model_b, checkpoint_a), strict=True):
+    for label, side in zip("AB", sides, strict=True):
         setup = o.setup_run(side)
         seen.append(seen_key(setup.loaded.adapter.builtin, setup.lam))
         options = SpectrumOptions(lam=setup.lam, layers=chosen, conditioned=conditioned, seed=run.seed)

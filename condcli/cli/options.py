@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 
 import typer
 
+from condcli.cli.output import path_option
 from condcli.inputs import InputSpec
 from condcli.sources import LoadOptions
 
@@ -91,6 +92,31 @@ class RunOptions:
     def layer_choice(self) -> list[int] | None:
         """--layers parsed: None every layer, [] none (an unset --layers counts as all)."""
         return parse_layers("all" if self.layers is None else self.layers)
+
+    def input_paths(self, config: Path | None = None) -> list[tuple[str, Path]]:
+        """What this run reads, as (option, path): MODEL's folder or file, --checkpoint, --adapter,
+        --images, --text and the config (``config``, else ./pyproject.toml, read even when absent). No
+        output may overwrite one of them or be written inside one (:mod:`condcli.outpaths`)."""
+        from condcli.errors import CondcliError
+        from condcli.project_config import resolve_model
+        from condcli.samples import samples_dir
+        from condcli.sources import parse_spec
+
+        project = config or Path.cwd() / "pyproject.toml"
+        found = [("--config" if config else "the config", project)]
+        try:
+            spec = parse_spec(resolve_model(self.model, project)[0])
+        except CondcliError:
+            spec = None  # loading the model says what is wrong with it
+        if spec is not None and spec.factory is not None and spec.factory.file is not None:
+            found.append(("MODEL", spec.factory.file))
+        elif spec is not None and spec.kind == "local":
+            folder = Path(spec.target)
+            shipped = samples_dir()  # a sample: the folder of every sample, condcli's own data
+            found.append(("MODEL", shipped if folder.resolve().parent == shipped.resolve() else folder))
+        given = (("--checkpoint", self.checkpoint), ("--adapter", self.adapter), ("--images", self.images))
+        found += [(flag, path) for flag, path in (*given, ("--text", self.text)) if path is not None]
+        return found
 
 
 @dataclass(frozen=True)
@@ -223,7 +249,13 @@ def run_options(
 
 Json = Annotated[bool, typer.Option("--json", help="Print the JSON report on stdout and nothing else there.")]
 Out = Annotated[
-    Optional[Path], typer.Option("--out", help="Write report.json and the plots into this folder.")
+    Optional[Path],
+    typer.Option(
+        "--out",
+        help="Write report.json and the plots into this folder.",
+        parser=path_option,
+        metavar="<path>",
+    ),
 ]
 Format = Annotated[str, typer.Option("--format", help="Plot format: png, svg or pdf.")]
 

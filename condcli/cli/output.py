@@ -2,61 +2,222 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from condcli.errors import UsageError
+import typer
+
+from condcli.errors import CondcliError, InternalError, UsageError
+from condcli.outpaths import (
+    Inputs,
+    check_name,
+    clash,
+    clean_stale_staging,
+    existing_ancestor,
+    kind,
+    make_folders,
+    probe,
+    refuse_clash,
+    regular_or_absent,
+    remove_folders,
+    shown,
+    staging_prefix,
+)
 
 Writer = Callable[[Path], list[Path]]  # writes files into the given folder and returns them
+MANIFEST = ".condcli-manifest.json"  # what the last run wrote into an --out folder, with each file's hash
+BACKUP = ".condcli-old"  # inside the staging folder: the files a write replaces, until it has succeeded
+MANIFEST_MAX = 1 << 20  # bytes: a larger manifest is not condcli's and is ignored
+
+
+def path_option(text: str) -> Path:
+    """Typer parser of an output path option: an empty value (an unset CI variable) is refused rather
+    than read as the current folder."""
+    if not text.strip():
+        raise typer.BadParameter("it is empty: give a path")
+    return Path(text)
 
 
 class OutputDir:
-    """An --out folder: :meth:`write` renders everything into a hidden temporary folder inside it, then
-    moves each finished file into place, so an error never leaves a half-written report or plot."""
+    """An --out folder that holds what the last run wrote and nothing stale from condcli.
 
-    def __init__(self, path: Path) -> None:
+    Checked when made, before any work: the path is usable (no name too long, no dangling symlink or
+    loop, the nearest existing folder takes a new entry for real), and no file the command may write
+    there (``names``) is one of ``inputs`` or lies inside a folder the run reads.
+
+    :meth:`write` renders everything into a hidden staging folder inside it, then swaps the files into
+    place all or nothing: each file it replaces is kept in the staging folder first and put back when
+    any step fails. ``.condcli-manifest.json`` records what was written (with each file's hash); a later
+    write into the same folder, by any condcli command, removes the files of the previous manifest that it
+    does not write again and that are still byte for byte what condcli wrote (a file the user changed or
+    replaced is theirs and stays). So after ``spectrum`` then ``sweep-lambda`` into one folder, it holds
+    sweep-lambda's report.json and plot only, never a plot beside a report it does not belong to. Staging
+    folders of dead runs (killed while writing) are removed; a live concurrent run's are left alone.
+    """
+
+    def __init__(self, path: Path, names: Sequence[str], inputs: Inputs = ()) -> None:
         self.path = path
-        existing = path
-        while not existing.exists():
-            if existing.parent == existing:
-                break
-            existing = existing.parent
-        if existing.exists() and not existing.is_dir():
+        self.names = (*names, MANIFEST)
+        self.inputs = tuple(inputs)
+        self.what = f"--out {shown(path)}"
+        check_name(path, self.what)
+        existing = existing_ancestor(path, self.what)
+        if not existing.is_dir():
             raise UsageError(
-                f"--out {path}: {existing} is a file, not a folder", "give a folder path for --out"
+                f"{self.what}: {shown(existing)} is {kind(os.stat(existing).st_mode)}, not a folder",
+                "give a folder path",
             )
-        if not os.access(existing, os.W_OK | os.X_OK):
-            raise UsageError(f"--out {path}: {existing} is not writable", "give a folder you can write to")
+        for name in self.names:
+            target = path / name
+            if os.path.isdir(target) or not os.path.islink(
+                target
+            ):  # a symlink there is replaced, not followed
+                regular_or_absent(target, f"{self.what}: {name} there")
+            refuse_clash(target, self.inputs, self.what, name)
+        probe(existing, self.what)
 
     def write(self, *writers: Writer) -> list[Path]:
-        """Run every writer into a temporary folder, then move the files into --out; returns their paths."""
+        """Run every writer into a staging folder, then swap the files into --out; returns their paths."""
+        created: list[Path] = []
+        staging: Path | None = None
+        done = False
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix=".condcli-", dir=self.path))
-        except OSError as e:
-            raise UsageError(
-                f"--out {self.path}: cannot write there ({e.strerror})", "give a writable folder"
-            ) from e
-        try:
+            make_folders(self.path, created)
+            clean_stale_staging(self.path)
+            staging = Path(tempfile.mkdtemp(prefix=staging_prefix(), dir=self.path))
             made = [f for w in writers for f in w(staging)]
-            final = []
-            for f in made:
-                target = self.path / f.name
-                os.replace(f, target)
-                final.append(target)
-            return final
+            names = [f.name for f in made]
+            unknown = sorted(set(names) - set(self.names)) + [f.name for f in made if f.parent != staging]
+            if unknown:
+                raise InternalError(f"--out: wrote {unknown}, which the command did not declare")
+            hashes = {name: _sha256(staging / name) for name in names}
+            (staging / MANIFEST).write_text(json.dumps({"condcli": {"files": hashes}}, indent=2) + "\n")
+            _swap(staging, self.path, [*names, MANIFEST], self._stale(set(names)))
+            done = True
+            return [self.path / name for name in names]
         except OSError as e:
             raise UsageError(
-                f"--out {self.path}: writing failed ({e})", "check the folder and free space"
+                f"{self.what}: writing failed ({e.strerror or e})", "check the folder and free space"
             ) from e
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            if staging is not None and not (staging / BACKUP / ".kept").exists():
+                shutil.rmtree(staging, ignore_errors=True)
+            if not done:
+                remove_folders(created)
+
+    def _stale(self, now: set[str]) -> list[str]:
+        """Files the previous manifest lists that this write does not make again and that are still
+        condcli's (a regular file with the recorded hash), never an input of this run."""
+        recorded = _read_manifest(self.path / MANIFEST)
+        stale = []
+        for name, digest in recorded.items():
+            target = self.path / name
+            if name in now or name == MANIFEST or not _plain(name) or clash(target, self.inputs):
+                continue
+            try:
+                if stat.S_ISREG(os.lstat(target).st_mode) and _sha256(target) == digest:
+                    stale.append(name)
+            except OSError:
+                continue
+        return stale
+
+
+def _plain(name: str) -> bool:
+    return (
+        name not in ("", ".", "..")
+        and os.sep not in name
+        and "\0" not in name
+        and not name.startswith(".condcli-")
+    )
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _read_manifest(path: Path) -> dict[str, str]:
+    """name → sha256 of the files the last run wrote; {} when there is no manifest or it is not one."""
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MANIFEST_MAX:
+            return {}
+        from condcli.parsing import parse_json
+
+        data = parse_json(path.read_bytes().decode("utf-8"), str(path), "")
+    except (OSError, UnicodeDecodeError, CondcliError):
+        return {}
+    files = data.get("condcli", {}).get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict):
+        return {}
+    return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _keep(target: Path, backup: Path) -> None:
+    """Keep the file ``target`` as ``backup`` (a hard link, else a copy) before it is replaced."""
+    try:
+        os.link(target, backup, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(target, backup, follow_symlinks=False)
+
+
+def _swap(staging: Path, out: Path, names: Iterable[str], stale: Iterable[str]) -> None:
+    """Move ``names`` from ``staging`` into ``out`` and ``stale`` out of it, all or nothing: each file
+    replaced or removed is kept in ``staging/.condcli-old`` first and put back when any step fails."""
+    backup = staging / BACKUP
+    backup.mkdir()
+    replaced: list[tuple[str, bool]] = []  # (name, whether a file was there before)
+    removed: list[str] = []
+    try:
+        for name in names:
+            target = out / name
+            had = os.path.lexists(target)
+            if had:
+                _keep(target, backup / name)
+            os.replace(staging / name, target)
+            replaced.append((name, had))
+        for name in stale:
+            os.replace(out / name, backup / name)
+            removed.append(name)
+    except BaseException:
+        lost = _restore(backup, out, replaced, removed)
+        if lost:
+            (backup / ".kept").touch()
+            raise UsageError(
+                f"--out {shown(out)}: writing failed, and {', '.join(lost)} could not be put back",
+                f"the old files are in {shown(backup)}",
+            ) from None
+        raise
+
+
+def _restore(backup: Path, out: Path, replaced: list[tuple[str, bool]], removed: list[str]) -> list[str]:
+    """Undo a partial :func:`_swap`; returns the names it could not put back."""
+    lost = []
+    for name in reversed(removed):
+        try:
+            os.replace(backup / name, out / name)
+        except OSError:
+            lost.append(name)
+    for name, had in reversed(replaced):
+        try:
+            if had:
+                os.replace(backup / name, out / name)
+            else:
+                os.unlink(out / name)
+        except OSError:
+            lost.append(name)
+    return lost
 
 
 def json_writer(report: dict[str, Any], name: str = "report.json") -> Writer:

@@ -64,7 +64,8 @@ def rank_decay_command(
             "give one λ: --conditioned λ sets both the conditioned forward and κ(X + λ·I_k)",
         )
     fmt = o.plot_format(fmt)
-    target = OutputDir(out) if out is not None else None  # checked before any work
+    names = ("report.json", f"rank_decay.{fmt}", f"rank_heatmap.{fmt}")
+    target = OutputDir(out, names, run.input_paths()) if out is not None else None  # before any work
     setup = o.setup_run(replace(run, lam=conditioned if conditioned is not None else lam))
     options = RankDecayOptions(
         lam=setup.lam,

@@ -37,7 +37,8 @@ def spectrum_command(
 
     chosen = run.layer_choice()
     fmt = o.plot_format(fmt)
-    target = OutputDir(out) if out is not None else None  # checked before any work
+    names = ("report.json", f"spectrum.{fmt}", f"layers.{fmt}")
+    target = OutputDir(out, names, run.input_paths()) if out is not None else None  # before any work
     setup = o.setup_run(run)
     options = SpectrumOptions(
         lam=setup.lam, layers=chosen, heads=heads, conditioned=conditioned, seed=run.seed

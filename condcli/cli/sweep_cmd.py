@@ -85,7 +85,8 @@ def sweep_command(
     target_value = check_target(target_kappa)
     chosen = run.layer_choice()
     fmt = o.plot_format(fmt)
-    target = OutputDir(out) if out is not None else None  # checked before any work
+    names = ("report.json", f"sweep.{fmt}")
+    target = OutputDir(out, names, run.input_paths()) if out is not None else None  # before any work
     setup = o.setup_run(run)
     chosen = sweep_layers(
         setup.loaded, chosen
