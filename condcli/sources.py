@@ -22,11 +22,13 @@ from torch import nn
 
 from condcli import hub
 from condcli.adapters import Adapter, adapter_for, condition_model
-from condcli.checkpoints import load_into, read_state_dict
+from condcli.checkpoints import load_into
 from condcli.devices import resolve_device, resolve_dtype
 from condcli.errors import InputError, UsageError
 from condcli.hf_loading import analysed_module, hf_model
 from condcli.inputs import Preprocessing
+from condcli.model_config import check_hf_config, check_raw_hf, check_timm_folder
+from condcli.model_config import flavour as flavour_of
 from condcli.preprocessing import (
     hf_audio_preprocessing,
     hf_image_preprocessing,
@@ -41,6 +43,13 @@ from condcli.sources_factory import (
     describe_call,
     factory_preprocessing,
     parse_factory,
+)
+from condcli.weights_files import (
+    PICKLE_SUFFIXES,
+    SAFE_SUFFIXES,
+    check_finite,
+    check_folder_weights,
+    read_state_dict,
 )
 
 SourceKind = Literal["timm", "hf", "local"]
@@ -133,7 +142,13 @@ def _local_spec(raw: str, path: Path) -> ModelSpec:
                 " or a weights file with `checkpoint`",
             )
         return ModelSpec(raw, "local", str(path))
-    if path.suffix == ".safetensors" and (path.parent / "config.json").is_file():
+    if path.suffix.lower() not in SAFE_SUFFIXES + PICKLE_SUFFIXES:
+        raise InputError(
+            f"{raw} is not a model folder, a weights file (.safetensors, .pt, .bin)"
+            " or a factory (file.py:name)",
+            "give a folder holding config.json, a timm name, a Hugging Face id or a sample name",
+        )
+    if (path.parent / "config.json").is_file():
         return ModelSpec(raw, "local", str(path.parent), weights_file=path)
     raise InputError(
         f"{raw} is a weights file without a config.json beside it, so its architecture is unknown",
@@ -185,23 +200,6 @@ def _hf_config(spec: ModelSpec, options: LoadOptions) -> Any:
 def _hf_model(spec: ModelSpec, options: LoadOptions, config: Any, pretrained: bool) -> tuple[nn.Module, str]:
     with _seeded(options.seed), hub.loading(spec.text, pretrained and spec.kind == "hf"):
         return hf_model(spec.target, config, pretrained, options.trust_remote_code)
-
-
-def _folder_flavour(folder: str) -> Literal["timm", "hf"]:
-    import json
-
-    try:
-        cfg = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise InputError(f"{folder}/config.json is not valid JSON ({e})", "fix or regenerate the file") from e
-    if isinstance(cfg, dict) and "architecture" in cfg:
-        return "timm"
-    if isinstance(cfg, dict) and "model_type" in cfg:
-        return "hf"
-    raise InputError(
-        f"{folder}/config.json names neither a timm 'architecture' nor an HF 'model_type'",
-        "give a folder saved with save_pretrained (transformers) or save_for_hf (timm)",
-    )
 
 
 def _apply_builtin_conditioning(model: nn.Module, spec: ModelSpec) -> list[str]:
@@ -282,28 +280,46 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     pretrained = choice == "pretrained" and not from_file
     source: str | None = spec.target if spec.kind not in ("timm", "factory") else None
     notes: list[str] = []
+    loaded_from = spec.text  # where the weights come from, for an error about them
     flavour: Literal["timm", "hf", "factory"]
     if spec.kind == "factory":
         model, built = _factory_model(spec, options, weights)
         notes.append(built)
         flavour = "hf" if _is_transformers_model(model) else "factory"
     else:
-        flavour = spec.kind if spec.kind != "local" else _folder_flavour(spec.target)
+        flavour = spec.kind if spec.kind != "local" else flavour_of(Path(spec.target))
+        folder = Path(spec.target) if spec.kind == "local" else None
+        config: Any = None
+        if flavour == "timm" and folder is not None:
+            check_timm_folder(folder, device, dtype)
+        elif flavour == "hf":
+            if folder is not None:
+                check_raw_hf(folder)
+            config = _hf_config(spec, options)
+            where = str(folder / "config.json") if folder is not None else f"the config.json of {spec.text}"
+            check_hf_config(config, where, spec.target, options.trust_remote_code, device, dtype)
+        if folder is not None and pretrained:
+            files = check_folder_weights(folder, flavour)
+            loaded_from = str(files[0]) if len(files) == 1 else f"the weights files of {folder}"
         if flavour == "timm":
             model = _timm_model(spec, options, pretrained)
             pre = timm_preprocessing(model)
         else:
-            config = _hf_config(spec, options)
             model, loaded_as = _hf_model(spec, options, config, pretrained)
             notes.append(loaded_as)
     analysed, analysed_notes = analysed_module(model) if flavour == "hf" else (model, [])
     checkpoint = options.checkpoint or spec.weights_file
     if checkpoint is not None:
         _load_checkpoint(model, analysed, Path(checkpoint), spec.text)
+        loaded_from = str(checkpoint)
+    if weights != "random":
+        check_finite(model, loaded_from)
     notes += _apply_builtin_conditioning(model, spec)
     model.eval()
     if dtype is not None:
         model.to(dtype)
+        if weights != "random":
+            check_finite(model, loaded_from, after=f"the cast to {dtype}".replace("torch.", ""))
     model.to(device)
     adapter = adapter_for(analysed, options.adapter)
     if flavour == "hf":

@@ -179,7 +179,7 @@ def test_bad_local_paths(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot load the config of"):
         load(str(tmp_path), RANDOM)
     (tmp_path / "config.json").write_text("{not json")
-    with pytest.raises(InputError, match="not valid JSON"):
+    with pytest.raises(InputError, match="invalid JSON"):
         load(str(tmp_path))
 
 
