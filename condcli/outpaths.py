@@ -11,8 +11,9 @@ One concept for every file condcli writes (``junit``, and each file of an ``--ou
   relative parts are resolved, not the same file (a hard link), not inside a folder the run reads;
 - a file is written to a temporary file beside it and moved into place (:func:`write_file`).
 
-Staging and probe folders are named ``.condcli-<host>-<pid>-<start>-<random>`` (:func:`staging_prefix`), so
-a later run can tell those of a dead process (killed, even by SIGKILL) from a live one's and remove them
+Staging and probe folders, and the temporary file of a single file, are named
+``.condcli-<host>-<pid>-<start>-<random>`` (:func:`staging_prefix`), so a later write into the same folder
+can tell those of a dead process (killed, even by SIGKILL) from a live one's and remove them
 (:func:`clean_stale_staging`).
 """
 
@@ -34,7 +35,7 @@ from condcli.errors import UsageError
 NAME_MAX = 255  # bytes in one path component (Linux, macOS); pathconf says where it can
 PATH_MAX = 4096
 STAGING = ".condcli-"
-_STAGING_NAME = re.compile(r"^\.condcli-([0-9a-f]{8})-(\d{1,10})-(\d{1,20})-[A-Za-z0-9_]+$")
+_STAGING_NAME = re.compile(r"^\.condcli-([0-9a-f]{8})-(\d{1,10})-(\d{1,20})-[A-Za-z0-9_]+(\.tmp)?$")
 
 Inputs = Sequence[
     tuple[str, Path]
@@ -135,8 +136,8 @@ def _alive(pid: int, start: int) -> bool:
 
 
 def clean_stale_staging(folder: Path) -> list[Path]:
-    """Remove the staging folders in ``folder`` that a dead condcli process of this host left behind
-    (killed while writing); a live run's, another host's and any other folder are left alone."""
+    """Remove the staging folders and temporary files in ``folder`` that a dead condcli process of this
+    host left behind (killed while writing); a live run's, another host's and anything else stay."""
     host = staging_prefix()[len(STAGING) :].split("-")[0]
     removed = []
     try:
@@ -145,12 +146,20 @@ def clean_stale_staging(folder: Path) -> list[Path]:
         return []
     for entry in entries:
         match = _STAGING_NAME.match(entry.name)
-        if match is None or match.group(1) != host or not entry.is_dir(follow_symlinks=False):
+        if match is None or match.group(1) != host or entry.is_symlink():
             continue
         pid, start = int(match.group(2)), int(match.group(3))
         if pid == os.getpid() or _alive(pid, start):
             continue
-        shutil.rmtree(entry.path, ignore_errors=True)
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        elif entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                continue
+        else:
+            continue
         removed.append(Path(entry.path))
     return removed
 
@@ -279,7 +288,8 @@ def write_file(path: Path, data: bytes, what: str) -> None:
     done = False
     try:
         make_folders(target.parent, created)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:200]}.", suffix=".tmp", dir=target.parent)
+        clean_stale_staging(target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=staging_prefix(), suffix=".tmp", dir=target.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         umask = os.umask(0)

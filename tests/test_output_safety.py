@@ -341,3 +341,15 @@ def test_a_failed_write_removes_the_out_folder_it_made(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="writing failed"):
         OutputDir(tmp_path / "a" / "b", NAMES).write(broken)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_fifo_appearing_after_the_check_is_left_and_the_old_files_kept(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _old_run(out)
+    target = OutputDir(out, NAMES)
+    (out / "spectrum.png").unlink()
+    os.mkfifo(out / "spectrum.png")  # between the check and the write
+    before = listing(out)
+    with pytest.raises(UsageError, match=r"spectrum\.png there is a FIFO"):
+        target.write(writer({"report.json": b"new", "spectrum.png": b"new"}))
+    assert listing(out) == before

@@ -163,3 +163,15 @@ def test_a_run_killed_while_writing_leaves_staging_that_the_next_run_removes(tmp
     assert len(left) == 1 and left[0].startswith(".condcli-")
     OutputDir(out, ("report.json",)).write(writer({"report.json": b"r"}))
     assert names(out) == [MANIFEST, "report.json"]
+
+
+def test_a_dead_runs_junit_temporary_file_goes_with_the_next_junit(tmp_path: Path) -> None:
+    from condcli.gate.junit import write_junit
+
+    host = staging_prefix().split("-")[1]
+    dead = tmp_path / f".condcli-{host}-{2**22 + 1}-7-abc.tmp"  # above the kernel's pid limit: never alive
+    dead.write_text("half a junit")
+    mine = tmp_path / f"{staging_prefix()}abc.tmp"
+    mine.write_text("this process's")
+    write_junit(tmp_path / "j.xml", b"<testsuites/>\n")
+    assert names(tmp_path) == [mine.name, "j.xml"]

@@ -184,6 +184,12 @@ def _swap(staging: Path, out: Path, names: Iterable[str], stale: Iterable[str]) 
             target = out / name
             had = os.path.lexists(target)
             if had:
+                mode = os.lstat(target).st_mode
+                if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # it changed since the check
+                    raise UsageError(
+                        f"--out {shown(out)}: {name} there is {kind(mode)}",
+                        "remove it, or give another folder",
+                    )
                 _keep(target, backup / name)
             os.replace(staging / name, target)
             replaced.append((name, had))
