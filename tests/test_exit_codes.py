@@ -82,3 +82,19 @@ def test_debug_keeps_the_traceback_of_an_out_of_memory(
         and "MemoryError" in err
         and err.splitlines()[-1].startswith("error: out of memory")
     )
+
+
+def test_debug_does_not_outlive_its_run(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """After ``main([..., "--debug"])``, the app run directly (typer's CliRunner) shows one line again."""
+    from typer.testing import CliRunner
+
+    from condcli.cli import app
+    from condcli.errors import InputError
+
+    monkeypatch.setattr(o, "setup_run", raising(InputError("the file is bad", "fix it")))
+    assert main(["spectrum", "vit-plain", "--debug"]) == 2
+    assert "Traceback" in capfd.readouterr().err
+    result = CliRunner().invoke(app, ["spectrum", "vit-plain"])
+    assert result.exit_code == 2 and result.stderr == "error: the file is bad — fix it\n", result.stderr

@@ -168,9 +168,16 @@ def main(argv: Sequence[str] | None = None, *, application: typer.Typer | None =
     debug = "--debug" in args  # honoured anywhere on the line, also after the command name
     args = [a for a in args if a != "--debug"]
     _state["debug"] = debug
+    try:
+        return _run(application or app, args, debug)
+    finally:
+        _state["debug"] = False  # a later run of the app itself (typer's CliRunner) starts without it
+
+
+def _run(application: typer.Typer, args: list[str], debug: bool) -> int:
     err = Console(stderr=True)
     try:
-        result = (application or app)(args=args, prog_name="condcli", standalone_mode=False)
+        result = application(args=args, prog_name="condcli", standalone_mode=False)
     except CondcliError as e:
         if debug:
             traceback.print_exc()
