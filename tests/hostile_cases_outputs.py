@@ -20,6 +20,7 @@ CHECK = ("check", *FAST, "--max-kappa", "1e9")
 SPECTRUM = ("spectrum", *FAST)
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_checkpoints" / "vit-plain"
 LONG = "n" * 256  # one byte over NAME_MAX
+DEEP = "/".join(["d" * 200] * 25)  # every name short enough, the path over PATH_MAX (4096 bytes)
 
 
 def files(content: dict[str, str]) -> Callable[[Path], None]:
@@ -269,6 +270,8 @@ CASES: list[Hostile] = [
     # 7. a name over NAME_MAX, an empty value
     Hostile("out-out-name-max", (*SPECTRUM, "--out", LONG), 2, "more than the 255"),
     Hostile("out-out-name-max-inner", ("rank-decay", *FAST, "--out", f"a/{LONG}/b"), 2, "more than the 255"),
+    Hostile("out-out-path-max", (*SPECTRUM, "--out", DEEP), 2, "longer than 4096 bytes"),
+    Hostile("out-junit-path-max", (*CHECK, "--junit", f"{DEEP}/j.xml"), 2, "longer than 4096 bytes"),
     Hostile("out-junit-name-max", (*CHECK, "--junit", f"{LONG}.xml"), 2, "more than the 255"),
     Hostile("out-out-empty", (*SPECTRUM, "--out", ""), 2, "'--out': it is empty"),
     Hostile(

@@ -77,9 +77,8 @@ class OutputDir:
             )
         for name in self.names:
             target = path / name
-            if os.path.isdir(target) or not os.path.islink(
-                target
-            ):  # a symlink there is replaced, not followed
+            # a symlink to a file is itself replaced (never what it points to); anything else is checked
+            if os.path.isdir(target) or not os.path.islink(target):
                 regular_or_absent(target, f"{self.what}: {name} there")
             refuse_clash(target, self.inputs, self.what, name)
         probe(existing, self.what)
@@ -99,7 +98,8 @@ class OutputDir:
             if unknown:
                 raise InternalError(f"--out: wrote {unknown}, which the command did not declare")
             hashes = {name: _sha256(staging / name) for name in names}
-            (staging / MANIFEST).write_text(json.dumps({"condcli": {"files": hashes}}, indent=2) + "\n")
+            manifest = json.dumps({"condcli": {"files": hashes}}, indent=2) + "\n"
+            (staging / MANIFEST).write_text(manifest, encoding="utf-8")
             _swap(staging, self.path, [*names, MANIFEST], self._stale(set(names)))
             done = True
             return [self.path / name for name in names]
