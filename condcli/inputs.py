@@ -4,7 +4,9 @@ Sources of samples: a folder of ``images``, a ``text`` file (one sample per line
 default: synthetic images with 1/f (natural-image-like) spectra, a short built-in English text set,
 random token ids for a model without a tokenizer, or synthetic audio for an audio encoder
 (:mod:`condcli.inputs_audio`). Batches are produced lazily, so memory does not grow
-with the number of inputs. Unreadable or non-image files are skipped and counted.
+with the number of inputs, nor with the length of a text line (:mod:`condcli.inputs_reading`). Unreadable
+or non-image files are skipped and counted (:mod:`condcli.inputs_images`); what a reader of the results
+should know about the inputs (files skipped, lines truncated) is in :meth:`InputStream.notes`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import torch
 from condcli.errors import InputError, UsageError
 from condcli.inputs_audio import describe as describe_audio
 from condcli.inputs_audio import synthetic_features
+from condcli.inputs_images import Skipped, folder_images
+from condcli.inputs_reading import LineCount, TextSource, byte_bound, text_lines, text_source
 from condcli.inputs_text import DEFAULT_TEXTS
 
 InputKind = Literal["images", "text", "synthetic"]
@@ -79,6 +83,32 @@ class InputSpec:
 
 
 @dataclass
+class Truncation:
+    """Text samples longer than the model reads: cut while reading (bytes) and by the tokenizer (tokens)."""
+
+    source: str  # the file, as the user named it
+    tokens: int  # the model's maximum length in tokens
+    keep: int  # bytes of a line read at most
+    lines: LineCount = field(default_factory=LineCount)  # lines cut while reading
+    truncated: int = 0  # samples with more tokens than ``tokens`` (exact for a fast tokenizer)
+    exact: bool = True  # False: a slow tokenizer, ``truncated`` counts the samples that fill ``tokens``
+
+    def note(self) -> str | None:
+        """One sentence, or None when nothing was truncated."""
+        n, cut = self.truncated, self.lines.cut
+        read = f"each line is read up to {self.keep} bytes, the rest skipped unread"
+        if n:
+            what = "longer than" if self.exact else "as long as or longer than"
+            return (
+                f"{n} line(s) of {self.source} {what} the model's {self.tokens} tokens were truncated to"
+                f" their first {self.tokens} tokens" + (f" ({read})" if cut else "")
+            )
+        if cut:
+            return f"{cut} line(s) of {self.source} are longer than {self.keep} bytes: {read}"
+        return None
+
+
+@dataclass
 class InputStream:
     """An iterable of batches plus what they are; ``count``/``skipped`` fill in as batches are drawn."""
 
@@ -86,13 +116,32 @@ class InputStream:
     description: str  # labelled in the report, e.g. "16 synthetic 1/f images (seed 0)"
     make: Callable[[InputStream], Iterator[Batch]]
     expected: int | None = None  # samples the stream will give, where known in advance (progress bars)
+    once: str | None = None  # the source can be read only once (standard input, a pipe): its name
+    where: str = ""  # the folder of ``images``, named in notes
     count: int = 0
-    skipped: int = 0
-    skipped_examples: list[str] = field(default_factory=list)
+    files: Skipped = field(default_factory=Skipped)  # files skipped (not images, unreadable)
+    truncation: Truncation | None = None  # text: lines longer than the model reads
+    reads: int = 0  # times iterated
+
+    @property
+    def skipped(self) -> int:
+        """Files skipped as unreadable or not images."""
+        return self.files.count
+
+    @property
+    def skipped_examples(self) -> list[str]:
+        """The first few skipped files."""
+        return self.files.names
 
     def __iter__(self) -> Iterator[Batch]:
-        self.count = self.skipped = 0
-        self.skipped_examples = []
+        if self.once is not None and self.reads:
+            raise InputError(
+                f"{self.once} can be read only once, and this run reads its inputs again",
+                "save the text to a file and give `text=FILE`",
+            )
+        self.reads += 1
+        self.count = 0
+        self.files = Skipped()
         produced = False
         for batch in self.make(self):
             produced = True
@@ -101,10 +150,19 @@ class InputStream:
         if not produced:
             raise InputError(f"no usable input in {self.description}", self._no_input_hint())
 
+    def notes(self) -> list[str]:
+        """What a reader of the results should know about the inputs: files skipped, lines truncated."""
+        notes = []
+        if self.files.count:
+            notes.append(f"{self.files.count} file(s) in {self.where} skipped: {self.files.examples()}")
+        note = self.truncation.note() if self.truncation is not None else None
+        return notes + ([note] if note else [])
+
     def _no_input_hint(self) -> str:
         if self.skipped:
-            shown = ", ".join(self.skipped_examples[:3])
-            return f"{self.skipped} file(s) skipped as unreadable or not images/text (e.g. {shown})"
+            return f"{self.skipped} file(s) skipped: {self.files.examples()}"
+        if self.kind == "text":
+            return "the text holds no non-blank line; give a UTF-8 file with one sample per line (`text`)"
         return "give a folder with images (`images`) or a file with one text per line (`text`)"
 
 
@@ -141,24 +199,6 @@ def _image_batches(pre: Preprocessing, spec: InputSpec, paths: Iterator[tuple[st
         yield Batch({"pixel_values": torch.stack(pixels)}, None, names)
 
 
-def _folder_images(folder: Path, spec: InputSpec, stream: InputStream) -> Iterator[tuple[str, Any]]:
-    from PIL import Image, UnidentifiedImageError
-
-    taken = 0
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        if spec.max_samples is not None and taken >= spec.max_samples:
-            return
-        try:
-            with Image.open(path) as im:
-                image = im.convert("RGB")
-        except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
-            stream.skipped += 1
-            stream.skipped_examples.append(path.name)
-            continue
-        taken += 1
-        yield str(path.relative_to(folder)), image
-
-
 def _synthetic_images(pre: Preprocessing, spec: InputSpec) -> Iterator[tuple[str, Any]]:
     from PIL import Image
 
@@ -169,32 +209,19 @@ def _synthetic_images(pre: Preprocessing, spec: InputSpec) -> Iterator[tuple[str
         yield f"synthetic #{i}", Image.fromarray(synthetic_image(i, spec.seed, size))
 
 
-def _text_lines(path: Path, spec: InputSpec) -> Iterator[tuple[str, str]]:
-    taken = 0
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                text = line.strip()
-                if not text:
-                    continue
-                if spec.max_samples is not None and taken >= spec.max_samples:
-                    return
-                taken += 1
-                yield f"line {number}", text
-    except UnicodeDecodeError as e:
-        raise InputError(
-            f"{path} is not UTF-8 text ({e.reason})", "give a UTF-8 file, one sample per line"
-        ) from e
-
-
 def _default_texts(spec: InputSpec) -> Iterator[tuple[str, str]]:
     count = min(spec.max_samples or len(DEFAULT_TEXTS), len(DEFAULT_TEXTS))
     for i, text in enumerate(DEFAULT_TEXTS[:count]):
         yield f"built-in text #{i}", text
 
 
-def _tokenized(pre: Preprocessing, spec: InputSpec, texts: Iterator[tuple[str, str]]) -> Iterator[Batch]:
+def _tokenized(
+    pre: Preprocessing, spec: InputSpec, texts: Iterator[tuple[str, str]], cut: Truncation | None = None
+) -> Iterator[Batch]:
+    """Batches of ``texts`` through the model's tokenizer, truncated to its maximum length (``cut`` counts
+    the samples that were longer)."""
     tok = pre.tokenizer
+    limit = pre.pad_to or pre.max_length
     chunk: list[tuple[str, str]] = []
 
     def encode(items: list[tuple[str, str]]) -> Batch:
@@ -203,12 +230,26 @@ def _tokenized(pre: Preprocessing, spec: InputSpec, texts: Iterator[tuple[str, s
             [t for _, t in items],
             padding=padding,
             truncation=True,
-            max_length=pre.pad_to or pre.max_length,
+            max_length=limit,
             return_tensors="pt",
         )
         mask = enc["attention_mask"]
-        inputs = {"input_ids": enc["input_ids"], "attention_mask": mask}
-        return Batch(inputs, mask.sum(dim=1), [n for n, _ in items])
+        ids = enc["input_ids"]
+        if pre.vocab_size and ids.numel() and int(ids.max()) >= pre.vocab_size:
+            raise InputError(
+                f"the tokenizer gives token id {int(ids.max())}, but the model's vocabulary has"
+                f" {pre.vocab_size} entries: the tokenizer files do not belong to this model",
+                "put the model's own tokenizer files beside its weights",
+            )
+        lengths = mask.sum(dim=1)
+        if cut is not None:
+            encodings = getattr(enc, "encodings", None)
+            cut.exact = encodings is not None
+            if encodings is not None:  # a fast tokenizer keeps what truncation dropped
+                cut.truncated += sum(1 for e in encodings if e.overflowing)
+            else:
+                cut.truncated += int((lengths >= limit).sum())
+        return Batch({"input_ids": ids, "attention_mask": mask}, lengths, [n for n, _ in items])
 
     for item in texts:
         chunk.append(item)
@@ -220,13 +261,21 @@ def _tokenized(pre: Preprocessing, spec: InputSpec, texts: Iterator[tuple[str, s
 
 
 def _random_tokens(pre: Preprocessing, spec: InputSpec) -> Iterator[Batch]:
+    """Seeded random token ids, drawn batch by batch from one generator: sample i's ids depend on the seed
+    alone, not on the batch size (CPU ``torch.randint`` draws element by element, row after row)."""
     count = spec.max_samples or DEFAULT_SYNTHETIC_SAMPLES
     length = pre.pad_to or min(RANDOM_TOKENS_LENGTH, pre.max_length)
     gen = torch.Generator().manual_seed(spec.seed)
-    ids = torch.randint(0, max(pre.vocab_size, 2), (count, length), generator=gen)
     for start in range(0, count, spec.batch_size):
-        part = ids[start : start + spec.batch_size]
-        names = [f"random tokens #{i}" for i in range(start, start + part.shape[0])]
+        size = min(spec.batch_size, count - start)
+        try:
+            part = torch.randint(0, max(pre.vocab_size, 2), (size, length), generator=gen)
+        except (RuntimeError, MemoryError):
+            raise InputError(
+                f"a batch of {size} sequences of {length} random token ids does not fit in memory",
+                "lower `batch_size`",
+            ) from None
+        names = [f"random tokens #{i}" for i in range(start, start + size)]
         yield Batch({"input_ids": part, "attention_mask": torch.ones_like(part)}, None, names)
 
 
@@ -253,6 +302,33 @@ def _audio_stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
     return InputStream("synthetic", what, lambda s: _audio_batches(pre, spec, n), expected=n)
 
 
+def _image_folder(folder: Path) -> Path:
+    """``images`` checked: a folder; a file, a missing path or anything else is one InputError saying so."""
+    if folder.is_dir():
+        return folder
+    if not folder.exists() and not folder.is_symlink():
+        raise InputError(f"`images={folder}`: no such folder", "give a folder that contains images")
+    if folder.is_file():
+        raise InputError(
+            f"`images={folder}` is a file, not a folder",
+            f"give the folder that holds the images, e.g. `images={folder.parent}`",
+        )
+    raise InputError(f"`images={folder}` is not a folder", "give a folder that contains images")
+
+
+def _text_stream(pre: Preprocessing, spec: InputSpec, source: TextSource) -> InputStream:
+    """The lines of ``source``, each read only as far as the model can use it, through its tokenizer."""
+    limit = pre.pad_to or pre.max_length
+    keep = byte_bound(limit)
+
+    def make(s: InputStream) -> Iterator[Batch]:
+        s.truncation = Truncation(source.label, limit, keep)
+        lines = text_lines(source, keep, spec.max_samples, s.truncation.lines)
+        return _tokenized(pre, spec, lines, s.truncation)
+
+    return InputStream("text", f"lines of {source.label}", make, once=source.label if source.once else None)
+
+
 def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
     """The batches a run will analyse, with the label that says what they are."""
     if pre.modality == "audio":
@@ -261,13 +337,12 @@ def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
         if spec.text is not None:
             raise UsageError("`text` was given for an image model", "use `images=DIR` for this model")
         if spec.images is not None:
-            folder = spec.images
-            if not folder.is_dir():
-                raise InputError(f"`images={folder}`: no such folder", "give a folder that contains images")
+            folder = _image_folder(spec.images)
             return InputStream(
                 "images",
                 f"images in {folder}",
-                lambda s: _image_batches(pre, spec, _folder_images(folder, spec, s)),
+                lambda s: _image_batches(pre, spec, folder_images(folder, spec.max_samples, s.files)),
+                where=str(folder),
             )
         n = spec.max_samples or DEFAULT_SYNTHETIC_SAMPLES
         return InputStream(
@@ -292,12 +367,7 @@ def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
             expected=n,
         )
     if spec.text is not None:
-        path = spec.text
-        if not path.is_file():
-            raise InputError(f"`text={path}`: no such file", "give a UTF-8 text file, one sample per line")
-        return InputStream(
-            "text", f"lines of {path}", lambda s: _tokenized(pre, spec, _text_lines(path, spec))
-        )
+        return _text_stream(pre, spec, text_source(spec.text))
     n = min(spec.max_samples or len(DEFAULT_TEXTS), len(DEFAULT_TEXTS))
     return InputStream(
         "text",

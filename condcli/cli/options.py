@@ -313,7 +313,20 @@ class RunSetup:
 
         inputs = self.inputs()
         with progress_bar(label, inputs.expected, enabled=self.progress) as advance:
-            return runner(self.loaded, inputs, options, self.model_from, advance)
+            result = runner(self.loaded, inputs, options, self.model_from, advance)
+        input_notes(inputs.notes())
+        return result
+
+
+def input_notes(lines: Sequence[str]) -> None:
+    """What the run should know about its inputs (files skipped, lines truncated): ``note: …`` on stderr,
+    also with --json, whose stdout holds only the report."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    err = Console(stderr=True, soft_wrap=True)
+    for line in lines:
+        err.print(f"[yellow]note:[/] {escape(line)}", highlight=False)
 
 
 def setup_run(run: RunOptions, *, config: Path | None = None) -> RunSetup:
