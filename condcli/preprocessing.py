@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from condcli.errors import InputError
 from condcli.inputs import Preprocessing
 
 HUGE = 1_000_000  # tokenizers without a real limit report model_max_length ≈ 1e30
@@ -83,6 +84,8 @@ TOKENIZER_FILES = (
     "spiece.model",
     "sentencepiece.bpe.model",
 )
+JSON_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.json")
+TEXT_FILES = ("vocab.txt", "merges.txt")
 
 
 def _has_tokenizer_files(source: str | Path) -> bool:
@@ -93,19 +96,83 @@ def _has_tokenizer_files(source: str | Path) -> bool:
     return any((folder / name).is_file() for name in TOKENIZER_FILES)
 
 
-def hf_text_preprocessing(source: str | Path | None, config: Any, trust: bool = False) -> Preprocessing:
-    """The model's tokenizer (right padding, so that the attention mask marks the tail) or none."""
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def _broken_file(folder: Path) -> str | None:
+    """Which tokenizer file of ``folder`` cannot be read, and why (``"tokenizer.json: invalid JSON …"``)."""
+    from tokenizers import Tokenizer
+
+    from condcli.parsing import read_json
+
+    for name in (*JSON_FILES, "tokenizer.json"):
+        if (folder / name).is_file():
+            try:
+                read_json(folder / name, name, "")
+            except InputError as e:
+                return e.message
+    if (folder / "tokenizer.json").is_file():
+        try:
+            Tokenizer.from_file(str(folder / "tokenizer.json"))
+        except Exception as e:  # the Rust library raises a bare Exception
+            return f"tokenizer.json is not a tokenizer: {_first_line(e)}"
+    for name in TEXT_FILES:
+        if (folder / name).is_file():
+            try:
+                (folder / name).read_bytes().decode("utf-8")
+            except UnicodeDecodeError:
+                return f"{name}: it is not UTF-8 text"
+    return None
+
+
+def _tokenizer(source: str | Path, trust: bool) -> Any:
+    """The tokenizer of ``source``, or None where it has none. Tokenizer files in a local folder that cannot
+    be loaded, or that cannot encode a sentence, are one InputError naming the folder and, where it can be
+    told, the file: they are never mistaken for no tokenizer."""
     from transformers import AutoTokenizer
 
+    folder = Path(source)
+    if not folder.is_dir():
+        try:
+            return AutoTokenizer.from_pretrained(str(source), trust_remote_code=trust)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # a hub id without a tokenizer, or the hub out of reach
+    if not _has_tokenizer_files(folder):
+        return None
+    names = (*TOKENIZER_FILES, *JSON_FILES[1:], "merges.txt")
+    present = ", ".join(n for n in names if (folder / n).is_file())
+    hint = "replace them with the model's own tokenizer files, or remove them to analyse random token ids"
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(source), trust_remote_code=trust)
+    except MemoryError:
+        raise
+    except Exception as e:  # transformers and tokenizers raise many types on a broken file
+        if "trust_remote_code" in str(e) and not trust:
+            raise InputError(
+                f"the tokenizer in {folder} runs code from the folder",
+                "pass `trust_remote_code` if you trust that code",
+            ) from None
+        why = _broken_file(folder) or f"{present}: {type(e).__name__}: {_first_line(e)}"
+        raise InputError(f"the tokenizer files in {folder} cannot be loaded ({why})", hint) from None
+    try:
+        tokenizer("A test sentence.")
+    except MemoryError:
+        raise
+    except Exception as e:  # e.g. a WordPiece vocabulary without its unknown token
+        raise InputError(
+            f"the tokenizer files in {folder} ({present}) load but cannot encode text ({_first_line(e)})",
+            hint,
+        ) from None
+    return tokenizer
+
+
+def hf_text_preprocessing(source: str | Path | None, config: Any, trust: bool = False) -> Preprocessing:
+    """The model's tokenizer (right padding, so that the attention mask marks the tail) or none."""
     limit = _max_positions(config)
     pad_to = getattr(config, "segment_means_seq_len", None) if config.model_type == "nystromformer" else None
     vocab = int(getattr(config, "vocab_size", 0) or 0)
-    tokenizer = None
-    if source is not None and _has_tokenizer_files(source):
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(str(source), trust_remote_code=trust)
-        except (OSError, ValueError, KeyError, TypeError):
-            tokenizer = None
+    tokenizer = _tokenizer(source, trust) if source is not None else None
     if tokenizer is None:
         return Preprocessing(
             "text", "no tokenizer found: random token ids", max_length=limit, pad_to=pad_to, vocab_size=vocab
