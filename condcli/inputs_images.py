@@ -54,6 +54,7 @@ def _to_rgb(im: Any) -> Any:
 
     if im.mode in HIGH_DEPTH or im.mode in ("I", "F"):
         values = np.asarray(im)
+        scaled: np.ndarray
         if im.mode == "F":
             if not (np.isfinite(values).all() and values.min() >= 0 and values.max() <= 1):
                 raise ValueError("floating-point pixels outside 0–1: convert it to an 8- or 16-bit image")
