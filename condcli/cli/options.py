@@ -168,7 +168,14 @@ COMMON: tuple[Common, ...] = (
     ),
     Common("seed", "--seed", int, 0, "Seed for random init and synthetic inputs."),
     Common("images", "--images", Optional[Path], None, "A folder of images (searched recursively)."),
-    Common("text", "--text", Optional[Path], None, "A UTF-8 file, one sample per line."),
+    Common(
+        "text",
+        "--text",
+        Optional[Path],
+        None,
+        "A UTF-8 file, one sample per line (- reads standard input); a line is read only as far as the "
+        "model's maximum length can use.",
+    ),
     Common("max_samples", "--max-samples", Optional[int], None, "Use at most this many samples."),
     Common("batch_size", "--batch-size", int, 8, "Samples per forward pass."),
     Common(
