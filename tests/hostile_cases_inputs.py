@@ -98,7 +98,8 @@ def huge_png(path: Path) -> None:
 
 def images(**what: str) -> Callable[[Path], None]:
     """A setup: a folder tmp/imgs holding ``name=kind`` entries: "rgb", "cmyk", "1", "gif" (animated),
-    "i16" (16-bit grey), "huge", "truncated", "text", "loop" (a symlink loop), "dangling"."""
+    "i16" (16-bit grey), "huge", "truncated", "text", "loop" (a symlink loop), "dangling", "newline" (a
+    file named bad<newline>name.png)."""
 
     def make(tmp: Path) -> None:
         from PIL import Image
@@ -128,6 +129,8 @@ def images(**what: str) -> Callable[[Path], None]:
                 os.symlink(name, folder / f"{name}-2")
             elif kind == "dangling":
                 os.symlink("nowhere", path)
+            elif kind == "newline":
+                (folder / "bad\nname.png").write_text("not an image")
 
     return make
 
@@ -274,6 +277,13 @@ CASES: list[Hostile] = [
         0,
         "loop (a broken symbolic link)",
         images(a_png="rgb", loop="loop", x_png="dangling"),
+    ),
+    Hostile(
+        "in-images-newline-name",
+        ("spectrum", VIT, "--images", "imgs", *FAST),
+        2,
+        "bad\\nname.png (not an image)",
+        images(x="newline"),
     ),
     Hostile("in-images-empty", ("spectrum", VIT, "--images", "imgs", *FAST), 2, "no usable input", images()),
     Hostile(

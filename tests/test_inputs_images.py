@@ -133,3 +133,10 @@ def test_paths_that_are_not_folders_say_what_they_are(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "fifo")
     with pytest.raises(InputError, match="is not a folder"):
         stream(_identity(), InputSpec(images=tmp_path / "fifo"))
+
+
+def test_a_file_name_with_a_newline_stays_on_one_line(tmp_path: Path) -> None:
+    (tmp_path / "bad\nname.png").write_text("not an image")
+    with pytest.raises(InputError) as e:
+        list(stream(_identity(), InputSpec(images=tmp_path)))
+    assert "bad\\nname.png (not an image)" in str(e.value) and "\n" not in str(e.value)
