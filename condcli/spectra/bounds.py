@@ -27,9 +27,7 @@ def _f64(v: ArrayLike, name: str) -> torch.Tensor:
     try:
         t = torch.as_tensor(v, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError):
-        raise InputError(
-            f"`{name}` must be a number or a tensor of numbers, got {v!r}", "e.g. 10.0"
-        ) from None
+        raise InputError(f"{name} must be a number or a tensor of numbers, got {v!r}", "e.g. 10.0") from None
     return t
 
 
@@ -40,7 +38,7 @@ def _sigma(v: ArrayLike, name: str) -> torch.Tensor:
     if bool(bad.any()):
         first = float(t[bad].reshape(-1)[0])
         raise InputError(
-            f"`{name}` must be a finite singular value ≥ 0, got {first:g}", "pass σ from singular_values"
+            f"{name} must be a finite singular value ≥ 0, got {first:g}", "pass σ from singular_values"
         )
     return t
 

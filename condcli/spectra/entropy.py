@@ -16,7 +16,7 @@ def attention_support(q: int, k: int, *, causal: bool = False, window: int | Non
     layers).
     """
     if window is not None and not window >= 1:
-        raise InputError(f"`window` must be at least 1 key, got {window}", "e.g. window=128, or None for none")
+        raise InputError(f"window must be at least 1 key, got {window}", "e.g. window=128, or None for none")
     pos = torch.arange(q, dtype=torch.float64) + (k - q)
     if causal:
         support = pos + 1
@@ -37,7 +37,7 @@ def attention_entropy(P: Tensorish, *, causal: bool = False, window: int | None 
     p = as_float64(P)
     check_finite(p)
     if bool((p < 0).any()):
-        raise InputError("`P` holds negative entries: attention probabilities are ≥ 0", "pass softmax output")
+        raise InputError("P holds negative entries: attention probabilities are ≥ 0", "pass softmax output")
     q, k = p.shape[-2:]
     h: torch.Tensor = -torch.special.xlogy(p, p).sum(-1)  # (..., q); 0·log 0 = 0
     support = attention_support(q, k, causal=causal, window=window).to(p.device)
