@@ -160,7 +160,7 @@ def test_out_equals_json_and_a_failure_while_writing_leaves_no_file(
         (["vit-plain", "--layers", "9"], "--layers asks for a layer"),
         (["vit-conditioned", "--conditioned", "10"], "already adds X + 10·I_k"),
         (["vit-plain", "--conditioned", "5", "--lambda", "10"], "--conditioned 5 and --lambda 10 disagree"),
-        (["vit-plain", "--conditioned", "-1"], "--lambda must be a finite number ≥ 0"),
+        (["vit-plain", "--conditioned", "-1"], "--conditioned must be a finite number ≥ 0"),
         (["vit-plain", "--format", "gif"], "--format 'gif' is not known"),
     ],
 )

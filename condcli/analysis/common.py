@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import math
 import sys
 from collections.abc import Callable
 from functools import cache
 
+import torch
+
 from condcli.adapters.base import Adapter
+from condcli.conditioning import Conditioning
 from condcli.errors import InputError
 from condcli.inputs import InputStream
 from condcli.report import EmbeddingReport, InputsInfo, ModelInfo, Settings
@@ -19,12 +23,34 @@ DEFAULT_LAMBDA = 10.0  # the paper's λ (grid 1–20, best ≈ 10)
 Progress = Callable[[int], None]  # called with the number of samples just analysed
 
 
+def check_lambda(value: float, param: str = "lam") -> float:
+    """A λ the user gave (``param`` names it in the error): any finite number ≥ 0, −0 read as 0.
+
+    No upper limit: κ(X + λI_k) is computed for every finite λ (condcli.spectra scales huge ones). Where λ is
+    fed to the model (a conditioned forward) it is added in the model's dtype, and a λ that overflows the
+    model there is reported by that forward.
+    """
+    if not (math.isfinite(value) and value >= 0):
+        raise InputError(f"`{param}` must be a finite number ≥ 0, got {value}", f"e.g. `{param}=10`")
+    return value + 0.0
+
+
+def conditioned_overflow(conditioning: Conditioning, dtype: torch.dtype) -> InputError:
+    """The error of a conditioned forward that went non-finite where the plain forward of the same batch did
+    not: the conditioning (a huge λ, added in the model's own dtype) overflowed the model."""
+    name = str(dtype).removeprefix("torch.")
+    rerun = "" if dtype == torch.float64 else ", or run the model in float64 (`dtype=float64`)"
+    return InputError(
+        f"the conditioned forward ({conditioning.describe()} fed to the blocks) gives NaN/Inf in {name}, the "
+        "plain forward does not: the shift overflows the model",
+        f"use a smaller λ{rerun}",
+    )
+
+
 def resolve_lambda(given: float | None, adapter: Adapter) -> float:
     """The ``lam`` given, else the λ the model was trained with (its own shift), else the paper's 10."""
     if given is not None:
-        if not given >= 0 or given == float("inf"):
-            raise InputError(f"`lam` must be a finite number ≥ 0, got {given}", "e.g. `lam=10`")
-        return given
+        return check_lambda(given, "lam")
     if adapter.builtin is not None and adapter.builtin.mode == "shift":
         return adapter.builtin.lam
     return DEFAULT_LAMBDA

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 import torch
 
-from condcli.analysis.common import Progress, release_memory
+from condcli.analysis.common import Progress, conditioned_overflow, release_memory
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.persample import trim
 from condcli.capture import PROBES, LayerCapture, LayerSink, capture, exact_lookup
 from condcli.conditioning import Conditioning
+from condcli.errors import NonFiniteInputError
 from condcli.inputs import Batch
 from condcli.sources import LoadedModel
 
@@ -65,14 +66,17 @@ def drive(
             on_x(xs, batch)
         del xs
         for forward in conditioned:
-            capture(
-                adapter,
-                batch,
-                layers=layers,
-                probes=probes,
-                conditioning=forward.conditioning,
-                sink=_bound(forward.take, lengths),
-            )
+            try:
+                capture(
+                    adapter,
+                    batch,
+                    layers=layers,
+                    probes=probes,
+                    conditioning=forward.conditioning,
+                    sink=_bound(forward.take, lengths),
+                )
+            except NonFiniteInputError as e:  # the plain forward of this batch was finite: λ overflowed
+                raise conditioned_overflow(forward.conditioning, loaded.dtype) from e
         release_memory()
         if progress is not None:
             progress(batch.size)

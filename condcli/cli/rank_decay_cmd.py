@@ -46,6 +46,7 @@ def rank_decay_command(
     """Singular values and normalized cumulative spectra of P per layer, head and sample, with charts."""
     from dataclasses import replace
 
+    from condcli.analysis.common import check_lambda
     from condcli.analysis.rank_decay import RankDecayOptions, analyse_rank_decay
     from condcli.analysis.rank_layers import check_index
     from condcli.cli.output import OutputDir, emit
@@ -54,6 +55,8 @@ def rank_decay_command(
     from condcli.errors import UsageError
 
     check_index(index)
+    if conditioned is not None:  # checked here, so that the error names --conditioned, not --lambda
+        conditioned = check_lambda(conditioned, "conditioned")
     chosen = run.layer_choice()
     if chosen == []:
         raise UsageError("--layers none leaves no attention to analyse", "give all, or indices such as 0,-1")
