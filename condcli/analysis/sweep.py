@@ -9,6 +9,7 @@ so memory stays flat in the number of samples.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,6 +46,9 @@ from condcli.spectra import (
 DEFAULT_RANGE = (1.0, 20.0)  # the paper's grid: λ = 1…20
 DEFAULT_STEPS = 20
 DEFAULT_TARGET = 2.0
+# The most λ a grid may hold. The cost is one k×k eigvalsh per λ and sample (and, with layers, one more
+# forward pass per λ and batch): 1000 points of a ViT-B already take about 5 s per sample on two cores.
+MAX_GRID = 1000
 
 Floats = np.ndarray[Any, np.dtype[np.float64]]
 
@@ -67,13 +71,23 @@ def _check_lambdas(values: Sequence[float], param: str) -> None:
         raise UsageError(f"`{param}={shown}`: λ must be ≥ 0", "the paper's shift is X + λ·I_k with λ ≥ 0")
 
 
+def _check_size(n: int, param: str) -> None:
+    """At most :data:`MAX_GRID` points: checked before the grid is built or any model is loaded."""
+    if n > MAX_GRID:
+        raise UsageError(
+            f"`{param}` asks for {n} λ values; a sweep takes at most {MAX_GRID}",
+            f"give at most {MAX_GRID}: each λ costs one eigvalsh per sample, and with `layers` a forward "
+            "pass per batch",
+        )
+
+
 def lambda_grid(
     value_range: tuple[float, float] | None, steps: int | None, lambdas: Sequence[float] | None
 ) -> tuple[float, ...]:
     """The λ grid: ``steps`` points from LO to HI inclusive, or the given list sorted and de-duplicated.
 
     Neither: the paper's grid 1…20 (``steps`` points, 20 by default). Bad values raise :class:`UsageError`
-    naming the parameter.
+    naming the parameter. At most :data:`MAX_GRID` points; −0 is read as 0.
     """
     if lambdas is not None:
         if value_range is not None:
@@ -88,20 +102,31 @@ def lambda_grid(
         if not lambdas:
             raise UsageError("`lambdas` is empty", "e.g. `lambdas=1,2,5,10`")
         _check_lambdas(lambdas, "lambdas")
-        return tuple(sorted({float(v) for v in lambdas}))
+        grid = sorted({float(v) + 0.0 for v in lambdas})
+        _check_size(len(grid), "lambdas")
+        return tuple(grid)
     n = DEFAULT_STEPS if steps is None else steps
     if n < 2:
         raise UsageError(
             f"`steps` must be at least 2, got {n}", "e.g. `steps=20` (for one λ use `lambdas=10`)"
         )
-    lo, hi = DEFAULT_RANGE if value_range is None else (float(value_range[0]), float(value_range[1]))
+    _check_size(n, "steps")
+    lo, hi = (
+        DEFAULT_RANGE if value_range is None else (float(value_range[0]) + 0.0, float(value_range[1]) + 0.0)
+    )
     _check_lambdas((lo, hi), "value_range")
     if not lo < hi:
         raise UsageError(
             f"`value_range={lo:g} {hi:g}`: LO must be smaller than HI",
             "e.g. `value_range=1 20` (for one λ: `lambdas=10`)",
         )
-    return tuple(float(v) for v in np.linspace(lo, hi, n))
+    grid = tuple(float(v) for v in np.linspace(lo, hi, n))
+    if any(a >= b for a, b in itertools.pairwise(grid)):  # LO and HI a few float64 steps apart
+        raise UsageError(
+            f"`value_range={lo!r} {hi!r}` is too narrow for `steps={n}`: its points round to the same λ",
+            "give fewer steps or a wider range",
+        )
+    return grid
 
 
 def check_target(target: float) -> float:

@@ -25,13 +25,17 @@ Steps = Annotated[
     Optional[int],
     typer.Option(
         "--steps",
-        help="Points in --range, linearly spaced, ends included (20 unless given).",
+        help="Points in --range, linearly spaced, ends included (20 unless given; at most 1000).",
         show_default=False,
     ),
 ]
 Lambdas = Annotated[
     Optional[str],
-    typer.Option("--lambdas", help="An explicit grid instead of --range, e.g. 1,2,5,10.", show_default=False),
+    typer.Option(
+        "--lambdas",
+        help="An explicit grid instead of --range, e.g. 1,2,5,10 (at most 1000 values).",
+        show_default=False,
+    ),
 ]
 TargetKappa = Annotated[
     float,
