@@ -36,6 +36,16 @@ MODEL_HELP = (
     "Default: \\[tool.condcli] model in ./pyproject.toml, else the shipped sample ViT."
 )
 ModelArg = Annotated[Optional[str], typer.Argument(help=MODEL_HELP, show_default=False)]
+MAX_SEED = 2**32 - 1  # the range torch.manual_seed and NumPy (default_rng, legacy np.random.seed) all take
+
+
+def check_seed(seed: int) -> int:
+    """``seed`` in 0 … 2^32 − 1, the range every seeded library accepts (:class:`UsageError` otherwise)."""
+    if not 0 <= seed <= MAX_SEED:
+        from condcli.errors import UsageError
+
+        raise UsageError(f"`seed` must be between 0 and {MAX_SEED} (2^32 − 1), got {seed}", "e.g. `seed=0`")
+    return seed
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,9 @@ class RunOptions:
     dtype: str | None = None  # None: the model's own dtype
     trust_remote_code: bool = False  # let a Hugging Face model run code from its repository
     as_json: bool = False  # the JSON report on stdout and nothing else there
+
+    def __post_init__(self) -> None:
+        check_seed(self.seed)  # before any work: torch, NumPy and random would each fail differently later
 
     def load_options(self) -> LoadOptions:
         """How to load MODEL (``--weights`` checked here)."""
@@ -166,7 +179,7 @@ COMMON: tuple[Common, ...] = (
         "A .toml file declaring where X, the blocks, Q/K/V and P are, for a model the generic adapter "
         "cannot read fully; it replaces the family adapter (see the README, 'Your own model').",
     ),
-    Common("seed", "--seed", int, 0, "Seed for random init and synthetic inputs."),
+    Common("seed", "--seed", int, 0, f"Seed for random init and synthetic inputs: 0 … {MAX_SEED}."),
     Common("images", "--images", Optional[Path], None, "A folder of images (searched recursively)."),
     Common(
         "text",
