@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 from condcli.errors import InputError, UsageError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from condcli.parsing import read_toml
 
 DEFAULT_SAMPLE = "vit-plain"  # the shipped sample ViT (sample_checkpoints/vit-plain)
 
@@ -19,15 +14,17 @@ DEFAULT_SAMPLE = "vit-plain"  # the shipped sample ViT (sample_checkpoints/vit-p
 def tool_config(path: Path | None = None) -> dict[str, Any]:
     """The ``[tool.condcli]`` table ({} when there is no pyproject.toml or no such table)."""
     file = path or Path.cwd() / "pyproject.toml"
-    if not file.is_file():
-        return {}
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise UsageError(
-            f"{file} is not valid TOML ({e})", "fix the file or run condcli from another folder"
-        ) from e
-    table = data.get("tool", {}).get("condcli", {})
+        if not file.is_file():
+            return {}
+    except (OSError, ValueError):  # a name the file system cannot hold: no such file
+        return {}
+    data = read_toml(file, str(file), "fix the file or run condcli from another folder")
+    table: Any = data
+    for key in ("tool", "condcli"):
+        if not isinstance(table, dict):
+            break
+        table = table.get(key, {})
     if not isinstance(table, dict):
         raise UsageError(
             f"[tool.condcli] in {file} is not a table", "write it as [tool.condcli] with keys below"
@@ -36,8 +33,17 @@ def tool_config(path: Path | None = None) -> dict[str, Any]:
 
 
 def resolve_model(given: str | None, path: Path | None = None) -> tuple[str, str]:
-    """(MODEL, where it came from): the argument, ``[tool.condcli] model``, or the shipped sample ViT."""
-    if given:
+    """(MODEL, where it came from): the argument, ``[tool.condcli] model``, or the shipped sample ViT.
+
+    An empty or blank MODEL is refused (an unset variable, ``condcli check "$MODEL"``), never read as "none
+    given": that would analyse the default and pass in CI.
+    """
+    if given is not None:
+        if not given.strip():
+            raise UsageError(
+                f"`model` is empty ({given!r}; an unset variable in a script or CI job?)",
+                "give a model, or drop the argument to use [tool.condcli] model or the shipped sample ViT",
+            )
         return given, "command line"
     model = tool_config(path).get("model")
     if model is not None:
@@ -79,4 +85,4 @@ def configured_model_args(given: str | None, path: Path | None = None) -> dict[s
             "[tool.condcli] model_args is given, but [tool.condcli] model is not a factory",
             'model_args go to model = "path/to/file.py:factory" or "package.module:factory"',
         )
-    return {} if given else dict(args)
+    return {} if given is not None else dict(args)

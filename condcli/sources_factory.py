@@ -114,8 +114,13 @@ def parse_model_args(items: Iterable[str]) -> dict[str, Any]:
             raise UsageError(f"`model_args` gives {key} twice", "give each keyword argument once")
         try:
             out[key] = json.loads(value)
-        except ValueError:
+        except json.JSONDecodeError:  # not a JSON literal: the string as typed
             out[key] = value
+        except (ValueError, RecursionError):  # JSON, but nested too deeply or an integer of 1000s of digits
+            from condcli.parsing import parse_json
+
+            hint = "give a plain literal (4, 1e-3, [2, 4]) or a word"
+            out[key] = parse_json(value, f"`model_args={key}=…`", hint)
     return out
 
 

@@ -83,7 +83,7 @@ def test_default_model_from_pyproject(
     assert report["model"]["from"] == "[tool.condcli] model in pyproject.toml"
     (tmp_path / "pyproject.toml").write_text("[tool.condcli\n")
     assert main(["inspect"]) == 2
-    assert "not valid TOML" in capsys.readouterr().err
+    assert "invalid TOML" in capsys.readouterr().err
 
 
 def test_dtype_float64_rerun_feeds_the_model_float64_pixels(capsys: pytest.CaptureFixture[str]) -> None:

@@ -389,7 +389,7 @@ def test_a_misspelt_path_suggests_the_model_s_own_and_bad_toml_is_one_line(
     broken = tmp_path / "broken.toml"
     broken.write_text("[embedding\nmodule = 1\n", encoding="utf-8")
     result = cli("spectrum", "tests.toy_models:toy_factory", "--adapter", str(broken))
-    assert result.exit_code == 2 and "not valid TOML" in result.stderr
+    assert result.exit_code == 2 and "invalid TOML" in result.stderr
     assert len(result.stderr.splitlines()) == 1
     missing = cli("spectrum", "tests.toy_models:toy_factory", "--adapter", str(tmp_path / "none.toml"))
     assert missing.exit_code == 2 and "--adapter" in missing.stderr and "no such file" in missing.stderr

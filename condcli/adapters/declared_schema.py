@@ -1,4 +1,4 @@
-"""The ``--adapter FILE.toml`` format: read with tomllib, every key checked, as a typed :class:`Declaration`.
+"""The ``--adapter FILE.toml`` format: read by condcli.parsing, every key checked, as a typed Declaration.
 
 A declared adapter is a family written as data (:mod:`condcli.adapters.declared` builds it)::
 
@@ -151,14 +151,15 @@ _FORMAT = "the docstring of condcli.adapters.declared_schema, or the README's 'Y
 
 def read_declaration(file: Path) -> Declaration:
     """Parse and check ``file`` (exit-2 errors naming the file and the key)."""
-    import tomllib
+    from condcli.parsing import read_toml
 
-    if not file.is_file():
-        raise InputError(f"`adapter={file}`: no such file", "give the path of an adapter .toml file")
     try:
-        raw = tomllib.loads(file.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{file}: not valid TOML ({e})", "fix the file's syntax") from None
+        found = file.is_file()
+    except (OSError, ValueError):  # a name the file system cannot hold
+        found = False
+    if not found:
+        raise InputError(f"`adapter={file}`: no such file", "give the path of an adapter .toml file")
+    raw = read_toml(file, f"`adapter={file}`", f"fix the file (the format: {_FORMAT})")
     r = Reader(file)
     top = r.table(raw, "")
     emb = r.table(top["embedding"], "embedding")
