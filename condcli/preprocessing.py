@@ -180,7 +180,7 @@ def hf_text_preprocessing(source: str | Path | None, config: Any, trust: bool = 
     tokenizer.padding_side = "right"
     if tokenizer.pad_token is None:  # GPT-2 style: padding is masked out of X anyway
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-    max_len = int(tokenizer.model_max_length) if tokenizer.model_max_length < HUGE else limit
+    max_len = _token_limit(tokenizer.model_max_length, limit, source)
     describe = f"{type(tokenizer).__name__} from {source} (max {min(max_len, limit)} tokens, right padding)"
     return Preprocessing(
         "text",
@@ -190,6 +190,17 @@ def hf_text_preprocessing(source: str | Path | None, config: Any, trust: bool = 
         pad_to=pad_to,
         vocab_size=vocab or len(tokenizer),
     )
+
+
+def _token_limit(value: Any, limit: int, source: str | Path) -> int:
+    """The tokenizer's maximum length (``model_max_length``); a huge one means none, so ``limit`` applies."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1:
+        raise InputError(
+            f"the tokenizer of {source} gives its maximum length as {value!r}, not a positive number",
+            f"fix model_max_length in its tokenizer_config.json, or remove it (the model's {limit} positions"
+            " then apply)",
+        )
+    return int(value) if value < HUGE else limit
 
 
 def _encoder_frames(config: Any) -> int:

@@ -234,6 +234,13 @@ CASES: list[Hostile] = [
         ),
     ),
     Hostile(
+        "in-tokenizer-max-length-negative",
+        ("spectrum", "m", *FAST),
+        2,
+        "gives its maximum length as -5",
+        bert_with({"tokenizer_config.json": b'{"tokenizer_class": "BertTokenizer", "model_max_length": -5}'}),
+    ),
+    Hostile(
         "in-no-tokenizer-text",
         ("spectrum", "m", "--text", "t.txt", *FAST),
         2,

@@ -4,6 +4,7 @@ tokenizer from another model (ids beyond the model's vocabulary) → one InputEr
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,14 @@ def test_a_tokenizer_of_another_model_is_one_error(built: Path, tmp_path: Path) 
     pre = hf_text_preprocessing(folder, _config(folder))
     with pytest.raises(InputError, match=f"the model's vocabulary has {len(VOCAB)} entries"):
         list(stream(pre, InputSpec(max_samples=4)))
+
+
+@pytest.mark.parametrize("value", [-5, 0])
+def test_a_maximum_length_that_is_no_length_is_one_error(built: Path, tmp_path: Path, value: int) -> None:
+    """model_max_length -5 overflowed inside the tokenizer (exit 3); 0 turned truncation off."""
+    config = json.loads((built / "tokenizer_config.json").read_text())
+    folder = _folder(
+        built, tmp_path, {"tokenizer_config.json": json.dumps({**config, "model_max_length": value}).encode()}
+    )
+    with pytest.raises(InputError, match=f"gives its maximum length as {value}, not a positive number"):
+        hf_text_preprocessing(folder, _config(folder))
