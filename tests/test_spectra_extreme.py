@@ -207,3 +207,9 @@ def test_attention_entropy_refuses_what_is_not_a_probability_or_a_window() -> No
     P = torch.softmax(torch.randn(4, 4, generator=torch.Generator().manual_seed(0)), -1)
     with pytest.raises(InputError, match="window"):
         spectra.attention_entropy(P, window=0)
+
+
+def test_identity_k_refuses_a_shape_with_no_tokens() -> None:
+    for N, d in ((0, 3), (-1, 3), (3, -2)):
+        with pytest.raises(InputError, match="I_k needs"):
+            spectra.identity_k(N, d)

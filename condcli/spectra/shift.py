@@ -32,6 +32,10 @@ def identity_k(
     N: int, d: int, *, dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu"
 ) -> torch.Tensor:
     """I_k: the N×d matrix with ones on the main k×k diagonal, zeros elsewhere."""
+    if not (N >= 1 and d >= 1):
+        raise InputError(
+            f"I_k needs N, d ≥ 1, got {N}×{d}", "give the shape of a token matrix (N tokens, d dims)"
+        )
     return torch.eye(N, d, dtype=dtype, device=device)
 
 
