@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from condcli.errors import InputError
+from condcli.weights_files import NOT_REAL_FIX
 
 SHOW = 3  # keys listed in a mismatch message
 
@@ -57,5 +58,16 @@ def load_into(model: nn.Module, sd: dict[str, torch.Tensor], path: Path, arch: s
         raise InputError(
             f"`checkpoint={path}` does not fit {arch}: " + "; ".join(parts),
             "pass as MODEL the architecture (and size) this checkpoint was trained with",
+        )
+    not_real = [
+        f"{k} {str(best[k].dtype).replace('torch.', '')}"
+        for k in sorted(set(best) & set(expected))
+        if expected[k].is_floating_point() and not best[k].is_floating_point()
+    ]
+    if not_real:
+        raise InputError(
+            f"`checkpoint={path}` holds {len(not_real)} tensor(s) that are not real floating point where"
+            f" {arch} has float weights ({_first(not_real)})",
+            NOT_REAL_FIX,
         )
     model.load_state_dict(best, strict=False)

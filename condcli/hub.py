@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -55,7 +56,10 @@ def loading(what: str, remote: bool, fix: str = FIX) -> Iterator[None]:
     if go_offline:
         constants.HF_HUB_OFFLINE = True
     try:
-        yield
+        with warnings.catch_warnings():
+            # complex weights cast to real: condcli refuses them after loading (weights_files.check_real)
+            warnings.filterwarnings("ignore", message="Casting complex values")
+            yield
     except (ValueError, KeyError) as e:  # transformers' "unrecognized model", bad config values, …
         if "trust_remote_code" in str(e):
             raise InputError(
@@ -71,6 +75,17 @@ def loading(what: str, remote: bool, fix: str = FIX) -> Iterator[None]:
             why = "the Hugging Face Hub is not reachable" if go_offline else _short(e)
             raise InputError(f"cannot fetch {what}: {why} and it is not in the local cache", fix) from e
         raise InputError(f"cannot load {what}: {_short(e)}", "check the folder and its files") from e
+    except MemoryError as e:
+        raise InputError(f"cannot load {what}: out of memory", "use a smaller model or more memory") from e
+    except (TypeError, RuntimeError, AttributeError, IndexError, AssertionError, *_strict_errors()) as e:
+        # a config value of the wrong type, weights that do not fit the config (size mismatch), …
+        why = _short(e)
+        if "ignore_mismatched_sizes" in str(e):  # transformers' report went to its log
+            why = "its weights hold tensors of other shapes than its config.json describes"
+        raise InputError(
+            f"cannot load {what}: {why}",
+            "check that config.json and the weights files belong together (save the model again)",
+        ) from e
     finally:
         constants.HF_HUB_OFFLINE = saved
 
@@ -86,6 +101,17 @@ def _quiet() -> None:
     logging.set_verbosity_error()
 
 
+def _strict_errors() -> tuple[type[Exception], ...]:
+    """huggingface_hub's config validation errors (transformers 5 configs are strict dataclasses)."""
+    try:
+        from huggingface_hub.errors import StrictDataclassError  # type: ignore[attr-defined]
+    except ImportError:
+        return ()
+    return (StrictDataclassError,)
+
+
 def _short(e: BaseException) -> str:
-    text = " ".join(str(e).split())
+    text = " ".join(str(e).split()) or type(e).__name__
+    # never relay a library's advice to load a pickle unsafely
+    text = ". ".join(part for part in text.split(". ") if "weights_only" not in part)
     return text[:200] + ("…" if len(text) > 200 else "")

@@ -119,7 +119,7 @@ def _watch(budget: int | None) -> Iterator[dict[int, int]]:
     modules = [0]
 
     def over() -> None:
-        total = sum(seen.values())
+        total = sum(seen.values()) + modules[0] * MODULE_BYTES
         if (budget is not None and total > budget) or modules[0] > MAX_MODULES:
             raise _Over(Size(-1, total, modules[0]))
 

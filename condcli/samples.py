@@ -8,13 +8,13 @@ it re-applies X + λ·I_k at its embedding point, because the shift has no weigh
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from condcli.errors import InputError
+from condcli.parsing import read_json
 
 SAMPLES_ENV = "CONDCLI_SAMPLES"
 METADATA = "metadata.json"
@@ -39,10 +39,7 @@ def read_metadata(folder: Path) -> dict[str, Any] | None:
     file = folder / METADATA
     if not file.is_file():
         return None
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise InputError(f"{file} is not valid JSON ({e})", "rebuild the samples with 'make samples'") from e
+    data = read_json(file, str(file), "fix the file or rebuild the samples with 'make samples'")
     if not isinstance(data, dict):
         raise InputError(f"{file} is not a JSON object", "rebuild the samples with 'make samples'")
     return data

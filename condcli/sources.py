@@ -49,6 +49,7 @@ from condcli.weights_files import (
     SAFE_SUFFIXES,
     check_finite,
     check_folder_weights,
+    check_real,
     read_state_dict,
 )
 
@@ -281,6 +282,7 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     source: str | None = spec.target if spec.kind not in ("timm", "factory") else None
     notes: list[str] = []
     loaded_from = spec.text  # where the weights come from, for an error about them
+    not_real: dict[str, str] = {}  # a folder's tensors that are not real floating point
     flavour: Literal["timm", "hf", "factory"]
     if spec.kind == "factory":
         model, built = _factory_model(spec, options, weights)
@@ -299,7 +301,7 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
             where = str(folder / "config.json") if folder is not None else f"the config.json of {spec.text}"
             check_hf_config(config, where, spec.target, options.trust_remote_code, device, dtype)
         if folder is not None and pretrained:
-            files = check_folder_weights(folder, flavour)
+            files, not_real = check_folder_weights(folder, flavour)
             loaded_from = str(files[0]) if len(files) == 1 else f"the weights files of {folder}"
         if flavour == "timm":
             model = _timm_model(spec, options, pretrained)
@@ -313,6 +315,7 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
         _load_checkpoint(model, analysed, Path(checkpoint), spec.text)
         loaded_from = str(checkpoint)
     if weights != "random":
+        check_real(model, not_real)
         check_finite(model, loaded_from)
     notes += _apply_builtin_conditioning(model, spec)
     model.eval()

@@ -47,6 +47,7 @@ TIMM_FILES = (
 )
 TIMM_SUFFIXES = (".safetensors", ".pth", ".pth.tar", ".bin")
 CHUNK = 1 << 24  # elements checked at a time for NaN/Inf
+NOT_REAL_FIX = "give float weights (a quantized checkpoint must be dequantized first)"
 REEXPORT = "re-export the weights (save_pretrained, save_for_hf or safetensors' save_file)"
 
 
@@ -63,15 +64,17 @@ def read_state_dict(path: Path, label: str | None = None) -> dict[str, torch.Ten
     return _unwrap(raw, path, label)
 
 
-def check_weights_file(path: Path, label: str) -> None:
-    """Open ``path`` as :func:`read_state_dict` would, cheaply (a safetensors header, a pickle mmapped)."""
+def check_weights_file(path: Path, label: str) -> dict[str, str]:
+    """Open ``path`` as :func:`read_state_dict` would, cheaply (a safetensors header, a pickle mmapped).
+
+    Returns the tensors that are not real floating point (quantized, complex, …): name → dtype."""
     suffix = _check_path(path, label)
     if suffix in SAFE_SUFFIXES:
-        _open_safetensors(path, label)
-    elif zipfile.is_zipfile(path):
-        _unwrap(_read_pickle(path, label, mmap=True), path, label)
-    else:  # the legacy (non-zip) format cannot be memory-mapped: read it whole
-        _unwrap(_read_pickle(path, label), path, label)
+        dtypes = _open_safetensors(path, label)
+        return {k: d for k, d in dtypes.items() if not d.startswith(("F", "BF"))}
+    mmap = zipfile.is_zipfile(path)  # the legacy (non-zip) format cannot be memory-mapped: read it whole
+    sd = _unwrap(_read_pickle(path, label, mmap=mmap), path, label)
+    return {k: str(v.dtype).replace("torch.", "") for k, v in sd.items() if not v.is_floating_point()}
 
 
 def _check_path(path: Path, label: str) -> str:
@@ -100,13 +103,13 @@ def _suffix(path: Path) -> str | None:
     return suffix if suffix in SAFE_SUFFIXES + PICKLE_SUFFIXES else None
 
 
-def _open_safetensors(path: Path, label: str) -> list[str]:
-    """The tensor names of a safetensors file; its header (size, JSON, offsets, dtypes) checked."""
+def _open_safetensors(path: Path, label: str) -> dict[str, str]:
+    """A safetensors file's tensors (name → dtype, e.g. F32); its header (size, JSON, offsets) checked."""
     from safetensors import SafetensorError, safe_open
 
     try:
         with safe_open(str(path), framework="pt", device="cpu") as fh:  # type: ignore[no-untyped-call]
-            return list(fh.keys())
+            return {k: str(fh.get_slice(k).get_dtype()) for k in fh.keys()}
     except (SafetensorError, OSError, ValueError, TypeError, RuntimeError) as e:
         raise _bad_safetensors(path, label, e) from e
 
@@ -221,12 +224,30 @@ def folder_weights(folder: Path, flavour: str) -> list[Path]:
     return [found]
 
 
-def check_folder_weights(folder: Path, flavour: str) -> list[Path]:
-    """Check the weights files a folder's library would read (see :func:`folder_weights`); returns them."""
+def check_folder_weights(folder: Path, flavour: str) -> tuple[list[Path], dict[str, str]]:
+    """Check the weights files a folder's library would read (see :func:`folder_weights`): the files, and
+    their tensors that are not real floating point (name → "dtype in file")."""
     files = folder_weights(folder, flavour)
+    not_real: dict[str, str] = {}
     for file in files:
-        check_weights_file(file, str(file))
-    return files
+        not_real.update({k: f"{d} in {file}" for k, d in check_weights_file(file, str(file)).items()})
+    return files, not_real
+
+
+def check_real(model: nn.Module, not_real: dict[str, str]) -> None:
+    """Refuse float parameters that were loaded from tensors of another kind (quantized, complex, bool)."""
+    if not not_real:
+        return
+    for name, p in model.named_parameters():
+        if not p.is_floating_point():
+            continue
+        key = next(
+            (k for k in not_real if k == name or k.endswith("." + name) or name.endswith("." + k)), None
+        )
+        if key is not None:
+            raise InputError(
+                f"weight '{name}' is float but was loaded from '{key}' ({not_real[key]})", NOT_REAL_FIX
+            )
 
 
 def _non_finite(t: torch.Tensor) -> int:

@@ -1,7 +1,253 @@
-"""Hostile-input cases: loading (run by tests/test_hostile.py through tests/hostile_harness.py)."""
+"""Hostile-input cases: loading (run by tests/test_hostile.py through tests/hostile_harness.py).
+
+Broken MODEL folders (config.json and weights files) and ``--checkpoint`` files, built from tiny models in
+each case's folder (tests/loading_folders.py). Every case that could allocate without bound runs under a
+memory limit. Not here: a weights file without read permission (the tests run as root, whom chmod does not
+stop from reading).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests import loading_folders as lf
 from tests.hostile_harness import Hostile
 
-CASES: list[Hostile] = []
+RUN = ("--max-samples", "2", "--batch-size", "2")
+MEMORY_GIB = 5.0  # torch and transformers alone take ~3.6 GiB of address space
+SLOW_S = 180.0  # a build that runs away is killed (and fails the case) after this long
+
+
+def _spectrum(model: str, *extra: str) -> tuple[str, ...]:
+    return ("spectrum", model, *RUN, *extra)
+
+
+def _timm(**args: Any) -> Callable[[Path], None]:
+    def setup(tmp: Path) -> None:
+        lf.timm_folder(tmp / "m", **args)
+
+    return setup
+
+
+def _hf(**config: Any) -> Callable[[Path], None]:
+    def setup(tmp: Path) -> None:
+        lf.hf_folder(tmp / "m", **config)
+
+    return setup
+
+
+def _then(make: Callable[[Path], None], change: Callable[[Path], Any]) -> Callable[[Path], None]:
+    def setup(tmp: Path) -> None:
+        make(tmp)
+        change(tmp)
+
+    return setup
+
+
+def _config_text(text: str) -> Callable[[Path], Any]:
+    return lambda tmp: (tmp / "m" / "config.json").write_text(text)
+
+
+def _weights(change: Callable[[Path], Any]) -> Callable[[Path], Any]:
+    return lambda tmp: change(tmp / "m" / "model.safetensors")
+
+
+def _copy_weights(change: Callable[[Path], Any]) -> Callable[[Path], Any]:
+    def setup(tmp: Path) -> None:
+        (tmp / "w.safetensors").write_bytes((tmp / "m" / "model.safetensors").read_bytes())
+        change(tmp / "w.safetensors")
+
+    return setup
+
+
+def _weights_dir(tmp: Path) -> None:
+    (tmp / "m" / "model.safetensors").unlink()
+    (tmp / "m" / "model.safetensors").mkdir()
+
+
+def _no_weights(tmp: Path) -> None:
+    (tmp / "m" / "model.safetensors").unlink()
+
+
+def _unsafe(tmp: Path) -> None:
+    lf.unsafe_bin(tmp / "m", tmp / "pwned")  # a new file "pwned" would fail the case
+
+
+def _deep_metadata(tmp: Path) -> None:
+    (tmp / "m" / "metadata.json").write_text('{"conditioning": ' + "[" * 100_000 + "]" * 100_000 + "}")
+
+
+def _text_model(tmp: Path) -> None:
+    (tmp / "notes.txt").write_text("not a model")
+
+
+def _corrupt_cases() -> list[Hostile]:
+    cases = []
+    for name, corrupt in sorted(lf.CORRUPTIONS.items()):
+        for kind, make in (("timm", _timm()), ("hf", _hf())):
+            cases.append(
+                Hostile(
+                    f"load-{kind}-safetensors-{name}",
+                    _spectrum("{tmp}/m"),
+                    2,
+                    "model.safetensors is not a readable safetensors file",
+                    setup=_then(make, _weights(corrupt)),
+                )
+            )
+        cases.append(
+            Hostile(
+                f"load-checkpoint-safetensors-{name}",
+                _spectrum("{tmp}/m", "--weights", "random", "--checkpoint", "{tmp}/w.safetensors"),
+                2,
+                "w.safetensors is not a readable safetensors file",
+                setup=_then(_timm(), _copy_weights(corrupt)),
+            )
+        )
+    return cases
+
+
+CASES: list[Hostile] = [
+    # item 4: absurd sizes are estimated on the meta device and refused before anything is allocated
+    Hostile(
+        "load-timm-depth-1e8",
+        _spectrum("{tmp}/m"),
+        2,
+        "config.json asks for a model of about",
+        setup=_timm(depth=100_000_000),
+        memory_gib=MEMORY_GIB,
+        timeout_s=SLOW_S,
+    ),
+    Hostile(
+        "load-hf-n-layer-1e7",
+        _spectrum("{tmp}/m", "--weights", "random"),
+        2,
+        "n_layer = 10000000",
+        setup=_hf(n_layer=10_000_000),
+        memory_gib=MEMORY_GIB,
+        timeout_s=SLOW_S,
+    ),
+    Hostile(
+        "load-hf-n-embd-1e9",
+        _spectrum("{tmp}/m"),
+        2,
+        "config.json asks for a model of at least",
+        setup=_hf(n_embd=1_000_000_000, n_head=1),
+        memory_gib=MEMORY_GIB,
+        timeout_s=SLOW_S,
+    ),
+    Hostile(
+        "load-timm-embed-dim-1e6",
+        _spectrum("{tmp}/m", "--device", "cpu"),
+        2,
+        "more than the",
+        setup=_timm(embed_dim=1_000_000, num_heads=1),
+        memory_gib=MEMORY_GIB,
+        timeout_s=SLOW_S,
+    ),
+    # item 6: config values of the wrong type or sign, an unknown architecture, config.json not a config
+    Hostile("load-hf-n-embd-str", _spectrum("{tmp}/m"), 2, "'n_embd' is 'big'", setup=_hf(n_embd="big")),
+    Hostile("load-hf-n-embd-neg", _spectrum("{tmp}/m"), 2, "'n_embd' is -5", setup=_hf(n_embd=-5)),
+    Hostile("load-hf-n-embd-float", _spectrum("{tmp}/m"), 2, "not a positive integer", setup=_hf(n_embd=1e9)),
+    Hostile("load-hf-n-layer-neg", _spectrum("{tmp}/m"), 2, "'n_layer' is -5", setup=_hf(n_layer=-5)),
+    Hostile(
+        "load-hf-eps-str", _spectrum("{tmp}/m"), 2, "layer_norm_epsilon", setup=_hf(layer_norm_epsilon="x")
+    ),
+    Hostile("load-timm-depth-str", _spectrum("{tmp}/m"), 2, "'model_args.depth'", setup=_timm(depth="12")),
+    Hostile("load-timm-unknown-kwarg", _spectrum("{tmp}/m"), 2, "unexpected keyword", setup=_timm(foo=1)),
+    Hostile(
+        "load-timm-unknown-arch",
+        _spectrum("{tmp}/m"),
+        2,
+        "'architecture' 'vit_nope' is not a timm model",
+        setup=_then(
+            _timm(), lambda tmp: lf.edit_config(tmp / "m", lambda c: c.update(architecture="vit_nope"))
+        ),
+    ),
+    Hostile(
+        "load-hf-model-type-unknown",
+        _spectrum("{tmp}/m"),
+        2,
+        "nosuchtype",
+        setup=_hf(model_type="nosuchtype"),
+    ),
+    Hostile(
+        "load-config-list",
+        _spectrum("{tmp}/m"),
+        2,
+        "not a JSON object",
+        setup=_then(_hf(), _config_text("[]")),
+    ),
+    Hostile(
+        "load-config-null",
+        _spectrum("{tmp}/m"),
+        2,
+        "not a JSON object",
+        setup=_then(_hf(), _config_text("null")),
+    ),
+    Hostile(
+        "load-config-not-json",
+        _spectrum("{tmp}/m"),
+        2,
+        "invalid JSON",
+        setup=_then(_hf(), _config_text("{x")),
+    ),
+    Hostile(
+        "load-config-deep",
+        _spectrum("{tmp}/m"),
+        2,
+        "config.json: it is nested too deeply",
+        setup=_then(_hf(), _config_text("[" * 100_000 + "]" * 100_000)),
+    ),
+    Hostile(
+        "load-metadata-deep",
+        _spectrum("{tmp}/m"),
+        2,
+        "metadata.json: it is nested too deeply",
+        setup=_then(_timm(), _deep_metadata),
+    ),
+    # item 6: broken weights files in a MODEL folder (and the same via --checkpoint)
+    *_corrupt_cases(),
+    Hostile("load-hf-unsafe-bin", _spectrum("{tmp}/m"), 2, "refusing to load", setup=_then(_hf(), _unsafe)),
+    Hostile(
+        "load-timm-unsafe-bin", _spectrum("{tmp}/m"), 2, "refusing to load", setup=_then(_timm(), _unsafe)
+    ),
+    Hostile(
+        "load-hf-no-weights", _spectrum("{tmp}/m"), 2, "no weights file", setup=_then(_hf(), _no_weights)
+    ),
+    Hostile(
+        "load-timm-weights-dir", _spectrum("{tmp}/m"), 2, "is a folder", setup=_then(_timm(), _weights_dir)
+    ),
+    Hostile(
+        "load-hf-shape-mismatch",
+        _spectrum("{tmp}/m"),
+        2,
+        "other shapes than its config.json",
+        setup=_then(_hf(), lambda tmp: lf.edit_config(tmp / "m", lambda c: c.update(n_inner=64))),
+    ),
+    Hostile(
+        "load-timm-int8-weight", _spectrum("{tmp}/m"), 2, "I8 in", setup=_then(_timm(), _weights(lf.to_int8))
+    ),
+    # item 20: a non-finite weight is the file's fault, named with it; a folder as --checkpoint
+    Hostile(
+        "load-timm-inf-weight", _spectrum("{tmp}/m"), 2, "NaN/Inf", setup=_then(_timm(), _weights(lf.poison))
+    ),
+    Hostile(
+        "load-hf-nan-weight",
+        _spectrum("{tmp}/m"),
+        2,
+        "model.safetensors)",
+        setup=_then(_hf(), _weights(lambda f: lf.poison(f, float("nan")))),
+    ),
+    Hostile(
+        "load-checkpoint-folder",
+        _spectrum("{tmp}/m", "--weights", "random", "--checkpoint", "{tmp}/m"),
+        2,
+        "is a folder, not a weights file",
+        setup=_timm(),
+    ),
+    Hostile("load-model-txt", _spectrum("{tmp}/notes.txt"), 2, "is not a model folder", setup=_text_model),
+    # a valid folder still loads (the checks cost no behaviour)
+    Hostile("load-timm-valid", _spectrum("{tmp}/m"), 0, "", setup=_timm()),
+]
