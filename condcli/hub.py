@@ -22,6 +22,13 @@ CONFIG_FIX = (
     "an HF id needs its config.json even for random weights: pass a local folder holding it as MODEL"
     " (and `checkpoint=FILE` for weights), or use a timm name with `weights=random`"
 )
+BUILD_ERRORS: tuple[type[Exception], ...] = (
+    TypeError,
+    RuntimeError,
+    AttributeError,
+    IndexError,
+    AssertionError,
+)
 FIX = "use `weights=random` for a random-init model, or `checkpoint=FILE` with weights you have"
 
 
@@ -77,7 +84,7 @@ def loading(what: str, remote: bool, fix: str = FIX) -> Iterator[None]:
         raise InputError(f"cannot load {what}: {_short(e)}", "check the folder and its files") from e
     except MemoryError as e:
         raise InputError(f"cannot load {what}: out of memory", "use a smaller model or more memory") from e
-    except (TypeError, RuntimeError, AttributeError, IndexError, AssertionError, *_strict_errors()) as e:
+    except BUILD_ERRORS + _strict_errors() as e:
         # a config value of the wrong type, weights that do not fit the config (size mismatch), …
         why = _short(e)
         if "ignore_mismatched_sizes" in str(e):  # transformers' report went to its log
@@ -104,7 +111,7 @@ def _quiet() -> None:
 def _strict_errors() -> tuple[type[Exception], ...]:
     """huggingface_hub's config validation errors (transformers 5 configs are strict dataclasses)."""
     try:
-        from huggingface_hub.errors import StrictDataclassError  # type: ignore[attr-defined]
+        from huggingface_hub.errors import StrictDataclassError
     except ImportError:
         return ()
     return (StrictDataclassError,)

@@ -101,12 +101,13 @@ def with_counts(cfg: Any, counts: dict[Path_, int]) -> Any:
     """A deep copy of ``cfg`` (a dict or a config object) with the counts at ``counts`` replaced."""
     out = copy.deepcopy(cfg)
     for path, value in counts.items():
-        node = out
-        for key in path[:-1]:
+        node: Any = out
+        keys: list[Any] = list(path)
+        for key in keys[:-1]:
             node = node[key] if isinstance(node, (dict, list)) else getattr(node, str(key))
-        last = path[-1]
+        last = keys[-1]
         if isinstance(node, (dict, list)):
-            node[last] = value  # type: ignore[index]
+            node[last] = value
         else:
             setattr(node, str(last), value)
     return out

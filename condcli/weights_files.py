@@ -108,7 +108,7 @@ def _open_safetensors(path: Path, label: str) -> dict[str, str]:
     from safetensors import SafetensorError, safe_open
 
     try:
-        with safe_open(str(path), framework="pt", device="cpu") as fh:  # type: ignore[no-untyped-call]
+        with safe_open(str(path), framework="pt", device="cpu") as fh:
             return {k: str(fh.get_slice(k).get_dtype()) for k in fh.keys()}
     except (SafetensorError, OSError, ValueError, TypeError, RuntimeError) as e:
         raise _bad_safetensors(path, label, e) from e
