@@ -57,7 +57,7 @@ def test_no_samples_and_a_broken_one(
     (tmp_path / "x" / "metadata.json").write_text("{")
     assert main(["models"]) == 2
     err = capsys.readouterr().err
-    assert "metadata.json is not valid JSON" in err and err.count("\n") == 1
+    assert "metadata.json: invalid JSON" in err and err.count("\n") == 1
 
 
 def test_default_model_is_the_shipped_sample_vit(
