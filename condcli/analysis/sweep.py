@@ -102,9 +102,9 @@ def lambda_grid(
         if not lambdas:
             raise UsageError("`lambdas` is empty", "e.g. `lambdas=1,2,5,10`")
         _check_lambdas(lambdas, "lambdas")
-        grid = sorted({float(v) + 0.0 for v in lambdas})
-        _check_size(len(grid), "lambdas")
-        return tuple(grid)
+        given = sorted({float(v) + 0.0 for v in lambdas})
+        _check_size(len(given), "lambdas")
+        return tuple(given)
     n = DEFAULT_STEPS if steps is None else steps
     if n < 2:
         raise UsageError(

@@ -121,7 +121,8 @@ def shifted_kappa_gram(x: torch.Tensor, lams: torch.Tensor) -> tuple[torch.Tenso
         G0: torch.Tensor, S2: torch.Tensor, lam: torch.Tensor
     ) -> torch.Tensor:  # (L', k) descending
         ev = torch.linalg.eigvalsh(G0 + lam * S2 + lam * lam * eye)  # (L', k) ascending
-        return ev.clamp_min(0).sqrt().flip(-1)
+        sigma: torch.Tensor = ev.clamp_min(0).sqrt().flip(-1)
+        return sigma
 
     def one(m: torch.Tensor) -> torch.Tensor:  # (N, d) → (2, L): κ estimate, scale-aware κ
         G0, S2 = _shift_gram_parts(m)
@@ -129,7 +130,7 @@ def shifted_kappa_gram(x: torch.Tensor, lams: torch.Tensor) -> tuple[torch.Tenso
         if len(lams) <= chunk:
             sigma = shifted_spectra(G0, S2, lam)
         else:
-            sigma = torch.cat([shifted_spectra(G0, S2, part) for part in lam.split(chunk)])
+            sigma = torch.cat([shifted_spectra(G0, S2, part) for part in torch.split(lam, chunk)])
         scale = torch.stack([sigma1 + lams.to(x.device).abs(), sigma[:, -1]], -1)  # (L, 2)
         return torch.stack([kappa_from_sigma(sigma, (N, d)), kappa_from_sigma(scale, (N, d))])
 
