@@ -283,6 +283,7 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     notes: list[str] = []
     loaded_from = spec.text  # where the weights come from, for an error about them
     not_real: dict[str, str] = {}  # a folder's tensors that are not real floating point
+    shards: dict[str, str] = {}  # a sharded folder's tensor name → file
     flavour: Literal["timm", "hf", "factory"]
     if spec.kind == "factory":
         model, built = _factory_model(spec, options, weights)
@@ -301,8 +302,8 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
             where = str(folder / "config.json") if folder is not None else f"the config.json of {spec.text}"
             check_hf_config(config, where, spec.target, options.trust_remote_code, device, dtype)
         if folder is not None and pretrained:
-            files, not_real = check_folder_weights(folder, flavour)
-            loaded_from = str(files[0]) if len(files) == 1 else f"the weights files of {folder}"
+            found = check_folder_weights(folder, flavour)
+            loaded_from, not_real, shards = found.source, found.not_real, found.shards
         if flavour == "timm":
             model = _timm_model(spec, options, pretrained)
             pre = timm_preprocessing(model)
@@ -316,13 +317,13 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
         loaded_from = str(checkpoint)
     if weights != "random":
         check_real(model, not_real)
-        check_finite(model, loaded_from)
+        check_finite(model, loaded_from, shards=shards)
     notes += _apply_builtin_conditioning(model, spec)
     model.eval()
     if dtype is not None:
         model.to(dtype)
         if weights != "random":
-            check_finite(model, loaded_from, after=f"the cast to {dtype}".replace("torch.", ""))
+            check_finite(model, loaded_from, f"the cast to {dtype}".replace("torch.", ""), shards)
     model.to(device)
     adapter = adapter_for(analysed, options.adapter)
     if flavour == "hf":

@@ -16,6 +16,7 @@ import pickle
 import warnings
 import zipfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -204,8 +205,9 @@ def _is_tensor_dict(raw: Mapping[Any, Any]) -> bool:
     return len(raw) > 0 and any(isinstance(v, torch.Tensor) for v in raw.values())
 
 
-def folder_weights(folder: Path, flavour: str) -> list[Path]:
-    """The weights file(s) transformers (``flavour="hf"``) or timm would read from ``folder``."""
+def folder_weights(folder: Path, flavour: str) -> tuple[list[Path], dict[str, str]]:
+    """The weights file(s) transformers (``flavour="hf"``) or timm would read from ``folder``, and for a
+    sharded folder its index's map of tensor names to files."""
     names = HF_FILES if flavour == "hf" else TIMM_FILES
     found = next((folder / n for n in names if (folder / n).exists()), None)
     if found is None and flavour != "hf":
@@ -220,18 +222,36 @@ def folder_weights(folder: Path, flavour: str) -> list[Path]:
         shards = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(shards, dict) or not all(isinstance(v, str) for v in shards.values()):
             raise InputError(f"{found} has no 'weight_map' of tensor names to files", REEXPORT)
-        return [folder / name for name in sorted(set(shards.values()))]
-    return [found]
+        return [folder / name for name in sorted(set(shards.values()))], shards
+    return [found], {}
 
 
-def check_folder_weights(folder: Path, flavour: str) -> tuple[list[Path], dict[str, str]]:
-    """Check the weights files a folder's library would read (see :func:`folder_weights`): the files, and
-    their tensors that are not real floating point (name → "dtype in file")."""
-    files = folder_weights(folder, flavour)
+@dataclass(frozen=True)
+class FolderWeights:
+    """What :func:`check_folder_weights` found: the files, and where each tensor lives."""
+
+    source: str  # the file, or the folder's files
+    not_real: dict[str, str]  # tensors that are not real floating point: name → "dtype in file"
+    shards: dict[str, str]  # a sharded folder's tensor name → its file
+
+
+def check_folder_weights(folder: Path, flavour: str) -> FolderWeights:
+    """Check the weights files a folder's library would read (see :func:`folder_weights`)."""
+    files, shards = folder_weights(folder, flavour)
+    index = next((folder / n for n in HF_FILES if n.endswith(".index.json") and (folder / n).is_file()), None)
     not_real: dict[str, str] = {}
     for file in files:
-        not_real.update({k: f"{d} in {file}" for k, d in check_weights_file(file, str(file)).items()})
-    return files, not_real
+        label = f"{file} (named in {index})" if shards else str(file)
+        not_real.update({k: f"{d} in {file}" for k, d in check_weights_file(file, label).items()})
+    source = str(files[0]) if len(files) == 1 else f"the weights files of {folder}"
+    return FolderWeights(source, not_real, {k: str(folder / v) for k, v in shards.items()})
+
+
+def _matching(name: str, keys: Mapping[str, str]) -> str | None:
+    """The key of a file's tensor that a model's parameter ``name`` was loaded from (prefixes aside)."""
+    if name in keys:
+        return name
+    return next((k for k in keys if k.endswith("." + name) or name.endswith("." + k)), None)
 
 
 def check_real(model: nn.Module, not_real: dict[str, str]) -> None:
@@ -241,9 +261,7 @@ def check_real(model: nn.Module, not_real: dict[str, str]) -> None:
     for name, p in model.named_parameters():
         if not p.is_floating_point():
             continue
-        key = next(
-            (k for k in not_real if k == name or k.endswith("." + name) or name.endswith("." + k)), None
-        )
+        key = _matching(name, not_real)
         if key is not None:
             raise InputError(
                 f"weight '{name}' is float but was loaded from '{key}' ({not_real[key]})", NOT_REAL_FIX
@@ -255,17 +273,22 @@ def _non_finite(t: torch.Tensor) -> int:
     return sum(int((~torch.isfinite(flat[i : i + CHUNK])).sum()) for i in range(0, flat.numel(), CHUNK))
 
 
-def check_finite(model: nn.Module, source: str, after: str = "") -> None:
+def check_finite(
+    model: nn.Module, source: str, after: str = "", shards: Mapping[str, str] | None = None
+) -> None:
     """Refuse a model whose parameters hold NaN or Inf (buffers such as masks may hold -inf on purpose).
 
-    ``source`` names where the weights came from; ``after`` says what changed them (e.g. a dtype cast)."""
+    ``source`` names where the weights came from, ``shards`` the file of each tensor of a sharded folder;
+    ``after`` says what changed them (e.g. a dtype cast)."""
     for name, p in model.named_parameters():
         if p.is_floating_point() or p.is_complex():
             bad = _non_finite(p)
             if bad:
                 what = f"after {after}, " if after else ""
+                key = _matching(name, shards or {})
+                where = source if key is None or shards is None else shards[key]
                 raise InputError(
-                    f"{what}weight '{name}' {tuple(p.shape)} holds {bad} NaN/Inf value(s) (from {source})",
+                    f"{what}weight '{name}' {tuple(p.shape)} holds {bad} NaN/Inf value(s) (from {where})",
                     "use `dtype=float32`"
                     if after
                     else "the weights file is damaged: re-export or replace it",

@@ -75,6 +75,14 @@ def _unsafe(tmp: Path) -> None:
     lf.unsafe_bin(tmp / "m", tmp / "pwned")  # a new file "pwned" would fail the case
 
 
+def _index(text: str) -> Callable[[Path], None]:
+    def change(tmp: Path) -> None:
+        (tmp / "m" / "model.safetensors").unlink()
+        (tmp / "m" / "model.safetensors.index.json").write_text(text)
+
+    return change
+
+
 def _deep_metadata(tmp: Path) -> None:
     (tmp / "m" / "metadata.json").write_text('{"conditioning": ' + "[" * 100_000 + "]" * 100_000 + "}")
 
@@ -228,6 +236,16 @@ CASES: list[Hostile] = [
     ),
     Hostile(
         "load-timm-int8-weight", _spectrum("{tmp}/m"), 2, "I8 in", setup=_then(_timm(), _weights(lf.to_int8))
+    ),
+    Hostile(
+        "load-hf-index-empty", _spectrum("{tmp}/m"), 2, "no 'weight_map'", setup=_then(_hf(), _index("{}"))
+    ),
+    Hostile(
+        "load-hf-shard-missing",
+        _spectrum("{tmp}/m"),
+        2,
+        "model-1.safetensors (named in",
+        setup=_then(_hf(), _index('{"weight_map": {"wte.weight": "model-1.safetensors"}}')),
     ),
     # item 20: a non-finite weight is the file's fault, named with it; a folder as --checkpoint
     Hostile(

@@ -236,3 +236,22 @@ def load_file_state(file: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     return load_file(str(file))
+
+
+def test_sharded_folder_names_the_shard(tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    folder = lf.hf_folder(tmp_path / "m")
+    AutoModelForCausalLM.from_pretrained(folder).save_pretrained(folder, max_shard_size="20KB")
+    (folder / "model.safetensors").unlink()  # transformers would read it before the index
+    index = json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"]
+    shard = folder / sorted(set(index.values()))[1]
+    name = lf.poison(shard, float("nan"))
+    assert name in load_file(str(shard))
+    assert f"'{name}'" in (err := _error(str(folder))).message and f"(from {shard})" in err.message
+    shard.unlink()
+    err = _error(str(folder))
+    assert err.message == f"{shard} (named in {folder / 'model.safetensors.index.json'}): no such file"
+    (folder / "model.safetensors.index.json").write_text("{}")
+    assert "has no 'weight_map'" in _error(str(folder)).message
