@@ -165,3 +165,11 @@ def json_or_text(item: str) -> tuple[str, Any]:
         return key, json.loads(value)
     except ValueError:
         return key, value
+
+
+def test_an_overflowing_correction_is_not_blamed_on_lambda() -> None:
+    from condcli.analysis.common import conditioned_overflow
+    from condcli.conditioning import Conditioning
+
+    line = str(conditioned_overflow(Conditioning(mode="correction"), torch.float32))
+    assert "X + C (Theorem 4.4)" in line and "the correction overflows" in line and "λ" not in line

@@ -39,11 +39,13 @@ def conditioned_overflow(conditioning: Conditioning, dtype: torch.dtype) -> Inpu
     """The error of a conditioned forward that went non-finite where the plain forward of the same batch did
     not: the conditioning (a huge λ, added in the model's own dtype) overflowed the model."""
     name = str(dtype).removeprefix("torch.")
-    rerun = "" if dtype == torch.float64 else ", or run the model in float64 (`dtype=float64`)"
+    shift = conditioning.mode == "shift"
+    rerun = "run the model in float64 (`dtype=float64`)" if dtype != torch.float64 else ""
+    hint = ", or ".join(part for part in ("use a smaller λ" if shift else "", rerun) if part)
     return InputError(
         f"the conditioned forward ({conditioning.describe()} fed to the blocks) gives NaN/Inf in {name}, the "
-        "plain forward does not: the shift overflows the model",
-        f"use a smaller λ{rerun}",
+        f"plain forward does not: the {'shift' if shift else 'correction'} overflows the model",
+        hint or "report it with the model name",
     )
 
 
