@@ -213,3 +213,11 @@ def test_identity_k_refuses_a_shape_with_no_tokens() -> None:
     for N, d in ((0, 3), (-1, 3), (3, -2)):
         with pytest.raises(InputError, match="I_k needs"):
             spectra.identity_k(N, d)
+
+
+def test_an_integer_matrix_is_summarized_as_exact() -> None:
+    ints = torch.tensor([[4, 0, 0], [0, 2, 0]])  # stored exactly: judged at float64
+    summary = spectra.summarize(ints)
+    assert float(summary.kappa) == float(np.linalg.cond(ints.numpy().astype(float)))
+    assert int(summary.numerical_rank) == 2 and not bool(summary.below_precision)
+    assert int(spectra.numerical_rank(torch.eye(3, dtype=torch.int32))) == 3

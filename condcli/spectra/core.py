@@ -153,17 +153,18 @@ def summarize(
 ) -> SpectrumSummary:
     """Spectrum, κ, numerical rank and the below-precision flag of each matrix from one float64 SVD.
 
-    ``capture_dtype`` is the dtype the activations were stored in (default: X's own dtype). A sample is
-    *below precision* when σ_k ≤ tol = eps(capture_dtype)/2·‖X‖_F (:func:`precision_tolerance`): storing X
-    in that dtype may have moved σ_k by as much, so its κ cannot be told from rounding noise and must not be
-    reported as trustworthy. The numerical rank counts σ_i > tol.
+    ``capture_dtype`` is the dtype the activations were stored in (default: X's own float dtype; float64 for
+    integers and arrays). A sample is *below precision* when σ_k ≤ tol = eps(capture_dtype)/2·‖X‖_F
+    (:func:`precision_tolerance`): storing X in that dtype may have moved σ_k by as much, so its κ cannot be
+    told from rounding noise and must not be reported as trustworthy. The numerical rank counts σ_i > tol.
 
     ``method="auto"`` takes the spectrum from the float64 Gram matrix where its κ is at most
     :data:`GRAM_MAX_KAPPA` (every σ_i accurate to ≈ 1e-11 relative then, so rank and flag are SVD's) and
     from SVD for every other matrix — the fast path for the analysis commands.
     """
     if capture_dtype is None:
-        capture_dtype = X.dtype if isinstance(X, torch.Tensor) else torch.float64
+        floating = isinstance(X, torch.Tensor) and X.dtype.is_floating_point  # integers are stored exactly
+        capture_dtype = X.dtype if floating else torch.float64
     x, e = rescaled(as_float64(X))  # κ, rank and the flag are scale-invariant; σ and tol are scaled back
     shape = (x.shape[-2], x.shape[-1])
     sigma = _spectrum(x, method)
