@@ -7,6 +7,7 @@ library defaults are used and the description says so.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,56 @@ def timm_preprocessing(model: nn.Module) -> Preprocessing:
     return Preprocessing("images", describe, image_transform=transform, image_size=(h, w))
 
 
+PREPROCESSOR = "preprocessor_config.json"
+
+
+def _load_local(load: Callable[[], Any], folder: Path, what: str, defaults: str) -> Any:
+    """``load()`` of the {what} whose preprocessor_config.json is in ``folder``; any failure of it, or of a
+    JSON that is not, is one InputError naming the file (never mistaken for a folder without one)."""
+    from condcli.parsing import read_json
+
+    hint = f"replace {PREPROCESSOR} with the model's own, or remove it to use {defaults}"
+    try:
+        read_json(folder / PREPROCESSOR, PREPROCESSOR, hint)
+        return load()
+    except InputError as e:
+        raise InputError(f"the {what} in {folder} cannot be loaded ({e.message})", hint) from None
+    except MemoryError:
+        raise
+    except Exception as e:  # transformers raises many types on a broken config
+        if "trust_remote_code" in str(e):
+            raise InputError(
+                f"the {what} in {folder} runs code from the folder",
+                "pass `trust_remote_code` if you trust that code",
+            ) from None
+        why = f"{PREPROCESSOR}: {type(e).__name__}: {_first_line(e)}"
+        raise InputError(f"the {what} in {folder} cannot be loaded ({why})", hint) from None
+
+
 def _image_processor(source: str | Path | None, config: Any, trust: bool) -> tuple[Any, str]:
+    from PIL import Image
     from transformers import AutoImageProcessor, ViTImageProcessor
 
+    if source is not None and Path(source).is_dir() and (Path(source) / PREPROCESSOR).is_file():
+        folder = Path(source)
+        defaults = "the library's ViTImageProcessor defaults"
+        proc = _load_local(
+            lambda: AutoImageProcessor.from_pretrained(str(source), trust_remote_code=trust),
+            folder,
+            "image processor",
+            defaults,
+        )
+        try:
+            proc(Image.new("RGB", (64, 48)), return_tensors="pt")["pixel_values"]
+        except MemoryError:
+            raise
+        except Exception as e:  # e.g. a negative size
+            raise InputError(
+                f"the image processor in {folder} ({PREPROCESSOR}) loads but cannot preprocess an image"
+                f" ({_first_line(e)})",
+                f"replace {PREPROCESSOR} with the model's own, or remove it to use {defaults}",
+            ) from None
+        return proc, f"{type(proc).__name__} from {source}"
     if source is not None:
         try:
             proc = AutoImageProcessor.from_pretrained(str(source), trust_remote_code=trust)
@@ -96,8 +144,10 @@ def _has_tokenizer_files(source: str | Path) -> bool:
     return any((folder / name).is_file() for name in TOKENIZER_FILES)
 
 
-def _first_line(e: BaseException) -> str:
-    return str(e).splitlines()[0] if str(e) else type(e).__name__
+def _first_line(e: BaseException, most: int = 200) -> str:
+    """The first line of an exception's message, at most ``most`` characters."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _broken_file(folder: Path) -> str | None:
@@ -192,7 +242,7 @@ def hf_text_preprocessing(source: str | Path | None, config: Any, trust: bool = 
     )
 
 
-def _token_limit(value: Any, limit: int, source: str | Path) -> int:
+def _token_limit(value: Any, limit: int, source: str | Path | None) -> int:
     """The tokenizer's maximum length (``model_max_length``); a huge one means none, so ``limit`` applies."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1:
         raise InputError(
@@ -218,9 +268,15 @@ def hf_audio_preprocessing(source: str | Path | None, config: Any, trust: bool =
     frames = _encoder_frames(config)
     extractor: Any = None
     describe = "no feature extractor: synthetic log-mel features"
-    if source is not None and (
-        not Path(source).is_dir() or (Path(source) / "preprocessor_config.json").is_file()
-    ):
+    if source is not None and Path(source).is_dir() and (Path(source) / PREPROCESSOR).is_file():
+        extractor = _load_local(
+            lambda: AutoFeatureExtractor.from_pretrained(str(source), trust_remote_code=trust),
+            Path(source),
+            "feature extractor",
+            "the family's defaults",
+        )
+        describe = f"{type(extractor).__name__} from {source}"
+    elif source is not None and not Path(source).is_dir():
         try:
             extractor = AutoFeatureExtractor.from_pretrained(str(source), trust_remote_code=trust)
             describe = f"{type(extractor).__name__} from {source}"

@@ -12,7 +12,7 @@ import pytest
 from condcli.errors import InputError
 from condcli.inputs import InputSpec, stream
 from condcli.preprocessing import hf_text_preprocessing
-from tests.hostile_cases_inputs import VOCAB, tiny_bert
+from tests.hostile_inputs_setup import VOCAB, tiny_bert
 
 BERT = Path(__file__).resolve().parents[1] / "sample_checkpoints" / "bert-docstrings"
 
