@@ -46,8 +46,8 @@ PREPROCESSOR = "preprocessor_config.json"
 
 
 def _load_local(load: Callable[[], Any], folder: Path, what: str, defaults: str) -> Any:
-    """``load()`` of the {what} whose preprocessor_config.json is in ``folder``; any failure of it, or of a
-    JSON that is not, is one InputError naming the file (never mistaken for a folder without one)."""
+    """``load()`` of the preprocessor (``what``) whose preprocessor_config.json is in ``folder``: that file
+    not being JSON, or any failure to load it, is one InputError naming it (never taken for no file)."""
     from condcli.parsing import read_json
 
     hint = f"replace {PREPROCESSOR} with the model's own, or remove it to use {defaults}"
