@@ -221,3 +221,13 @@ def test_an_integer_matrix_is_summarized_as_exact() -> None:
     assert float(summary.kappa) == float(np.linalg.cond(ints.numpy().astype(float)))
     assert int(summary.numerical_rank) == 2 and not bool(summary.below_precision)
     assert int(spectra.numerical_rank(torch.eye(3, dtype=torch.int32))) == 3
+
+
+def test_a_normal_matrix_beside_a_huge_one_gets_its_own_answer_bitwise() -> None:
+    A, B = _matrix(8), _matrix(9)
+    batch = np.stack([A, np.ldexp(B, 1000)])
+    for fn in (spectra.condition_number, spectra.singular_values, spectra.stable_rank):
+        assert fn(batch)[0].tolist() == fn(A).tolist()
+    summary = spectra.summarize(batch)
+    assert summary.sigma[0].tolist() == spectra.summarize(A).sigma.tolist()
+    assert float(summary.kappa[1]) == pytest.approx(float(np.linalg.cond(B)), rel=RTOL)
