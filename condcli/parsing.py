@@ -9,15 +9,16 @@ them says which file and what to do, never a traceback or an internal error.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from condcli.errors import InputError
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 
 def _why(error: BaseException) -> str:
@@ -60,9 +61,10 @@ def parse_json(text: str, what: str, hint: str) -> Any:
 def parse_toml(text: str, what: str, hint: str) -> dict[str, Any]:
     """``tomllib.loads(text)``; any failure is one InputError."""
     try:
-        return tomllib.loads(text)
+        data: dict[str, Any] = tomllib.loads(text)
     except (ValueError, RecursionError) as e:  # TOMLDecodeError is a ValueError
         raise InputError(f"{what}: {_why(e)}", hint) from None
+    return data
 
 
 def read_json(path: Path, what: str, hint: str) -> Any:

@@ -31,6 +31,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "condcli.inputs",
             "condcli.inputs_text",
             "condcli.inputs_audio",
+            "condcli.inputs_images",
+            "condcli.inputs_reading",
             "condcli.preprocessing",
             "condcli.hf_loading",
             "condcli.capture",
@@ -47,7 +49,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("adapters", ("condcli.adapters",)),
     ("conditioning", ("condcli.conditioning",)),
     ("report", ("condcli.report", "condcli.rank_report", "condcli.metrics")),
-    ("core", ("condcli.spectra", "condcli.layout", "condcli.errors", "condcli.outpaths", "condcli")),
+    (
+        "core",
+        (
+            "condcli.spectra",
+            "condcli.layout",
+            "condcli.errors",
+            "condcli.outpaths",
+            "condcli.parsing",
+            "condcli",
+        ),
+    ),
 )
 
 
