@@ -116,7 +116,6 @@ class InputStream:
     description: str  # labelled in the report, e.g. "16 synthetic 1/f images (seed 0)"
     make: Callable[[InputStream], Iterator[Batch]]
     expected: int | None = None  # samples the stream will give, where known in advance (progress bars)
-    once: str | None = None  # the source can be read only once (standard input, a pipe): its name
     where: str = ""  # the folder of ``images``, named in notes
     count: int = 0
     files: Skipped = field(default_factory=Skipped)  # files skipped (not images, unreadable)
@@ -134,11 +133,6 @@ class InputStream:
         return self.files.names
 
     def __iter__(self) -> Iterator[Batch]:
-        if self.once is not None and self.reads:
-            raise InputError(
-                f"{self.once} can be read only once, and this run reads its inputs again",
-                "save the text to a file and give `text=FILE`",
-            )
         self.reads += 1
         self.count = 0
         self.files = Skipped()
@@ -326,7 +320,7 @@ def _text_stream(pre: Preprocessing, spec: InputSpec, source: TextSource) -> Inp
         lines = text_lines(source, keep, spec.max_samples, s.truncation.lines)
         return _tokenized(pre, spec, lines, s.truncation)
 
-    return InputStream("text", f"lines of {source.label}", make, once=source.label if source.once else None)
+    return InputStream("text", f"lines of {source.label}", make)
 
 
 def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:

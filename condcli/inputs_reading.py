@@ -40,6 +40,11 @@ def byte_bound(max_tokens: int) -> int:
     return min(max(max_tokens, 1) * BYTES_PER_TOKEN, MAX_LINE_BYTES)
 
 
+READ: set[object] = (
+    set()
+)  # pipes this process has read (standard input included): a second read finds them empty
+
+
 @dataclass(frozen=True)
 class TextSource:
     """Where text samples come from: a file, or standard input (``path`` None)."""
@@ -47,24 +52,42 @@ class TextSource:
     path: Path | None
     arg: str  # as the user gave it (`text=ARG` in messages)
     label: str  # the file as the user named it, or "standard input"
-    once: bool  # a pipe or standard input: its lines can be read only once
+    once: bool  # a pipe, or standard input not redirected from a file: its lines can be read only once
 
     @contextmanager
     def open(self) -> Iterator[BinaryIO]:
-        """The source as a binary stream (standard input is left open afterwards)."""
+        """The source as a binary stream (standard input is left open afterwards). A pipe read before, by
+        this stream or another one of this process (e.g. once per model), is one InputError: it is empty."""
         if self.path is None:
             stdin = sys.stdin
             if stdin is None or stdin.closed:
                 raise InputError("`text=-`: standard input is closed", "pipe the text in, or give a file")
             buffer: BinaryIO = stdin.buffer
+            self._first_read(buffer)
             yield buffer
             return
+        self._first_read(self.path)
         try:
             fh = self.path.open("rb")
         except OSError as e:
             raise InputError(f"`text={self.arg}` cannot be read ({e.strerror})", HINT) from None
         with fh:
             yield fh
+
+    def _first_read(self, what: Path | BinaryIO) -> None:
+        if not self.once:
+            return
+        try:
+            st = what.stat() if isinstance(what, Path) else os.fstat(what.fileno())
+            key: object = (st.st_dev, st.st_ino)
+        except (OSError, ValueError):  # an in-memory stream
+            key = id(what)
+        if key in READ:
+            raise InputError(
+                f"{self.label} can be read only once, and this run reads its inputs again (once per model)",
+                "save the text to a file and give `text=FILE`",
+            )
+        READ.add(key)
 
 
 def text_source(path: Path) -> TextSource:
@@ -83,7 +106,7 @@ def text_source(path: Path) -> TextSource:
         raise InputError(f"`text={label}` is a folder, not a file", f"{HINT}, e.g. `text={label}/lines.txt`")
     if not os.access(path, os.R_OK):
         raise InputError(f"`text={label}` cannot be read (permission denied)", HINT)
-    return TextSource(path, label, label, once=not stat.S_ISREG(st.st_mode))
+    return TextSource(path, label, label, once=stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode))
 
 
 def _regular(fd: int | BinaryIO) -> bool:

@@ -220,6 +220,13 @@ CASES: list[Hostile] = [
         stdin=LONG_LINE + b"\nhello there\n",
     ),
     Hostile(
+        "in-compare-stdin-twice",
+        ("compare", BERT, "gpt2-docstrings", "--text", "-", *FAST),
+        2,
+        "standard input can be read only once",
+        stdin=b"hello there\n",
+    ),
+    Hostile(
         "in-text-stdin-empty",
         ("spectrum", BERT, "--text", "-", *FAST),
         2,

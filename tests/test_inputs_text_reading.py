@@ -136,6 +136,8 @@ def test_standard_input_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [n for b in inputs for n in b.names] == ["line 1", "line 3", "line 4"]
     with pytest.raises(InputError, match="standard input can be read only once"):
         list(inputs)
+    with pytest.raises(InputError, match="standard input can be read only once"):  # e.g. compare's model B
+        list(stream(pre, InputSpec(text=Path("-"))))
 
 
 def test_a_pipe_is_read_as_it_arrives(tmp_path: Path) -> None:
