@@ -120,7 +120,6 @@ class InputStream:
     count: int = 0
     files: Skipped = field(default_factory=Skipped)  # files skipped (not images, unreadable)
     truncation: Truncation | None = None  # text: lines longer than the model reads
-    reads: int = 0  # times iterated
 
     @property
     def skipped(self) -> int:
@@ -133,7 +132,6 @@ class InputStream:
         return self.files.names
 
     def __iter__(self) -> Iterator[Batch]:
-        self.reads += 1
         self.count = 0
         self.files = Skipped()
         produced = False
