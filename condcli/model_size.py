@@ -3,7 +3,7 @@
 A config's size fields are checked first (:func:`check_size_fields`: a layer count or a width must be a
 non-negative integer). Then the model is built on the meta device, where a tensor has a shape but no
 storage, and its parameters and buffers are summed (:func:`estimate`). Building a module is not free even
-there, so a config asking for more than :data:`EXACT_UP_TO` layers (blocks, experts) is not built as it is:
+there, so a config asking for more than :data:`EXACT_UP_TO` layers (blocks) is not built as it is:
 it is built with each such count at 1 and at 2, and the size is extrapolated linearly. While building,
 global registration hooks stop the build as soon as the parameters already exceed the memory available or
 the modules exceed :data:`MAX_MODULES`. :func:`check_fits` compares the estimate with the memory available
@@ -26,11 +26,16 @@ from torch.nn.modules import module as torch_module
 
 from condcli.errors import InputError
 
-COUNT = re.compile(r"(?:^|_)(?:depths?|layers?|blocks?|experts?)$")  # fields that repeat modules
-WIDTH = re.compile(
-    r"(?:^|_)(?:hidden_size|n_embd|embed_dims?|d_model|intermediate_size|n_inner|vocab_size|d_ff|ffn_dim"
-    r"|mlp_dim|num_attention_heads|n_heads?|num_heads|n_positions|max_position_embeddings|patch_size)$"
+# the standard size fields (in a sub-config too): layer counts may be 0, widths must be positive
+COUNT = re.compile(
+    r"^(?:depths?|n_layers?|layers|num_layers|num_hidden_layers|num_blocks"
+    r"|(?:num_)?(?:encoder|decoder)_layers)$"
 )
+WIDTH = re.compile(
+    r"^(?:hidden_size|n_embd|embed_dims?|d_model|intermediate_size|n_inner|(?:type_)?vocab_size|d_ff"
+    r"|(?:encoder_|decoder_)?ffn_dim|mlp_dim|num_attention_heads|n_heads?|num_heads|patch_size)$"
+)
+META_ERROR = re.compile(r"\bmeta (?:tensors?|device|backend)\b|'meta'|\bMeta' backend", re.IGNORECASE)
 EXACT_UP_TO = 256  # a count above this is extrapolated from builds with it at 1 and 2
 MAX_MODULES = 250_000  # far above any real model; building more would take minutes even on meta
 MAX_DEPTH = 8  # nesting of sub-configs searched for size fields
@@ -74,9 +79,11 @@ def check_size_fields(cfg: Any, where: str) -> None:
         items = value if isinstance(value, list) else [value]
         if isinstance(value, bool) or value is None:
             continue
-        least = 0 if COUNT.search(key) else 1
+        least = 0 if COUNT.search(key) or key == "type_vocab_size" else 1
         for item in items:
-            if isinstance(item, bool) or not isinstance(item, int) or item < least:
+            if item is None or isinstance(item, bool):  # e.g. a list of per-layer switches
+                continue
+            if not isinstance(item, int) or item < least:
                 what = "a non-negative" if least == 0 else "a positive"
                 raise InputError(
                     f"{where}: '{_describe(path)}' is {item!r}, not {what} integer",
@@ -192,7 +199,7 @@ def estimate(
 
 def _meta_only(e: BaseException) -> bool:
     """An error of the meta device itself (a model that reads a tensor's values while it is built)."""
-    return isinstance(e, NotImplementedError) or "meta" in str(e).lower()
+    return isinstance(e, NotImplementedError) or META_ERROR.search(str(e)) is not None
 
 
 def _meminfo_available() -> int | None:
@@ -280,8 +287,10 @@ def check_fits(
             ) from e
         why = " ".join(str(e).split())[:200]
         raise InputError(
-            f"{where} does not describe a model that can be built ({type(e).__name__}: {why})",
-            "fix its values (or save the model again)",
+            f"the model {where} describes cannot be built ({type(e).__name__}: {why})",
+            "install what it names"
+            if isinstance(e, ImportError)
+            else "fix its values (or save the model again)",
         ) from e
     else:
         bound = False

@@ -86,7 +86,7 @@ def test_timm_config_values_and_architecture(tmp_path: Path) -> None:
     )
     assert "vit_tiny_patch16_224" in (err.hint or "")
     folder = lf.timm_folder(tmp_path / "c", no_such_argument=1)
-    assert "does not describe a model that can be built (TypeError" in _error(str(folder)).message
+    assert "describes cannot be built (TypeError" in _error(str(folder)).message
 
 
 @pytest.mark.parametrize(
