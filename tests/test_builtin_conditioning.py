@@ -100,5 +100,5 @@ def test_metadata_that_is_not_json_is_one_clear_error(tmp_path: Path) -> None:
     folder = _folder(tmp_path, None)
     assert builtin_conditioning(folder) is None
     (folder / "metadata.json").write_text("{not json")
-    with pytest.raises(InputError, match="metadata.json: invalid JSON"):
+    with pytest.raises(InputError, match=r"metadata\.json: invalid JSON"):
         builtin_conditioning(folder)
