@@ -190,4 +190,7 @@ CASES: list[Hostile] = [
         baseline(GOOD),
     ),
     Hostile("gate-tolerance-bare-10", (*BASE, "--tolerance", "10"), 2, "is ambiguous", baseline(GOOD)),
+    # a control character in what the user typed stays escaped: the error is one line, no cursor moves
+    Hostile("proc-text-path-newline", ("spectrum", "bert-docstrings", "--text", "a\nb.txt"), 2, "a\\nb.txt"),
+    Hostile("proc-model-ansi-escape", ("spectrum", "./no\x1b[2Jmodel"), 2, "\\x1b[2J"),
 ]

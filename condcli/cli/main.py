@@ -102,8 +102,14 @@ def error_line(error: CondcliError) -> str:
     return line
 
 
+def one_line(text: str) -> str:
+    """``text`` with its control characters (a newline in a path the user typed, an ANSI escape) shown as
+    escapes, so that an error stays one line on stderr and cannot move the terminal's cursor."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 def _fail(console: Console, text: str, code: int) -> int:
-    console.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
+    console.print(f"[bold red]error:[/] {escape(one_line(text))}", highlight=False, soft_wrap=True)
     return code
 
 
