@@ -157,7 +157,7 @@ CASES: list[Hostile] = [
         "out-junit-in-model-folder",
         ("check", "m", *FAST, "--max-kappa", "1e9", "--junit", "m/config.json"),
         2,
-        "lies inside MODEL",
+        "would overwrite MODEL",
         files({"m/config.json": "{}"}),
     ),
     Hostile(
@@ -189,11 +189,11 @@ CASES: list[Hostile] = [
         files({"im": "dir/"}),
     ),
     Hostile(
-        "out-out-is-model-folder",
-        ("rank-decay", "m", *FAST, "--out", "m"),
+        "out-out-in-model-subfolder",
+        ("rank-decay", "m", *FAST, "--out", "m/tokenizer"),
         2,
         "lies inside MODEL",
-        files({"m/config.json": "{}"}),
+        files({"m/config.json": "{}", "m/tokenizer/vocab.txt": "x"}),
     ),
     Hostile(
         "out-out-is-sample-folder",

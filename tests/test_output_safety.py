@@ -138,7 +138,7 @@ def test_out_refuses_a_fifo_where_a_file_goes(tmp_path: Path) -> None:
         (
             {"m/config.json": "{}"},
             ["m", "--max-kappa", "1e9", "--junit", "m/config.json"],
-            "lies inside MODEL",
+            "would overwrite MODEL",
         ),
     ],
     ids=[

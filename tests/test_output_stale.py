@@ -175,3 +175,28 @@ def test_a_dead_runs_junit_temporary_file_goes_with_the_next_junit(tmp_path: Pat
     mine.write_text("this process's")
     write_junit(tmp_path / "j.xml", b"<testsuites/>\n")
     assert names(tmp_path) == [mine.name, "j.xml"]
+
+
+def test_a_report_may_go_beside_the_models_own_files_never_over_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A MODEL folder of the user's is what it holds: --out the folder itself or a new folder in it is
+    fine (the model's files untouched), a name of the model's or a subfolder of it is refused."""
+    import shutil
+
+    from condcli.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(Path(__file__).resolve().parents[1] / "sample_checkpoints" / "vit-plain", "m")
+    (tmp_path / "m" / "extra").mkdir()
+    model_files = {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir() if p.is_file()}
+    run = ["spectrum", "m", "--layers", "none", "--max-samples", "2", "--batch-size", "2"]
+    assert main([*run, "--out", "m"]) == 0
+    assert main([*run, "--out", "m/run"]) == 0
+    assert (tmp_path / "m" / "report.json").is_file() and (tmp_path / "m" / "run" / "report.json").is_file()
+    assert {p: (tmp_path / "m" / p).read_bytes() for p in model_files} == model_files
+    capsys.readouterr()
+    assert main(["check", "m", "--max-kappa", "1e9", "--junit", "m/config.json"]) == 2
+    assert "would overwrite MODEL" in capsys.readouterr().err
+    assert main([*run, "--out", "m/extra"]) == 2
+    assert "lies inside MODEL" in capsys.readouterr().err

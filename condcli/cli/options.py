@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -109,7 +111,9 @@ class RunOptions:
     def input_paths(self, config: Path | None = None) -> list[tuple[str, Path]]:
         """What this run reads, as (option, path): MODEL's folder or file, --checkpoint, --adapter,
         --images, --text and the config (``config``, else ./pyproject.toml, read even when absent). No
-        output may overwrite one of them or be written inside one (:mod:`condcli.outpaths`)."""
+        output may overwrite one of them or be written inside one (:mod:`condcli.outpaths`). A MODEL folder
+        of the user's counts as what it holds now, so a report may go beside the model's files (``--out``
+        the folder, or a new folder in it) but never over one; a shipped sample's folder is condcli's own."""
         from condcli.errors import CondcliError
         from condcli.project_config import resolve_model
         from condcli.samples import samples_dir
@@ -126,10 +130,24 @@ class RunOptions:
         elif spec is not None and spec.kind == "local":
             folder = Path(spec.target)
             shipped = samples_dir()  # a sample: the folder of every sample, condcli's own data
-            found.append(("MODEL", shipped if folder.resolve().parent == shipped.resolve() else folder))
+            if folder.resolve().parent == shipped.resolve():
+                found.append(("MODEL", shipped))
+            else:  # the user's folder: what is in it now is read (an --out inside may add files beside it)
+                found += [("MODEL", entry) for entry in _entries(folder)]
         given = (("--checkpoint", self.checkpoint), ("--adapter", self.adapter), ("--images", self.images))
         found += [(flag, path) for flag, path in (*given, ("--text", self.text)) if path is not None]
         return found
+
+
+def _entries(folder: Path, most: int = 10_000) -> list[Path]:
+    """What a MODEL folder holds now (each file, each subfolder), or the folder itself when it is not a
+    folder that can be listed or holds more than ``most`` entries (then nothing may be written inside)."""
+    try:
+        with os.scandir(folder) as listing:
+            entries = [Path(entry.path) for entry in itertools.islice(listing, most + 1)]
+    except OSError:
+        return [folder]
+    return entries if len(entries) <= most else [folder]
 
 
 @dataclass(frozen=True)
