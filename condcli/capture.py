@@ -2,8 +2,9 @@
 
 Hooks (and the taps that watch inside an attention's call) live only inside :func:`capture` and are removed
 in a ``finally`` — also when the forward raises — and fused attention is switched back on as it was.
-Captured tensors are detached, in the model's own dtype and on its device; :mod:`condcli.spectra` upcasts
-them to float64 for the math.
+Captured tensors are detached, in the model's own dtype and on its math device (a model spread over devices
+with ``device_map``: its main device, :func:`condcli.big_model.main_device`; each tensor is moved there as it
+arrives); :mod:`condcli.spectra` upcasts them to float64 for the math.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from condcli.adapters.base import Adapter, LayerSpec, Probe, Tap, first_input
+from condcli.big_model import main_device, materialized
 from condcli.conditioning import Conditioning
 from condcli.errors import InputError, InternalError, UsageError
 from condcli.inputs import Batch
@@ -73,12 +75,19 @@ def exact_lookup(model: nn.Module, x: torch.Tensor, inputs: dict[str, torch.Tens
     if int(ids.min()) < 0:  # not a gather
         return False
     top = int(ids.max())
-    tables = {id(m.weight): m.weight.detach() for m in model.modules() if isinstance(m, nn.Embedding)}
-    for w in tables.values():
-        if w.dtype != x.dtype or w.device.type == "meta" or w.shape[-1] != x.shape[-1] or top >= w.shape[0]:
-            continue
-        if torch.equal(w[ids.to(w.device)].to(x.device), x):
-            return True
+    tables = {id(m.weight): m for m in model.modules() if isinstance(m, nn.Embedding)}
+    for table in tables.values():
+        with materialized(table, x.device):  # an embedding offloaded by a device map: its weights, for now
+            w = table.weight.detach()
+            if (
+                w.dtype != x.dtype
+                or w.device.type == "meta"
+                or w.shape[-1] != x.shape[-1]
+                or top >= w.shape[0]
+            ):
+                continue
+            if torch.equal(w[ids.to(w.device)].to(x.device), x):
+                return True
     return False
 
 
@@ -104,7 +113,14 @@ class _Recorder:
     with X_l and A_l alone, so the rest of its analysis still runs.
     """
 
-    def __init__(self, wanted: Collection[str], specs: Iterable[LayerSpec], sink: LayerSink | None) -> None:
+    def __init__(
+        self,
+        wanted: Collection[str],
+        specs: Iterable[LayerSpec],
+        sink: LayerSink | None,
+        device: torch.device | None = None,
+    ) -> None:
+        self.device = device  # where every captured tensor goes (None: where it was computed)
         self.wanted = tuple(p for p in PROBES if p in wanted)
         self.expect = {s.index: tuple(p for p in self.wanted if getattr(s, p) is not None) for s in specs}
         self.sink = sink
@@ -120,7 +136,7 @@ class _Recorder:
                 "this model reuses a module; report it with the model name",
             )
         layer = self.layers.setdefault(index, LayerCapture(index))
-        setattr(layer, probe, None if value is None else value.detach())
+        setattr(layer, probe, None if value is None else value.detach().to(self.device))
         if self.sink is not None and all((index, p) in self.fired for p in self.expect[index]):
             self.sink(self.layers.pop(index))
 
@@ -230,16 +246,15 @@ def capture(
             "its plain forward is the conditioned one; compare it with its plain twin instead",
         )
     chosen = layer_set(adapter, layers)
-    param = next(adapter.model.parameters())
+    dtype = next(adapter.model.parameters()).dtype
+    device = main_device(adapter.model)  # a dispatched model's hooks move the inputs on from there
     # token ids stay integers; pixels follow the model's dtype (e.g. a dtype="float64" rerun)
     inputs = {
-        k: v.to(param.device, param.dtype) if v.is_floating_point() else v.to(param.device)
-        for k, v in batch.inputs.items()
+        k: v.to(device, dtype) if v.is_floating_point() else v.to(device) for k, v in batch.inputs.items()
     }
-    device = param.device
     lengths = batch.lengths.to(device) if batch.lengths is not None else None
     size = batch.size
-    recorder = _Recorder(probes, (adapter.layers[i] for i in chosen), sink)
+    recorder = _Recorder(probes, (adapter.layers[i] for i in chosen), sink, device)
     seen: dict[str, torch.Tensor] = {}
     point = adapter.embedding
 
@@ -250,11 +265,12 @@ def capture(
             return None
         if not isinstance(value, torch.Tensor):
             raise InternalError(f"{point.name} gave {type(value).__name__}, not a tensor")
-        seen["x"] = to_tokens(value, point.layout).detach()
+        seen["x"] = to_tokens(value, point.layout).detach().to(device)
         if conditioning is None:
             return None
-        fed = conditioning.apply_to_output(value, point.layout, lengths)
-        seen["x_conditioned"] = to_tokens(fed, point.layout).detach()
+        here = None if lengths is None else lengths.to(value.device)
+        fed = conditioning.apply_to_output(value, point.layout, here)
+        seen["x_conditioned"] = to_tokens(fed, point.layout).detach().to(device)
         return fed
 
     def on_output(module: nn.Module, args: tuple[Any, ...], output: Any) -> Any:

@@ -31,9 +31,10 @@ class ModelInfo:
     source: str  # timm | hf | local
     weights: str  # pretrained | random | file
     num_layers: int
+    device_map: Mapping[str, Any] | None = None  # spread over devices (--device-map): strategy, budgets, map
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "spec": self.spec,
             "from": self.model_from,
             "family": self.family,
@@ -41,6 +42,9 @@ class ModelInfo:
             "weights": self.weights,
             "num_layers": self.num_layers,
         }
+        if self.device_map is not None:
+            out["device_map"] = dict(self.device_map)
+        return out
 
 
 @dataclass(frozen=True)

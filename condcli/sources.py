@@ -13,7 +13,7 @@ import difflib
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +22,15 @@ from torch import nn
 
 from condcli import hub
 from condcli.adapters import Adapter, adapter_for, condition_model
+from condcli.big_model import (
+    Placement,
+    describe,
+    dispatch,
+    main_device,
+    offloaded_weights,
+    placement,
+    summary,
+)
 from condcli.checkpoints import load_into
 from condcli.devices import resolve_device, resolve_dtype
 from condcli.errors import InputError, UsageError
@@ -80,6 +89,8 @@ class LoadOptions:
     trust_remote_code: bool = False
     model_args: Mapping[str, Any] = field(default_factory=dict)  # keyword arguments of a factory MODEL
     adapter: Path | None = None  # a declared adapter (.toml) instead of the family adapter
+    device_map: str | None = None  # spread the model over devices (auto, balanced, …); None: all on `device`
+    max_memory: str | None = None  # per-device budgets for `device_map`, e.g. "GPU0=20GiB,cpu=60GiB,disk"
 
 
 @dataclass
@@ -95,6 +106,7 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     notes: list[str] = field(default_factory=list)
+    device_map: dict[str, Any] | None = None  # the placement used (big_model.summary); None: all on `device`
 
     @property
     def family(self) -> str:
@@ -267,7 +279,10 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     options = options or LoadOptions()
     if options.weights not in (None, "pretrained", "random"):
         raise UsageError(f"`weights={options.weights!r}` is not known", "use `weights=pretrained` or random")
-    device = resolve_device(options.device)
+    spread_to = placement(options.device_map, options.max_memory, options.device)
+    device = resolve_device(
+        "cpu" if spread_to is not None else options.device
+    )  # dispatched after it is built
     dtype = resolve_dtype(options.dtype)
     spec = parse_spec(text)
     if options.model_args and spec.kind != "factory":
@@ -324,8 +339,12 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
         model.to(dtype)
         if weights != "random":
             check_finite(model, loaded_from, f"the cast to {dtype}".replace("torch.", ""), shards)
-    model.to(device)
+    if spread_to is None:
+        model.to(device)
     adapter = adapter_for(analysed, options.adapter)
+    spread = None
+    if spread_to is not None:
+        adapter, spread = _spread(analysed, adapter, spread_to, notes)
     if flavour == "hf":
         pre = _hf_preprocessing(source, analysed, adapter, options.trust_remote_code)
     elif flavour == "factory":
@@ -337,7 +356,20 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
         model=analysed,
         adapter=adapter,
         preprocessing=pre,
-        device=device,
+        device=device if spread_to is None else main_device(analysed),
         dtype=next(analysed.parameters()).dtype,
         notes=[*notes, *analysed_notes, *adapter.notes],
+        device_map=spread,
     )
+
+
+def _spread(
+    analysed: nn.Module, adapter: Adapter, where: Placement, notes: list[str]
+) -> tuple[Adapter, dict[str, Any]]:
+    """Dispatch the analysed module over devices (its blocks whole): the adapter reading offloaded weights
+    back for its W slices, and the report's record of the placement."""
+    found = dispatch(analysed, where, [spec.name for spec in adapter.layers])
+    device = main_device(analysed)
+    notes.append(f"device map {where.strategy}: {describe(found)}; the analysis runs on {device}")
+    layers = tuple(replace(s, weights=offloaded_weights(analysed, s, device)) for s in adapter.layers)
+    return replace(adapter, layers=layers), summary(where, found)

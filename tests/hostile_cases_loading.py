@@ -266,6 +266,28 @@ CASES: list[Hostile] = [
         setup=_timm(),
     ),
     Hostile("load-model-txt", _spectrum("{tmp}/notes.txt"), 2, "is not a model folder", setup=_text_model),
+    # issue 18: --device-map / --max-memory, parsed strictly (tests/test_big_model.py has the rest)
+    Hostile(
+        "load-device-map-unknown",
+        _spectrum("{tmp}/m", "--device-map", "gpu"),
+        2,
+        "is not known",
+        setup=_timm(),
+    ),
+    Hostile(
+        "load-max-memory-huge",
+        _spectrum("{tmp}/m", "--device-map", "auto", "--max-memory", "cpu=" + "9" * 400),
+        2,
+        "more than 1 PiB",
+        setup=_timm(),
+    ),
+    Hostile(
+        "load-max-memory-no-fit",
+        _spectrum("{tmp}/m", "--device-map", "auto", "--max-memory", "cpu=1KB"),
+        2,
+        "add disk to --max-memory",
+        setup=_timm(),
+    ),
     # a valid folder still loads (the checks cost no behaviour)
     Hostile("load-timm-valid", _spectrum("{tmp}/m"), 0, "", setup=_timm()),
 ]

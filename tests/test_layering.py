@@ -42,6 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "condcli.model_size",
             "condcli.hub",
             "condcli.devices",
+            "condcli.big_model",
             "condcli.samples",
             "condcli.project_config",
         ),

@@ -66,6 +66,7 @@ def model_info(loaded: LoadedModel, model_from: str) -> ModelInfo:
         source=loaded.source,
         weights=loaded.weights,
         num_layers=loaded.num_layers,
+        device_map=loaded.device_map,
     )
 
 

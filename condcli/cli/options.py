@@ -67,6 +67,8 @@ class RunOptions:
     lam: float | None = None  # λ of X + λ·I_k; None: the model's own, else 10
     layers: str | None = "all"  # all | none | 0,3,-1 (None: the command decides, e.g. check)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
+    device_map: str | None = None  # auto | balanced | balanced_low_0 | sequential: spread over devices
+    max_memory: str | None = None  # budgets for device_map, e.g. GPU0=20GiB,cpu=60GiB,disk
     dtype: str | None = None  # None: the model's own dtype
     trust_remote_code: bool = False  # let a Hugging Face model run code from its repository
     as_json: bool = False  # the JSON report on stdout and nothing else there
@@ -88,6 +90,8 @@ class RunOptions:
             checkpoint=self.checkpoint,
             seed=self.seed,
             device=self.device,
+            device_map=self.device_map,
+            max_memory=self.max_memory,
             dtype=self.dtype,
             trust_remote_code=self.trust_remote_code,
             model_args=parse_model_args(self.model_args or ()),
@@ -219,6 +223,26 @@ COMMON: tuple[Common, ...] = (
     ),
     Common("layers", "--layers", Optional[str], "all", "all, none, or indices such as 0,3,-1."),
     Common("device", "--device", str, "auto", "auto, cpu, cuda or cuda:N."),
+    Common(
+        "device_map",
+        "--device-map",
+        Optional[str],
+        None,
+        "Spread a model too big for one device over the GPUs, the CPU and disk (accelerate): auto"
+        " (= balanced), balanced, balanced_low_0 or sequential. The analysis runs on the first GPU used,"
+        " else the CPU.",
+        show_default=False,
+    ),
+    Common(
+        "max_memory",
+        "--max-memory",
+        Optional[str],
+        None,
+        "Budgets for --device-map, e.g. GPU0=20GiB,cpu=60GiB,disk (sizes in GiB/GB/MiB/MB or bytes; only the"
+        " devices named are used; disk allows offloading the rest to a temporary folder). Default: the free"
+        " memory of every GPU and of the CPU, no disk.",
+        show_default=False,
+    ),
     Common("dtype", "--dtype", Optional[str], None, "Run the model in float32/float64/float16/bfloat16."),
     Common(
         "trust_remote_code",

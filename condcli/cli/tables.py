@@ -7,6 +7,7 @@ import math
 from rich.console import Console
 from rich.markup import escape
 
+from condcli.big_model import describe as placed
 from condcli.report import InputsInfo, ModelInfo
 from condcli.spectra import Aggregate
 
@@ -41,6 +42,8 @@ def header(out: Console, model: ModelInfo, inputs: InputsInfo) -> None:
         f"[bold]{escape(model.spec)}[/] ({escape(model.model_from)}): {model.family}, {model.source}, "
         f"{model.weights} weights, {model.num_layers} layers"
     )
+    if model.device_map is not None:  # spread over devices: where its modules are
+        out.print(escape(f"device map {model.device_map['strategy']}: {placed(model.device_map['modules'])}"))
     skipped = f"; {inputs.skipped} unreadable file(s) skipped" if inputs.skipped else ""
     shape = f"up to {inputs.tokens} tokens × d {inputs.dim}"
     out.print(escape(f"inputs: {inputs.count} samples — {inputs.description}; {shape}{skipped}"))
