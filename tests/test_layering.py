@@ -58,6 +58,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "condcli.errors",
             "condcli.outpaths",
             "condcli.parsing",
+            "condcli.distributed",
             "condcli",
         ),
     ),

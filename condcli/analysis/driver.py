@@ -4,6 +4,11 @@ runner), then each conditioned forward, then the freed memory is handed back and
 A runner declares what it keeps (a :data:`Take` per forward that puts each captured layer into its
 accumulators) and what it does with X; the loop, the order of the forwards, the padding cut and the memory
 discipline live here once.
+
+Under torchrun (:mod:`condcli.distributed`) each rank analyses every N-th batch of the stream (the batches
+one process forms: the model sees the same batches, so the report is bitwise one process's), then the
+accumulators a runner names in ``shared`` are exchanged and put back in sample order on every rank
+(:mod:`condcli.analysis.gather`).
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ import torch
 
 from condcli.analysis.common import Progress, conditioned_overflow, release_memory
 from condcli.analysis.embedding import EmbeddingAccumulator
+from condcli.analysis.gather import Order, absorb, export
 from condcli.analysis.persample import trim
 from condcli.capture import PROBES, LayerCapture, LayerSink, capture, exact_lookup
 from condcli.conditioning import Conditioning
+from condcli.distributed import results, world
 from condcli.errors import NonFiniteInputError
 from condcli.inputs import Batch
 from condcli.sources import LoadedModel
@@ -47,39 +54,71 @@ def drive(
     probes: Collection[str] = PROBES,
     on_x: OnX | None = None,
     progress: Progress | None = None,
+    shared: Sequence[object] = (),
 ) -> None:
     """Stream every batch through the model: the plain forward (its X into ``embedding``, then ``on_x``;
     each of ``layers`` to ``plain``), then each of ``conditioned`` in order, capturing ``probes``.
 
     Memory stays flat in the number of samples: nothing of a batch outlives it but what the sinks keep.
+    ``shared``: what ``plain``, ``conditioned`` and ``on_x`` accumulate into (accumulators, dicts of them,
+    lists of per-sample values), gathered with ``embedding`` across torchrun's ranks.
     """
-    adapter = loaded.adapter
-    for batch in inputs:
-        lengths = batch.lengths
-        got = capture(adapter, batch, layers=layers, probes=probes, sink=_bound(plain, lengths))
-        # checked once per batch, on the plain forward: X is the same before any conditioning
-        exact = exact_lookup(adapter.model, got.x, batch.inputs)
-        xs = trim(got.x, lengths, (0,))
-        del got
-        embedding.add(xs, exact_lookup=exact)
-        if on_x is not None:
-            on_x(xs, batch)
-        del xs
-        for forward in conditioned:
-            try:
-                capture(
-                    adapter,
-                    batch,
-                    layers=layers,
-                    probes=probes,
-                    conditioning=forward.conditioning,
-                    sink=_bound(forward.take, lengths),
-                )
-            except NonFiniteInputError as e:  # the plain forward of this batch was finite: λ overflowed
-                raise conditioned_overflow(forward.conditioning, loaded.dtype) from e
-        release_memory()
+    w = world()
+    mine: list[int] = []  # the stream indices of the samples this rank analysed
+    start = 0
+    for number, batch in enumerate(inputs):
+        first, start = start, start + batch.size
+        if w is not None and number % w.size != w.rank:
+            if progress is not None:
+                progress(batch.size)
+            continue
+        mine.extend(range(first, start))
+        _one(loaded, batch, embedding, layers, plain, conditioned, probes, on_x)
         if progress is not None:
             progress(batch.size)
+    if w is not None:
+        state = [embedding, *shared]
+        parts = results("state", (mine, [export(s) for s in state]))
+        order = Order([p[0] for p in parts])
+        for j, s in enumerate(state):
+            absorb(s, [p[1][j] for p in parts], order)
+
+
+def _one(
+    loaded: LoadedModel,
+    batch: Batch,
+    embedding: EmbeddingAccumulator,
+    layers: Sequence[int],
+    plain: Take,
+    conditioned: Sequence[Conditioned],
+    probes: Collection[str],
+    on_x: OnX | None,
+) -> None:
+    """One batch: the plain forward, then each conditioned one; its memory handed back."""
+    adapter = loaded.adapter
+    lengths = batch.lengths
+    got = capture(adapter, batch, layers=layers, probes=probes, sink=_bound(plain, lengths))
+    # checked once per batch, on the plain forward: X is the same before any conditioning
+    exact = exact_lookup(adapter.model, got.x, batch.inputs)
+    xs = trim(got.x, lengths, (0,))
+    del got
+    embedding.add(xs, exact_lookup=exact)
+    if on_x is not None:
+        on_x(xs, batch)
+    del xs
+    for forward in conditioned:
+        try:
+            capture(
+                adapter,
+                batch,
+                layers=layers,
+                probes=probes,
+                conditioning=forward.conditioning,
+                sink=_bound(forward.take, lengths),
+            )
+        except NonFiniteInputError as e:  # the plain forward of this batch was finite: λ overflowed
+            raise conditioned_overflow(forward.conditioning, loaded.dtype) from e
+    release_memory()
 
 
 def _bound(take: Take, lengths: torch.Tensor | None) -> LayerSink:

@@ -118,6 +118,7 @@ def analyse_rank_decay(
         conditioned=[Conditioned(Conditioning(options.lam), _into(conditioned))] if cond.applied else [],
         on_x=first_fits,
         progress=progress,
+        shared=[plain, conditioned],
     )
     emb = embedding.result(adapter)
     result = rank_result(plain, options.index)

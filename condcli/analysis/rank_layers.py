@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from condcli.adapters.base import LayerSpec
+from condcli.analysis.gather import Order
 from condcli.analysis.persample import head_chunks, trim
 from condcli.errors import InputError
 from condcli.rank_report import THRESHOLD, MatrixAggregate, RankDecayResult, RankHead, RankLayer
@@ -111,6 +112,14 @@ class RankAccumulator:
     def add(self, probs: torch.Tensor, lengths: torch.Tensor | None) -> None:
         """``probs`` (B, G, H, q, k); padding tokens are cut from q and k per sample."""
         self.sigma.extend(sample_spectra(trim(probs, lengths, (2, 3))))
+
+    def export_shard(self) -> list[torch.Tensor]:
+        """This rank's per-sample spectra (torchrun: :mod:`condcli.analysis.gather`)."""
+        return list(self.sigma)
+
+    def absorb_shards(self, parts: Sequence[list[torch.Tensor]], order: Order) -> None:
+        """Every rank's :meth:`export_shard`, in sample order."""
+        self.sigma = order.rows(parts, f"layer {self.spec.index} P spectra")
 
     def result(self, index: int | None) -> RankLayer:
         n = self.n

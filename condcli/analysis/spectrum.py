@@ -83,6 +83,7 @@ def analyse_spectrum(
         plain=_into(plain),
         conditioned=[Conditioned(Conditioning(options.lam), _into(conditioned))] if cond.applied else [],
         progress=progress,
+        shared=[plain, conditioned],
     )
     emb = embedding.result(adapter)
     layers = tuple(

@@ -28,6 +28,7 @@ from condcli.analysis.common import (
 )
 from condcli.analysis.driver import Conditioned, Take, drive
 from condcli.analysis.embedding import EmbeddingAccumulator
+from condcli.analysis.gather import Order, absorb, export
 from condcli.analysis.persample import summarize_samples, trim
 from condcli.capture import LayerCapture, layer_set
 from condcli.conditioning import Conditioning
@@ -197,6 +198,16 @@ class _LayerKappas:
         self.kappa[slot].extend(s.kappa)
         self.below[slot] += int(s.below.sum())
 
+    def export_shard(self) -> dict[str, Any]:
+        """This rank's per-sample κ(X_l) and counts (torchrun: :mod:`condcli.analysis.gather`)."""
+        return {"kappa": [export(s) for s in self.kappa], "below": list(self.below)}
+
+    def absorb_shards(self, parts: Sequence[dict[str, Any]], order: Order) -> None:
+        """Every rank's :meth:`export_shard`, in sample order."""
+        for j, s in enumerate(self.kappa):
+            absorb(s, [p["kappa"][j] for p in parts], order, f"κ(X_l) slot {j}")
+        self.below = [sum(p["below"][j] for p in parts) for j in range(len(self.below))]
+
 
 def _into(into: dict[int, _LayerKappas], slot: int) -> Take:
     """Each captured layer's κ(X_l) into ``slot`` (0 the plain forward, j + 1 the one at λ_j)."""
@@ -249,7 +260,7 @@ def analyse_sweep(
     lam = resolve_lambda(options.lam, adapter)
     embedding = EmbeddingAccumulator(lam, spectra=False)
     per_layer = {i: _LayerKappas(len(lambdas) + 1) for i in chosen}
-    kappa_rows: list[Floats] = []  # per batch (B, L): per-sample scalars only
+    kappa_rows: list[Floats] = []  # per sample (L,): per-sample scalars only
     drive(
         loaded,
         inputs,
@@ -261,11 +272,12 @@ def analyse_sweep(
             Conditioned(Conditioning(value), _into(per_layer, j + 1))
             for j, value in enumerate(lambdas if chosen else ())
         ],
-        on_x=lambda xs, batch: kappa_rows.append(shifted_kappas(xs, grid)),
+        on_x=lambda xs, batch: kappa_rows.extend(shifted_kappas(xs, grid)),
         progress=progress,
+        shared=[per_layer, kappa_rows],
     )
     emb = embedding.result(adapter)
-    kappa = np.concatenate(kappa_rows)  # (S, L)
+    kappa = np.stack(kappa_rows)  # (S, L)
     sigma_max = torch.tensor(emb.sigma_max.per_sample, dtype=torch.float64)
     sigma_min = torch.tensor(emb.sigma_min.per_sample, dtype=torch.float64)
     median = percentiles(kappa, 50)

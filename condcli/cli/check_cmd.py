@@ -109,6 +109,7 @@ def check_command(
     """
     from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
     from condcli.cli.gate_common import warn
+    from condcli.distributed import is_writer
     from condcli.errors import UsageError
     from condcli.gate import config as gate_config
     from condcli.gate.baseline import load_baseline
@@ -159,7 +160,7 @@ def check_command(
     elapsed = time.monotonic() - started
     data = spectrum.to_json()
     report = _report(spectrum, data, cfg, evaluate(data, cfg, kappa_key), base)
-    if junit is not None:
+    if junit is not None and is_writer():  # torchrun: rank 0 alone writes
         write_junit(junit, _junit(report, data, elapsed, stamp))
     warn(report.warnings)
     _print(report, run.as_json)

@@ -42,6 +42,7 @@ app = typer.Typer(
 
 
 _state = {"debug": False}
+_failed: dict[str, str | None] = {"line": None}  # the error line this run printed (torchrun: sent to rank 0)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -109,6 +110,7 @@ def one_line(text: str) -> str:
 
 
 def _fail(console: Console, text: str, code: int) -> int:
+    _failed["line"] = text
     console.print(f"[bold red]error:[/] {escape(one_line(text))}", highlight=False, soft_wrap=True)
     return code
 
@@ -174,10 +176,50 @@ def main(argv: Sequence[str] | None = None, *, application: typer.Typer | None =
     debug = "--debug" in args  # honoured anywhere on the line, also after the command name
     args = [a for a in args if a != "--debug"]
     _state["debug"] = debug
+    _failed["line"] = None
     try:
-        return _run(application or app, args, debug)
+        return _across_ranks(lambda: _run(application or app, args, debug), debug)
     finally:
         _state["debug"] = False  # a later run of the app itself (typer's CliRunner) starts without it
+
+
+def _across_ranks(run: Callable[[], int], debug: bool) -> int:
+    """``run`` in this process; under torchrun every rank ends with the same exit code, and rank 0 alone
+    speaks: the other ranks' stdout and stderr go to /dev/null (stderr kept with --debug), their error line
+    is printed by rank 0 (:func:`condcli.distributed.conclude`)."""
+    from condcli.distributed import conclude, start, world
+
+    err = Console(stderr=True)
+    try:
+        w = world()
+        if w is not None:
+            if w.rank != 0:
+                _quiet(debug)
+            start()  # all ranks meet first: a rank lost later is seen at once, not at a first meeting
+    except CondcliError as e:
+        return _fail(err, error_line(e), e.exit_code)
+    if w is None:
+        return run()
+    code = run()
+    try:
+        code, line = conclude(code, _failed["line"])
+    except CondcliError as e:
+        return _fail(err, error_line(e), e.exit_code)
+    if line is not None:
+        _fail(err, line, code)
+    return code
+
+
+def _quiet(debug: bool) -> None:
+    """Point stdout (and stderr, unless ``debug``) at /dev/null: a torchrun rank other than 0."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr) if not debug else (sys.stdout,):
+        try:
+            stream.flush()
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):  # not a real file (a test's capture): nothing to silence
+            pass
+    os.close(devnull)
 
 
 def _run(application: typer.Typer, args: list[str], debug: bool) -> int:

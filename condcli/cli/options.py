@@ -100,6 +100,9 @@ class RunOptions:
 
     def input_spec(self) -> InputSpec:
         """What to read (checked here: not both --images and --text, a positive batch size)."""
+        from condcli.distributed import check_readable_by_all
+
+        check_readable_by_all(self.text)  # torchrun: standard input cannot be read by every rank
         return InputSpec(
             images=self.images,
             text=self.text,
