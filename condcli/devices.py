@@ -18,13 +18,13 @@ DTYPES: dict[str, torch.dtype] = {
 
 def resolve_device(name: str = "auto") -> torch.device:
     """``auto`` picks the first CUDA GPU when there is one, else the CPU. Under torchrun ``auto`` and ``cuda``
-    are each process's own GPU, ``cuda:LOCAL_RANK``."""
+    are each process's own GPU, ``cuda:LOCAL_RANK`` (modulo the GPUs there are)."""
     from condcli.distributed import world
 
     text = name.strip().lower()
     w = world()
     if w is not None and text in ("auto", "cuda") and torch.cuda.is_available():
-        text = f"cuda:{w.local_rank}"
+        text = f"cuda:{w.local_rank % torch.cuda.device_count()}"  # more ranks than GPUs: they share
     if text == "auto":
         return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     if text == "cpu":
