@@ -149,19 +149,28 @@ def no_split(model: nn.Module, blocks: Collection[str]) -> list[str]:
     return sorted(names | {n for n in declared if isinstance(n, str)})
 
 
-def device_map_for(model: nn.Module, where: Placement, blocks: Collection[str]) -> dict[str, int | str]:
-    """The device of each module of ``model`` (module path → GPU index, "cpu" or "disk")."""
+def device_map_for(
+    model: nn.Module, where: Placement, blocks: Collection[str], dtype: torch.dtype | None = None
+) -> dict[str, int | str]:
+    """The device of each module of ``model`` (module path → GPU index, "cpu" or "disk"); ``dtype``: what its
+    weights will be cast to."""
     from accelerate.utils import get_balanced_memory, get_max_memory, infer_auto_device_map
 
     keep = no_split(model, blocks)
     budget = get_max_memory(dict(where.max_memory) if where.max_memory is not None else None)
     if where.strategy != "sequential":
         budget = get_balanced_memory(
-            model, budget, no_split_module_classes=keep, low_zero=where.strategy == "balanced_low_0"
+            model,
+            budget,
+            no_split_module_classes=keep,
+            dtype=dtype,
+            low_zero=where.strategy == "balanced_low_0",
         )
     with warnings.catch_warnings():  # a parameter of the root (timm's cls_token) is not a submodule: fine
         warnings.simplefilter("ignore", UserWarning)
-        found: dict[str, int | str] = dict(infer_auto_device_map(model, budget, no_split_module_classes=keep))
+        found: dict[str, int | str] = dict(
+            infer_auto_device_map(model, budget, no_split_module_classes=keep, dtype=dtype)
+        )
     main = _main(found)
     for name in list(found):  # a tensor of a split module, not a module: accelerate places it on the main
         if _is_tensor(model, name):  # device with its module's hook, so it cannot stay offloaded
@@ -207,7 +216,7 @@ def dispatch(model: nn.Module, where: Placement, blocks: Collection[str]) -> dic
     folder = tempfile.mkdtemp(prefix="condcli-offload-") if "disk" in found.values() else None
     try:
         main = _main(found)
-        with _quiet(), warnings.catch_warnings():  # it warns that offloaded weights are on meta: as meant
+        with quiet(), warnings.catch_warnings():  # it warns that offloaded weights are on meta: as meant
             warnings.simplefilter("ignore", UserWarning)
             dispatch_model(
                 model,
@@ -229,8 +238,53 @@ def dispatch(model: nn.Module, where: Placement, blocks: Collection[str]) -> dic
     return {name: _device_name(d) for name, d in found.items()}
 
 
+@dataclass
+class Streamed:
+    """A transformers model read straight onto its devices: the ``from_pretrained`` keywords, then
+    :meth:`done` with the loaded model."""
+
+    where: Placement
+    found: dict[str, int | str]
+    folder: str | None  # the disk offload folder
+
+    def kwargs(self, dtype: torch.dtype | None) -> dict[str, Any]:
+        import transformers
+
+        out: dict[str, Any] = {"device_map": dict(self.found), "offload_folder": self.folder}
+        if dtype is not None:
+            new = tuple(int(p) for p in transformers.__version__.split(".")[:2]) >= (4, 56)
+            out["dtype" if new else "torch_dtype"] = dtype
+        return out
+
+    def done(self, analysed: nn.Module) -> dict[str, str]:
+        """Register ``analysed`` (the module condcli runs) as dispatched; its device map."""
+        if self.folder is not None:
+            weakref.finalize(analysed, shutil.rmtree, self.folder, ignore_errors=True)
+        _MAIN[analysed] = _main(self.found)
+        return {name: _device_name(d) for name, d in self.found.items()}
+
+    def failed(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def stream(cls: Any, config: Any, where: Placement, dtype: torch.dtype | None) -> Streamed:
+    """The device map of transformers class ``cls`` with ``config`` (built on the meta device: no memory),
+    its blocks whole (``_no_split_modules``), and the disk folder where it offloads."""
+    from accelerate import init_empty_weights
+
+    with init_empty_weights(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        meta = cls._from_config(config)
+    with quiet():  # "the model weights are not tied": transformers ties them as it loads
+        found = device_map_for(meta, where, [], dtype)
+    folder = tempfile.mkdtemp(prefix="condcli-offload-") if "disk" in found.values() else None
+    return Streamed(where, found, folder)
+
+
 @contextmanager
-def _quiet() -> Iterator[None]:
+def quiet() -> Iterator[None]:
+    """accelerate's warnings off (that offloaded weights sit on the meta device: as meant)."""
     log = logging.getLogger("accelerate")
     level = log.level
     log.setLevel(logging.ERROR)

@@ -35,15 +35,18 @@ def config_class(config: Any) -> type[nn.Module] | None:
     return cls
 
 
-def hf_model(target: str, config: Any, pretrained: bool, trust: bool) -> tuple[nn.Module, str]:
-    """The model of ``target`` (a folder or hub id) with ``config``, and a note naming the class loaded."""
+def hf_model(target: str, config: Any, pretrained: bool, trust: bool, **placed: Any) -> tuple[nn.Module, str]:
+    """The model of ``target`` (a folder or hub id) with ``config``, and a note naming the class loaded.
+
+    ``placed``: ``device_map``/``offload_folder``/``dtype`` for ``from_pretrained``, which then reads the
+    weights straight onto their devices (only a config class's pretrained weights, see :func:`streams`)."""
     from transformers import AutoModel
 
     cls: Any = config_class(config)
     model: nn.Module
     if cls is not None:
         if pretrained:
-            model = cls.from_pretrained(target, config=config)
+            model = cls.from_pretrained(target, config=config, **placed)
         else:
             model = cls._from_config(config)
         return model, f"loaded as {cls.__name__} (config.json architectures)"
@@ -54,6 +57,13 @@ def hf_model(target: str, config: Any, pretrained: bool, trust: bool) -> tuple[n
     named = getattr(config, "architectures", None) or []
     why = f"{named[0]} is not a transformers class" if named else "config.json names no architecture"
     return model, f"loaded as {type(model).__name__} (AutoModel: {why})"
+
+
+def streams(config: Any) -> Any:
+    """The config class if its pretrained weights can be read straight onto a device map (it names the
+    blocks never to split, ``_no_split_modules``), else None."""
+    cls: Any = config_class(config)
+    return cls if cls is not None and getattr(cls, "_no_split_modules", None) else None
 
 
 def analysed_module(model: nn.Module) -> tuple[nn.Module, list[str]]:

@@ -66,14 +66,21 @@ def check_timm_folder(folder: Path, device: torch.device, dtype: torch.dtype | N
 
 
 def check_hf_config(
-    config: Any, where: str, target: str, trust: bool, device: torch.device, dtype: torch.dtype | None
+    config: Any,
+    where: str,
+    target: str,
+    trust: bool,
+    device: torch.device,
+    dtype: torch.dtype | None,
+    spill: bool = False,
 ) -> None:
-    """The HF model ``config`` describes fits in memory (built on the meta device first)."""
+    """The HF model ``config`` describes fits in memory (built on the meta device first); ``spill``: it is
+    read onto a device map, which says itself whether it fits."""
 
     def build(cfg: Any) -> Any:
         return hf_model(target, cfg, False, trust)[0]
 
-    check_fits(build, config, config.to_dict(), where, device, dtype)
+    check_fits(build, config, config.to_dict(), where, device, dtype, spill=spill)
 
 
 def check_raw_hf(folder: Path) -> None:

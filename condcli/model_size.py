@@ -265,13 +265,17 @@ def check_fits(
     where: str,
     device: torch.device,
     dtype: torch.dtype | None = None,
+    *,
+    spill: bool = False,
 ) -> Size | None:
     """Refuse (exit 2) the model ``build(cfg)`` where its estimated size exceeds the memory available.
 
     ``where`` names the config (e.g. "folder/config.json"); a model the meta device cannot build
-    and no count made too big passes unchecked (None)."""
+    and no count made too big passes unchecked (None). ``spill``: the weights are read onto a device map
+    (GPUs, CPU, disk) that decides itself whether they fit, so the memory is not compared (the module
+    count still is)."""
     check_size_fields(raw, where)
-    free = available_memory(device)
+    free = None if spill else available_memory(device)
     budget = None if free is None else free[0]
     slots = count_slots(raw)
     fields = ", ".join(f"{_describe(p)} = {v}" for p, v in sorted(slots, key=lambda s: -s[1])[:3])

@@ -24,17 +24,20 @@ from condcli import hub
 from condcli.adapters import Adapter, adapter_for, condition_model
 from condcli.big_model import (
     Placement,
+    Streamed,
     describe,
     dispatch,
     main_device,
     offloaded_weights,
     placement,
+    quiet,
+    stream,
     summary,
 )
 from condcli.checkpoints import load_into
 from condcli.devices import resolve_device, resolve_dtype
 from condcli.errors import InputError, UsageError
-from condcli.hf_loading import analysed_module, hf_model
+from condcli.hf_loading import analysed_module, hf_model, streams
 from condcli.inputs import Preprocessing
 from condcli.model_config import check_hf_config, check_raw_hf, check_timm_folder
 from condcli.model_config import flavour as flavour_of
@@ -210,9 +213,23 @@ def _hf_config(spec: ModelSpec, options: LoadOptions) -> Any:
         return AutoConfig.from_pretrained(spec.target, trust_remote_code=options.trust_remote_code)
 
 
-def _hf_model(spec: ModelSpec, options: LoadOptions, config: Any, pretrained: bool) -> tuple[nn.Module, str]:
-    with _seeded(options.seed), hub.loading(spec.text, pretrained and spec.kind == "hf"):
-        return hf_model(spec.target, config, pretrained, options.trust_remote_code)
+def _hf_model(
+    spec: ModelSpec,
+    options: LoadOptions,
+    config: Any,
+    pretrained: bool,
+    streamed: Streamed | None = None,
+    dtype: torch.dtype | None = None,
+) -> tuple[nn.Module, str]:
+    if streamed is None:
+        with _seeded(options.seed), hub.loading(spec.text, pretrained and spec.kind == "hf"):
+            return hf_model(spec.target, config, pretrained, options.trust_remote_code)
+    try:
+        with _seeded(options.seed), hub.loading(spec.text, spec.kind == "hf"), quiet():
+            return hf_model(spec.target, config, True, options.trust_remote_code, **streamed.kwargs(dtype))
+    except BaseException:
+        streamed.failed()
+        raise
 
 
 def _apply_builtin_conditioning(model: nn.Module, spec: ModelSpec) -> list[str]:
@@ -300,6 +317,7 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     not_real: dict[str, str] = {}  # a folder's tensors that are not real floating point
     shards: dict[str, str] = {}  # a sharded folder's tensor name → file
     flavour: Literal["timm", "hf", "factory"]
+    streamed: Streamed | None = None  # pretrained HF weights read straight onto the device map
     if spec.kind == "factory":
         model, built = _factory_model(spec, options, weights)
         notes.append(built)
@@ -315,7 +333,12 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
                 check_raw_hf(folder)
             config = _hf_config(spec, options)
             where = str(folder / "config.json") if folder is not None else f"the config.json of {spec.text}"
-            check_hf_config(config, where, spec.target, options.trust_remote_code, device, dtype)
+            streaming = spread_to is not None and pretrained and streams(config) is not None
+            check_hf_config(
+                config, where, spec.target, options.trust_remote_code, device, dtype, spill=streaming
+            )
+            if streaming and spread_to is not None:
+                streamed = stream(streams(config), config, spread_to, dtype)
         if folder is not None and pretrained:
             found = check_folder_weights(folder, flavour)
             loaded_from, not_real, shards = found.source, found.not_real, found.shards
@@ -323,9 +346,10 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
             model = _timm_model(spec, options, pretrained)
             pre = timm_preprocessing(model)
         else:
-            model, loaded_as = _hf_model(spec, options, config, pretrained)
+            model, loaded_as = _hf_model(spec, options, config, pretrained, streamed, dtype)
             notes.append(loaded_as)
     analysed, analysed_notes = analysed_module(model) if flavour == "hf" else (model, [])
+    placed = None if streamed is None else streamed.done(analysed)
     checkpoint = options.checkpoint or spec.weights_file
     if checkpoint is not None:
         _load_checkpoint(model, analysed, Path(checkpoint), spec.text)
@@ -335,7 +359,7 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
         check_finite(model, loaded_from, shards=shards)
     notes += _apply_builtin_conditioning(model, spec)
     model.eval()
-    if dtype is not None:
+    if dtype is not None and streamed is None:  # streamed: read in that dtype
         model.to(dtype)
         if weights != "random":
             check_finite(model, loaded_from, f"the cast to {dtype}".replace("torch.", ""), shards)
@@ -344,7 +368,7 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     adapter = adapter_for(analysed, options.adapter)
     spread = None
     if spread_to is not None:
-        adapter, spread = _spread(analysed, adapter, spread_to, notes)
+        adapter, spread = _spread(analysed, adapter, spread_to, notes, placed)
     if flavour == "hf":
         pre = _hf_preprocessing(source, analysed, adapter, options.trust_remote_code)
     elif flavour == "factory":
@@ -364,11 +388,15 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
 
 
 def _spread(
-    analysed: nn.Module, adapter: Adapter, where: Placement, notes: list[str]
+    analysed: nn.Module,
+    adapter: Adapter,
+    where: Placement,
+    notes: list[str],
+    placed: dict[str, str] | None = None,
 ) -> tuple[Adapter, dict[str, Any]]:
-    """Dispatch the analysed module over devices (its blocks whole): the adapter reading offloaded weights
-    back for its W slices, and the report's record of the placement."""
-    found = dispatch(analysed, where, [spec.name for spec in adapter.layers])
+    """Dispatch the analysed module over devices (its blocks whole; ``placed``: read onto them already): the
+    adapter reading offloaded weights back for its W slices, and the report's record of the placement."""
+    found = placed if placed is not None else dispatch(analysed, where, [s.name for s in adapter.layers])
     device = main_device(analysed)
     notes.append(f"device map {where.strategy}: {describe(found)}; the analysis runs on {device}")
     layers = tuple(replace(s, weights=offloaded_weights(analysed, s, device)) for s in adapter.layers)

@@ -281,6 +281,8 @@ def check_finite(
     ``source`` names where the weights came from, ``shards`` the file of each tensor of a sharded folder;
     ``after`` says what changed them (e.g. a dtype cast)."""
     for name, p in model.named_parameters():
+        if p.device.type == "meta":  # offloaded by a device map (its weights stay on disk)
+            continue
         if p.is_floating_point() or p.is_complex():
             bad = _non_finite(p)
             if bad:

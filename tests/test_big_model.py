@@ -108,6 +108,13 @@ def test_split_over_cpu_and_disk_gives_the_unsplit_report(
     monkeypatch.setattr(tempfile, "tempdir", str(offload))
     whole = _report(cli, str(folder))
     split = _report(cli, str(folder), "--device-map", "auto", "--max-memory", _budget(folder))
+    if family == "gpt2":  # also built first (random weights), then dispatched
+        random = ("--weights", "random")
+        built = _report(cli, str(folder), *random, "--device-map", "auto", "--max-memory", _budget(folder))
+        assert set(_same_but_placement(_report(cli, str(folder), *random), built)["modules"].values()) == {
+            "cpu",
+            "disk",
+        }
     placed = _same_but_placement(whole, split)
     assert placed["strategy"] == "auto" and placed["disk"] is True
     assert set(placed["modules"].values()) == {"cpu", "disk"}, placed
@@ -169,6 +176,8 @@ def test_dispatched_capture_matches_the_models_own_tensors(
     folder = _gpt2(tmp_path / "g")
     loaded = load(str(folder), LoadOptions(device_map="auto", max_memory=_budget(folder)))
     assert loaded.device_map is not None and "disk" in loaded.device_map["modules"].values()
+    # pretrained weights are read straight onto the map, made for the whole GPT2LMHeadModel
+    assert any(k.startswith("transformer.h.") for k in loaded.device_map["modules"]), loaded.device_map
     whole = load(str(folder))
     reference = GPT2Model.from_pretrained(folder, attn_implementation="eager").eval()
     ids = torch.randint(0, 96, (2, 7), generator=torch.Generator().manual_seed(1))
@@ -210,7 +219,9 @@ def test_an_embedding_offloaded_to_disk_is_still_an_exact_lookup(tmp_path: Path)
 
 
 def test_a_failed_dispatch_leaves_no_offload_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built then dispatched (random weights), or read onto the map (pretrained): interrupted, no folder."""
     import accelerate
+    from transformers import GPT2LMHeadModel
 
     folder = _gpt2(tmp_path / "g")
     offload = tmp_path / "tmp"
@@ -218,13 +229,16 @@ def test_a_failed_dispatch_leaves_no_offload_folder(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(tempfile, "tempdir", str(offload))
 
     def broken(*args: Any, **kwargs: Any) -> None:
-        assert kwargs["offload_dir"] is not None and Path(kwargs["offload_dir"]).is_dir()
+        where = kwargs.get("offload_dir") or kwargs.get("offload_folder")
+        assert where is not None and Path(where).is_dir()
         raise KeyboardInterrupt
 
     monkeypatch.setattr(accelerate, "dispatch_model", broken)
-    with pytest.raises(KeyboardInterrupt):
-        load(str(folder), LoadOptions(device_map="auto", max_memory=_budget(folder)))
-    assert list(offload.iterdir()) == []
+    monkeypatch.setattr(GPT2LMHeadModel, "from_pretrained", broken)
+    for weights in ("random", "pretrained"):
+        with pytest.raises(KeyboardInterrupt):
+            load(str(folder), LoadOptions(weights=weights, device_map="auto", max_memory=_budget(folder)))  # type: ignore[arg-type]
+        assert list(offload.iterdir()) == []
 
 
 @pytest.mark.parametrize(
@@ -277,3 +291,21 @@ def test_placement_without_device_map_is_none() -> None:
     assert placement(None, None) is None
     with pytest.raises(UsageError):
         placement("auto", None, "cuda:0")
+
+
+def test_a_model_larger_than_memory_is_refused_unless_read_onto_a_device_map() -> None:
+    """model_size: 4 TB of weights exceed any RAM here; read onto a device map (which may offload to disk
+    and says itself whether the model fits) the memory is not compared."""
+    from torch import nn
+
+    from condcli.errors import InputError
+    from condcli.model_size import check_fits
+
+    def build(cfg: dict[str, int]) -> nn.Module:
+        return nn.Linear(cfg["hidden_size"], cfg["hidden_size"])
+
+    cfg = {"hidden_size": 10**6}
+    with pytest.raises(InputError, match="more than the"):
+        check_fits(build, cfg, cfg, "big/config.json", torch.device("cpu"))
+    size = check_fits(build, cfg, cfg, "big/config.json", torch.device("cpu"), spill=True)
+    assert size is not None and size.params == 10**12 + 10**6
