@@ -75,8 +75,8 @@ if os.environ["RANK"] == os.environ["FAULT_RANK"]:
     def _one(*args, **kwargs):
         exec(os.environ["FAULT"])
     driver._one = _one
-from condcli.cli.main import main
-sys.exit(main(sys.argv[1:]))
+from condcli.__main__ import run
+run()
 """
 
 
@@ -125,7 +125,7 @@ def test_spectrum_over_two_processes_is_one_process_report_byte_for_byte(
 @pytest.mark.parametrize(
     "args",
     [
-        ["sweep-lambda", "bert-docstrings", *SMALL, "--layers", "0,2", "--steps", "4"],
+        ["sweep-lambda", "bert-docstrings", *SMALL, "--layers", "1", "--steps", "2"],
         ["rank-decay", "gpt2-docstrings", *SMALL, "--heads", "--conditioned", "10"],
     ],
     ids=["sweep-lambda-text", "rank-decay-causal"],
@@ -186,6 +186,28 @@ def test_a_rank_killed_mid_run_ends_the_other_with_one_line_not_a_hang(tmp_path:
     assert code0 == 2 and out0 == ""
     assert err0.count("\n") == 1 and err0.startswith("error: another process of this torchrun run stopped")
     assert seconds < 60
+
+
+def test_under_torchrun_a_rank_killed_stops_the_run_with_one_line_from_rank_0(tmp_path: Path) -> None:
+    """torchrun sees the dead worker and stops the other (SIGTERM): its one line, no hang."""
+    program = tmp_path / "rank.py"
+    program.write_text(RANK_PROGRAM)
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"]
+    kill = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    started = time.monotonic()
+    done = subprocess.run(
+        [*launcher, str(program), "spectrum", "vit-plain", *TINY, "--json"],
+        cwd=tmp_path,
+        env=_env(FAULT_RANK="1", FAULT=kill),
+        capture_output=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1 and done.stdout == b""
+    lines = [line for line in done.stderr.decode().splitlines() if line.startswith("error:")]
+    assert lines == ["error: terminated"] or lines[0].startswith("error: another process"), lines
+    assert len(lines) == 1
+    assert time.monotonic() - started < 120
 
 
 def test_standard_input_is_refused_under_torchrun_in_one_line(tmp_path: Path) -> None:

@@ -201,10 +201,12 @@ def _across_ranks(run: Callable[[], int], debug: bool) -> int:
     if w is None:
         return run()
     code = run()
+    if code >= 128:  # stopped by a signal (torchrun stops every rank once one has failed): it said so
+        return code
     try:
         code, line = conclude(code, _failed["line"])
-    except CondcliError as e:
-        return _fail(err, error_line(e), e.exit_code)
+    except CondcliError as e:  # the others are gone: this rank's own error, else why it cannot agree
+        return code if _failed["line"] is not None else _fail(err, error_line(e), e.exit_code)
     if line is not None:
         _fail(err, line, code)
     return code
