@@ -160,7 +160,9 @@ def exchange(tag: str, payload: Any) -> list[tuple[str, Any]]:
     except (RuntimeError, ValueError) as e:  # a peer died mid-exchange, or did not come in time
         _group["broken"] = True  # no more exchanges: the run ends on this rank with this error
         late = "timed out" in str(e).lower() or "timeout" in str(e).lower()
-        why = f"did not answer within {timeout().total_seconds():g} s" if late else "stopped (connection lost)"
+        why = (
+            f"did not answer within {timeout().total_seconds():g} s" if late else "stopped (connection lost)"
+        )
         raise ExchangeError(
             f"another process of this torchrun run {why} before the results were exchanged",
             "see that process's output (torchrun's summary names it); rerun"
