@@ -2,6 +2,25 @@
 
 Plots and tables read these (or their JSON); nothing here computes. ``to_json`` gives plain dicts in which
 infinite values are the string "inf" (SPEC §6).
+
+Floors (SPEC §2). Where a matrix's σ_k ≤ tol = u·‖X‖_F (u the capture dtype's unit roundoff), its κ cannot be
+told from rounding noise: the per-sample value is then the floor σ_1/tol (the true κ is at least that), never
+the noise κ. An aggregate of a quantity that can be a floor — ``embedding.kappa``; per layer ``kappa``,
+``kappa_attn_input``, ``mu_la``, ``kappa_probs``, ``kappa_mixing``, ``mu_a`` (plain and ``conditioned``);
+``mu_la``, ``mu_a``, ``kappa_probs``, ``kappa_mixing`` in ``heads_detail`` — adds three keys to
+``{median, mean, min, max, per_sample, inf_count}``:
+
+- ``per_sample_floor``: one boolean per sample, true where ``per_sample`` is only a floor. A per-sample max
+  over heads or groups is a floor where any of them is (its true value is unbounded above); μ(LA) and μ(A)
+  are floors where a κ factor is.
+- ``floor_count``: how many samples are floors.
+- ``floor``: ``{median, mean, min, max}`` → whether that statistic is itself only a floor, i.e. raising the
+  floor samples to their (unknown, larger) true values could raise it: mean and max where any sample is a
+  floor; min where a floor is at or below the smallest measurement; median where a floor is at or below the
+  upper middle value (floors above it cannot move it). Tables print such a statistic as "≥ 3.1e+04 ⚠".
+
+The ``below_precision`` counts keep their meaning; quantities that are never floors (σ, ranks, κ(X + λI_k),
+κ(X + C), κ(W), entropies) carry none of these keys.
 """
 
 from __future__ import annotations

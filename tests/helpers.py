@@ -32,6 +32,14 @@ def np_tol(X: np.ndarray, eps: float) -> np.ndarray:
     return np.maximum(rounding, max(X.shape[-2:]) * EPS * np_sigma(X)[..., 0])
 
 
+def np_reported_kappa(X: np.ndarray, eps: float) -> np.ndarray:
+    """κ as SPEC §2 reports it for a capture of machine epsilon ``eps``: σ_1/σ_k, or where σ_k ≤ tol the
+    floor σ_1/tol (all the captured data can tell)."""
+    s, tol = np_sigma(X), np_tol(X, eps)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(s[..., -1] <= tol, s[..., 0] / tol, np_kappa(X))
+
+
 def np_shifted_kappa(X: np.ndarray, lam: float) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     return np_kappa(X + lam * np.eye(*X.shape[-2:]))

@@ -89,7 +89,10 @@ def test_layer_numbers_equal_a_recomputation_from_hooks_and_weights(vit: Any) ->
         np.testing.assert_allclose(layer.weights.wv_heads, kv, rtol=1e-9)
         full_q = np.concatenate(list(wq), axis=1)  # d × d, heads side by side
         np.testing.assert_allclose(layer.weights.wq, np_kappa(full_q), rtol=1e-9)
-        ka, kp = np_kappa(A), np_kappa(P)  # (S,), (S, H)
+        ka = np_kappa(A)  # (S,)
+        # κ(P) as SPEC §2 reports it: the measurement, or where σ_k ≤ tol the floor σ_1/tol
+        sp, tp = np_sigma(P), np_tol(P, F32)  # (S, H, N), (S, H)
+        kp = np.where(sp[..., -1] <= tp, sp[..., 0] / tp, np_kappa(P))  # (S, H)
         assert_agg(layer.plain["kappa"], list(np_kappa(X)), 1e-9)
         assert_agg(layer.plain["kappa_attn_input"], list(ka), 1e-9)
         mu_la = (kq * kk * kv)[None, :] * ka[:, None] ** 3

@@ -32,7 +32,7 @@ def test_bench_prints_every_part_with_ratios(
     assert "of which P (softmax probabilities), by SVD" in out
     assert "peak RSS" in out and "1 vs 2 images" in out
 
-    assert [v.target for v in verdicts] == [1.3, 1.3, 1.5, 1.2]
+    assert [v.target for v in verdicts] == [1.3, 2.0, 1.3, 1.5, 1.2]
     assert all(math.isfinite(v.value) and v.value > 0 for v in verdicts)
     for v in verdicts:
         assert v.line() in out and v.line().endswith(("PASS", "MISS"))

@@ -20,6 +20,7 @@ from tests.helpers import np_kappa
 
 FAST = ["--max-samples", "2", "--batch-size", "2"]
 AGG_KEYS = {"median", "mean", "min", "max", "per_sample", "inf_count"}
+FLOOR_KEYS = {"floor_count", "floor", "per_sample_floor"}
 
 
 def test_json_has_every_spec_key(cli_json: Callable[..., dict[str, Any]]) -> None:
@@ -29,8 +30,9 @@ def test_json_has_every_spec_key(cli_json: Callable[..., dict[str, Any]]) -> Non
     assert {"kind", "count", "tokens", "dim"} <= set(r["inputs"])
     assert {"lambda", "dtype", "device", "seed"} <= set(r["settings"])
     e = r["embedding"]
-    for key in ("kappa", "kappa_conditioned", "kappa_corrected", "sigma_max", "sigma_min", "numerical_rank"):
+    for key in ("kappa_conditioned", "kappa_corrected", "sigma_max", "sigma_min", "numerical_rank"):
         assert set(e[key]) == AGG_KEYS, key
+    assert set(e["kappa"]) == AGG_KEYS | FLOOR_KEYS  # κ(X) may be a floor (SPEC §2): marked per sample
     assert isinstance(e["below_precision"], int) and e["where"] == "pos_drop"
     for key in ("spectrum", "spectrum_conditioned"):
         assert set(e[key]) == {"median", "p10", "p90"} and len(e[key]["median"]) == 65
@@ -39,7 +41,7 @@ def test_json_has_every_spec_key(cli_json: Callable[..., dict[str, Any]]) -> Non
         assert {"index", "name", "kappa", "kappa_attn_input", "kappa_wq", "kappa_wk", "kappa_wv"} <= set(
             layer
         )
-        assert set(layer["mu_la"]) == AGG_KEYS and set(layer["mu_a"]) == AGG_KEYS
+        assert set(layer["mu_la"]) == AGG_KEYS | FLOOR_KEYS and set(layer["mu_a"]) == AGG_KEYS | FLOOR_KEYS
         assert set(layer["conditioned"]) >= {"kappa", "kappa_attn_input", "mu_la", "mu_a"}
     assert r["inputs"]["count"] == 2 and r["settings"]["lambda"] == 10
 

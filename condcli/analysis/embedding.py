@@ -20,7 +20,7 @@ class EmbeddingAccumulator:
         self.lam = lam
         self.keep_spectra = spectra
         self.kappa, self.kappa_conditioned, self.kappa_corrected = (
-            ScalarStream(),
+            ScalarStream(floors=True),  # κ(X): a floor σ_1/tol where X is below the capture's resolution
             ScalarStream(),
             ScalarStream(),
         )
@@ -49,7 +49,7 @@ class EmbeddingAccumulator:
         s = summarize_samples(mats, resolution)
         shifted = summarize_samples([shift(m, self.lam) for m in mats], resolution)
         sigma_max = torch.stack([v[0] for v in s.sigma]).cpu()
-        self.kappa.extend(s.kappa)
+        self.kappa.extend(s.reported, s.below)
         self.kappa_conditioned.extend(shifted.kappa)
         self.kappa_corrected.extend(torch.stack([corrected_kappa_from_sigma(v) for v in s.sigma]).cpu())
         self.sigma_max.extend(sigma_max)

@@ -22,6 +22,7 @@ from condcli.spectra import (
     mu_softmax_attention,
     stable_rank_of_spectrum,
 )
+from condcli.spectra.core import Method, gram_decides_floors
 
 
 def weight_kappas(w: HeadWeights) -> WeightKappas:
@@ -78,14 +79,15 @@ class ForwardAccumulator:
         self.kq = torch.tensor(kappas.wq_heads, dtype=torch.float64)  # (H,)
         self.kk = torch.tensor(kappas.wk_heads, dtype=torch.float64)
         self.kv = torch.tensor(kappas.wv_heads, dtype=torch.float64)
-        self.streams = {m.key: ScalarStream() for m in FORWARD}
+        # flagged metrics carry per-sample floor marks (SPEC §2): a κ below resolution is reported as σ_1/tol
+        self.streams = {m.key: ScalarStream(floors=m.flag is not None) for m in FORWARD}
         H = len(kappas.wq_heads)
-        self.head_mu_la = [ScalarStream() for _ in range(H)]
+        self.head_mu_la = [ScalarStream(floors=True) for _ in range(H)]
         self.head_la = [ScalarStream() for _ in range(H)]  # as the model computes it (rotated, RoPE)
         self.head_la_unrotated = [ScalarStream() for _ in range(H)]  # where it rotates: what μ(LA) bounds
-        self.head_mu_a = [ScalarStream() for _ in range(H)]
-        self.head_p = [ScalarStream() for _ in range(H)]
-        self.head_mixing = [ScalarStream() for _ in range(H)]
+        self.head_mu_a = [ScalarStream(floors=True) for _ in range(H)]
+        self.head_p = [ScalarStream(floors=True) for _ in range(H)]
+        self.head_mixing = [ScalarStream(floors=True) for _ in range(H)]
         self.head_entropy = [ScalarStream() for _ in range(H)]  # always kept: the report lists it per head
         self.below = {flag: 0 for flag in FLAGS}
 
@@ -96,61 +98,64 @@ class ForwardAccumulator:
             )
         put = self.streams
         sx = summarize_samples(trim(layer.x_in, lengths, (0,)), layer.x_in.dtype)
-        put["kappa"].extend(sx.kappa)
+        put["kappa"].extend(sx.reported, sx.below)
         put["stable_rank"].extend(torch.stack([stable_rank_of_spectrum(s) for s in sx.sigma]))
         self.below["x"] += int(sx.below.sum())
         attn = trim(layer.attn_in, lengths, (1,))  # per sample (G, n, c)
         sa = summarize_samples(attn, layer.attn_in.dtype)
-        ka = sa.kappa  # (S, G)
-        put["kappa_attn_input"].extend(ka.amax(-1))
-        self.below["attn_input"] += int(sa.below.any(-1).sum())
+        ka = sa.reported  # (S, G): floors where A_l is below resolution
+        a_floor = sa.below.any(-1)  # (S,) a floor in any group makes the max over groups a floor
+        put["kappa_attn_input"].extend(ka.amax(-1), a_floor)
+        self.below["attn_input"] += int(a_floor.sum())
         mu_la = mu_linear_attention(self.kq, self.kk, self.kv, ka.amax(-1)[:, None])  # (S, H)
-        put["mu_la"].extend(mu_la.amax(-1))
+        put["mu_la"].extend(mu_la.amax(-1), a_floor)
         probs = None
         if layer.probs is not None:
             p = trim(layer.probs, lengths, (2, 3))  # per sample (G, H, q, k)
-            # P is low rank in practice (Linformer): κ(P) ≫ 300, a Gram attempt would be thrown away; a few
-            # heads at a time, since a long sequence's P is H × n² numbers per sample
-            sp = summarize_heads(p, layer.probs.dtype, "svd")
-            kp = sp.kappa  # (S, G, H)
-            km = kp  # κ of the matrix that mixes the tokens: P, or the layer's M (shaped attention)
+            # a few heads at a time, since a long sequence's P is H × n² numbers per sample
+            sp = summarize_heads(p, layer.probs.dtype, _probs_method(p, layer.probs.dtype))
+            kp, p_floor = sp.reported, sp.below  # (S, G, H): floors σ_1/tol where P is below resolution
+            km, m_floor = kp, p_floor  # κ of the matrix that mixes the tokens: P, or the layer's M
             if self.spec.mixing is not None:
-                sm = summarize_heads([self._mixing(m) for m in p], layer.probs.dtype, "svd")
-                km = sm.kappa
-                self.below[MIXING_FLAG] += int(sm.below.flatten(1).any(-1).sum())
-                put["kappa_mixing"].extend(km.flatten(1).amax(-1))
+                mixes = [self._mixing(m) for m in p]
+                sm = summarize_heads(mixes, layer.probs.dtype, _probs_method(mixes, layer.probs.dtype))
+                km, m_floor = sm.reported, sm.below
+                self.below[MIXING_FLAG] += int(m_floor.flatten(1).any(-1).sum())
+                put["kappa_mixing"].extend(km.flatten(1).amax(-1), m_floor.flatten(1).any(-1))
             mu_a = mu_softmax_attention(km, ka[..., None], self.kv)  # (S, G, H)
-            put["mu_a"].extend(mu_a.flatten(1).amax(-1))
-            put["kappa_probs"].extend(kp.flatten(1).amax(-1))
-            self.below["probs"] += int(sp.below.flatten(1).any(-1).sum())
+            mu_a_floor = m_floor | sa.below[..., None]  # (S, G, H) either factor a floor
+            put["mu_a"].extend(mu_a.flatten(1).amax(-1), mu_a_floor.flatten(1).any(-1))
+            put["kappa_probs"].extend(kp.flatten(1).amax(-1), p_floor.flatten(1).any(-1))
+            self.below["probs"] += int(p_floor.flatten(1).any(-1).sum())
             entropy = torch.stack([_head_entropy(m, self.spec) for m in p]).cpu()  # (S, H)
             put["attention_entropy"].extend(entropy.amin(-1))
             for h, stream in enumerate(self.head_entropy):
                 stream.extend(entropy[:, h])
-            probs = (kp, mu_a, km)
+            probs = (kp, mu_a, km, p_floor, mu_a_floor, m_floor)
         if self.per_head:
-            self._add_heads(attn, mu_la, probs)
+            self._add_heads(attn, (mu_la, a_floor), probs)
 
     def _add_heads(
         self,
         attn: list[torch.Tensor],
-        mu_la: torch.Tensor,
-        probs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
+        mu_la_floor: tuple[torch.Tensor, torch.Tensor],
+        probs: tuple[torch.Tensor, ...] | None,
     ) -> None:
+        mu_la, a_floor = mu_la_floor
         rotation = self.spec.rotation
         la = torch.stack([self._kappa_la(a, rotation) for a in attn]).cpu()
         plain = torch.stack([self._kappa_la(a, None) for a in attn]).cpu() if rotation is not None else None
         for h in range(len(self.head_mu_la)):
-            self.head_mu_la[h].extend(mu_la[:, h])
+            self.head_mu_la[h].extend(mu_la[:, h], a_floor)
             self.head_la[h].extend(la[:, h])
             if plain is not None:
                 self.head_la_unrotated[h].extend(plain[:, h])
             if probs is not None:
-                kp, mu_a, km = probs
-                self.head_p[h].extend(kp[:, :, h].amax(-1))
+                kp, mu_a, km, p_floor, mu_a_floor, m_floor = probs
+                self.head_p[h].extend(kp[:, :, h].amax(-1), p_floor[:, :, h].any(-1))
                 if self.spec.mixing is not None:
-                    self.head_mixing[h].extend(km[:, :, h].amax(-1))
-                self.head_mu_a[h].extend(mu_a[:, :, h].amax(-1))
+                    self.head_mixing[h].extend(km[:, :, h].amax(-1), m_floor[:, :, h].any(-1))
+                self.head_mu_a[h].extend(mu_a[:, :, h].amax(-1), mu_a_floor[:, :, h].any(-1))
 
     def _mixing(self, p: torch.Tensor) -> torch.Tensor:
         """One sample's M = mixing(P) (G, H, q, k), from P in float64."""
@@ -205,6 +210,16 @@ class ForwardAccumulator:
             )
             for h in range(len(self.head_mu_la))
         )
+
+
+def _probs_method(p: list[torch.Tensor], dtype: torch.dtype) -> Method:
+    """P is low rank in practice (Linformer): κ(P) ≫ 1e4, beyond what the Gram path measures to 1e-6. A Gram
+    attempt pays only where it can certify floors without an SVD (bf16/fp16 captures); in float32 it cannot
+    (tol² < the Gram error), so P goes to SVD straight away."""
+    if not p:
+        return "svd"
+    shape = (int(p[0].shape[-2]), int(p[0].shape[-1]))
+    return "auto" if gram_decides_floors(dtype, shape) else "svd"
 
 
 def _head_entropy(p: torch.Tensor, spec: LayerSpec) -> torch.Tensor:

@@ -35,16 +35,24 @@ class Summaries:
     sigma: list[torch.Tensor]  # per sample (*lead, k), descending float64
     kappa: torch.Tensor  # (S, *lead)
     rank: torch.Tensor  # (S, *lead) numerical rank at the capture dtype's tolerance
-    below: torch.Tensor  # (S, *lead) σ_k ≤ tol: below the capture dtype's resolution
+    below: torch.Tensor  # (S, *lead) σ_k ≤ tol: below the capture dtype's resolution, κ only a floor
+    reported: torch.Tensor  # (S, *lead) the κ to report: measured, or the floor σ_1/tol where ``below``
 
 
 def summarize_samples(
-    mats: Sequence[torch.Tensor], capture_dtype: torch.dtype | str, method: Method = "auto"
+    mats: Sequence[torch.Tensor],
+    capture_dtype: torch.dtype | str,
+    method: Method = "auto",
+    *,
+    exact_spectrum: bool = True,
 ) -> Summaries:
-    """:func:`condcli.spectra.summarize` of every sample, in sample order.
+    """:func:`condcli.spectra.summarize` of every sample, in sample order, with floors (SPEC §2).
 
-    ``method="auto"``: the Gram path with SVD fallback (activations); ``"svd"`` where the matrices are
-    expected to be ill-conditioned, so a Gram attempt would only be thrown away (attention probabilities).
+    ``method="auto"``: the Gram path where it settles κ within 1e-6 of SVD's or certifies a floor, SVD
+    elsewhere (activations); ``"svd"`` where the matrices are expected to be ill-conditioned and the Gram path
+    cannot decide floors at the capture dtype, so a Gram attempt would only be thrown away (attention
+    probabilities in float32). ``exact_spectrum=False``: a Gram-certified floor gets no SVD (its σ below tol
+    is noise; the caller does not report it).
     """
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, m in enumerate(mats):
@@ -53,20 +61,25 @@ def summarize_samples(
     kappa: list[torch.Tensor | None] = [None] * len(mats)
     rank: list[torch.Tensor | None] = [None] * len(mats)
     below: list[torch.Tensor | None] = [None] * len(mats)
+    reported: list[torch.Tensor | None] = [None] * len(mats)
     for idx in groups.values():
-        s = summarize(torch.stack([mats[i] for i in idx]), capture_dtype, method=method)
+        stack = torch.stack([mats[i] for i in idx])
+        s = summarize(stack, capture_dtype, method=method, floors=True, exact_spectrum=exact_spectrum)
+        shown = s.reported
         for j, i in enumerate(idx):
-            sigma[i], kappa[i], rank[i], below[i] = (
+            sigma[i], kappa[i], rank[i], below[i], reported[i] = (
                 s.sigma[j],
                 s.kappa[j],
                 s.numerical_rank[j],
                 s.below_precision[j],
+                shown[j],
             )
     return Summaries(
         sigma=[s for s in sigma if s is not None],
         kappa=torch.stack([k for k in kappa if k is not None]).cpu(),
         rank=torch.stack([r for r in rank if r is not None]).cpu(),
         below=torch.stack([b for b in below if b is not None]).cpu(),
+        reported=torch.stack([r for r in reported if r is not None]).cpu(),
     )
 
 
@@ -95,8 +108,11 @@ def summarize_heads(
     mats: Sequence[torch.Tensor], capture_dtype: torch.dtype | str, method: Method = "auto"
 ) -> Summaries:
     """:func:`summarize_samples` of per-sample stacks (G, H, q, k), a chunk of heads at a time
-    (:func:`head_chunks`): the same summaries, without a float64 copy of every head at once."""
-    parts = [summarize_samples(chunk, capture_dtype, method) for chunk in head_chunks(mats)]
+    (:func:`head_chunks`): the same summaries, without a float64 copy of every head at once. Only κ and the
+    flags are used from these, so a Gram-certified floor gets no SVD."""
+    parts = [
+        summarize_samples(chunk, capture_dtype, method, exact_spectrum=False) for chunk in head_chunks(mats)
+    ]
     if len(parts) == 1:
         return parts[0]
     return Summaries(
@@ -104,4 +120,5 @@ def summarize_heads(
         kappa=torch.cat([s.kappa for s in parts], dim=2),
         rank=torch.cat([s.rank for s in parts], dim=2),
         below=torch.cat([s.below for s in parts], dim=2),
+        reported=torch.cat([s.reported for s in parts], dim=2),
     )

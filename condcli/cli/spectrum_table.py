@@ -6,14 +6,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from condcli.cli.tables import WARN, header, median, num
+from condcli.cli.tables import WARN, header, median, num, stat
 from condcli.metrics import FORWARD, WEIGHTS, MetricDef, forward
 from condcli.report import LayerReport, SpectrumReport
 from condcli.spectra import Aggregate
 
 
 def _row(table: Table, name: str, a: Aggregate, note: str = "") -> None:
-    table.add_row(name, num(a.median), num(a.min), num(a.max), note)
+    table.add_row(name, stat(a, "median"), stat(a, "min"), stat(a, "max"), note)
 
 
 def embedding_table(report: SpectrumReport) -> Table:
@@ -124,7 +124,8 @@ def _footnotes(out: Console, report: SpectrumReport) -> None:
     if any(layer.plain.below.get("probs") for layer in report.layers):
         out.print(
             f"{WARN} on κ(P)/μ(A): P is numerically singular below float resolution in some samples "
-            "(attention is low rank, as Linformer observed): the value is a floor."
+            "(attention is low rank, as Linformer observed): such a κ is only the floor σ_1/tol, and a "
+            'statistic it can move reads "≥ value ⚠".'
         )
     if any(layer.plain.below.get("x") or layer.plain.below.get("attn_input") for layer in report.layers):
         out.print(f"{WARN} on κ(X_l)/κ(A_l): some samples below the capture dtype's resolution.")

@@ -23,11 +23,25 @@ def num(v: float | None) -> str:
     return f"{v:.3g}"
 
 
+def floor_num(v: float) -> str:
+    """A floor: "≥ 3.1e+04" — two significant digits, the true value is at least this (SPEC §2)."""
+    return "≥ inf" if math.isinf(v) else f"≥ {v:.2g}"
+
+
+def stat(a: Aggregate, statistic: str) -> str:
+    """One statistic of ``a`` (median, min, max, mean): "≥ 3.1e+04 ⚠" where it is itself only a floor."""
+    v = float(getattr(a, statistic))
+    return f"{floor_num(v)} {WARN}" if a.is_floor(statistic) else num(v)
+
+
 def median(a: Aggregate | None, below: int | None = 0) -> str:
-    """A median, marked ⚠ when some samples were below the capture dtype's resolution."""
+    """A median: "≥ 3.1e+04 ⚠" where it is a floor, else the value, marked ⚠ when some samples were below
+    the capture dtype's resolution."""
     if a is None:
         return "—"
-    return num(a.median) + (f" {WARN}" if below else "")
+    if a.is_floor("median"):
+        return stat(a, "median")
+    return num(a.median) + (f" {WARN}" if below or a.floor_count else "")
 
 
 def stdout_console() -> Console:

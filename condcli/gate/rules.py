@@ -8,7 +8,11 @@
   metric's limit is a maximum, a lower-is-worse one's a minimum.
 
 A value exactly at its limit passes. A κ that is inf (numerically singular) or measured on samples below
-the capture dtype's resolution (a floor, not a measurement: SPEC §2) fails, with that reason.
+the capture dtype's resolution (a floor, not a measurement: SPEC §2) fails, with that reason. Floors are
+treated as floors: a floor above a maximum fails (the reason shows "≥ value > limit": the true value is at
+least that); a floor at or below a maximum cannot pass either, since the true value may lie above the limit
+— it fails with the below-resolution reason, as does any statistic over samples some of which are floors
+(even a median the report marks exact: the gate does not pass what it cannot see).
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ def kappa_rule(
     reasons = []
     if value > limit:
         shown, lim = fmt_pair(value, limit)
+        shown = ("≥ " if statistic_is_floor(agg, statistic) else "") + shown
         reasons.append(f"{label.split(',')[0]} {statistic} {shown} > {lim}")
     reasons += _precision(inf, max(below, inf), n, dtype, what)
     return CheckResult(
@@ -102,6 +107,14 @@ class _LayerValue:
     value: float
     inf: int
     below: int
+    floor: bool = False  # the statistic itself is only a floor (the report's "floor" marks, SPEC §2)
+
+
+def statistic_is_floor(agg: Mapping[str, Any], statistic: Statistic) -> bool:
+    """Whether the report marks ``statistic`` of this aggregate as only a floor (``"floor": {median: …}``;
+    absent in older reports and for quantities that are never floors)."""
+    marks = agg.get("floor")
+    return isinstance(marks, Mapping) and marks.get(statistic) is True
 
 
 def _layer_values(report: Mapping[str, Any], metric: MetricDef, statistic: Statistic) -> list[_LayerValue]:
@@ -123,6 +136,7 @@ def _layer_values(report: Mapping[str, Any], metric: MetricDef, statistic: Stati
                 value=statistic_of(agg, statistic, f"{path}.{key}"),
                 inf=count(agg.get("inf_count", 0), f"{path}.{key}.inf_count"),
                 below=0 if flag is None else count(below.get(flag) or 0, f"{path}.below_precision.{flag}"),
+                floor=statistic_is_floor(agg, statistic),
             )
         )
     return out
@@ -153,6 +167,7 @@ def layer_rule(
     reasons = []
     if over:
         shown, lim = fmt_pair(worst.value, limit)
+        shown = ("≥ " if worst.floor else "") + shown
         sign = ">" if metric.bound == "max" else "<"
         reasons.append(
             f"{metric.label} {statistic} {shown} {sign} {lim} in {len(over)} of {len(values)} layers, "

@@ -61,9 +61,8 @@ def as_float64(X: Tensorish, *, min_ndim: int = 2) -> torch.Tensor:
         raise InputError(f"empty matrix of shape {tuple(t.shape)}", "give at least one token and one dim")
     if t.device.type == "mps":  # MPS has no float64
         t = t.cpu()
-    t = t.detach().to(torch.float64)
-    check_finite(t)
-    return t
+    check_finite(t)  # on the captured dtype: the upcast is exact, so the verdict is the same at half the bytes
+    return t.detach().to(torch.float64)
 
 
 def pow2_exponents(magnitude: torch.Tensor) -> torch.Tensor:

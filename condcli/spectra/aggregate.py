@@ -43,13 +43,41 @@ class Aggregate:
     max: float
     per_sample: tuple[float, ...]
     inf_count: int
+    # per sample, whether the value is only a floor (the true value is ≥ it: SPEC §2); None for quantities
+    # that are never floors. JSON then adds "floor_count", "per_sample_floor" and "floor" (per statistic).
+    per_sample_floor: tuple[bool, ...] | None = None
 
     @property
     def count(self) -> int:
         return len(self.per_sample)
 
+    @property
+    def floor_count(self) -> int:
+        return sum(self.per_sample_floor or ())
+
+    def is_floor(self, statistic: str) -> bool:
+        """Whether ``statistic`` (median, mean, min, max) is itself only a floor: raising the floor samples
+        to their unknown true values (each ≥ its floor) could raise it.
+
+        mean and max: any floor. min: some floor is at or below the smallest measurement. median: some floor
+        is at or below the upper middle value (a floor above it can rise without moving the median).
+        """
+        floors = self.per_sample_floor
+        if not floors or not any(floors):
+            return False
+        if statistic in ("mean", "max"):
+            return True
+        v = np.asarray(self.per_sample)
+        f = np.asarray(floors, dtype=bool)
+        if statistic == "min":
+            return bool(f.all()) or float(v[f].min()) <= float(v[~f].min())
+        if statistic == "median":
+            upper = float(np.sort(v)[v.size // 2])
+            return bool((v[f] <= upper).any())
+        raise InternalError(f"unknown statistic {statistic!r}", "report this as a bug")
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "median": json_float(self.median),
             "mean": json_float(self.mean),
             "min": json_float(self.min),
@@ -57,10 +85,19 @@ class Aggregate:
             "per_sample": [json_float(v) for v in self.per_sample],
             "inf_count": self.inf_count,
         }
+        if self.per_sample_floor is not None:
+            out["floor_count"] = self.floor_count
+            out["floor"] = {s: self.is_floor(s) for s in ("median", "mean", "min", "max")}
+            out["per_sample_floor"] = list(self.per_sample_floor)
+        return out
 
 
-def aggregate(values: torch.Tensor | np.ndarray[Any, Any] | Sequence[float]) -> Aggregate:
-    """Median, mean (exactly rounded, ``math.fsum``), min, max, the list and the count of ``inf`` values."""
+def aggregate(
+    values: torch.Tensor | np.ndarray[Any, Any] | Sequence[float],
+    floors: torch.Tensor | np.ndarray[Any, Any] | Sequence[bool] | None = None,
+) -> Aggregate:
+    """Median, mean (exactly rounded, ``math.fsum``), min, max, the list and the count of ``inf`` values;
+    ``floors`` (per sample, optional) marks the values that are only floors (:attr:`Aggregate.is_floor`)."""
     v = _floats(values)
     if v.size == 0:
         raise InputError("no samples to aggregate", "give at least one input sample")
@@ -73,7 +110,17 @@ def aggregate(values: torch.Tensor | np.ndarray[Any, Any] | Sequence[float]) -> 
         max=float(v.max()),
         per_sample=tuple(v.tolist()),
         inf_count=int(np.isinf(v).sum()),
+        per_sample_floor=None if floors is None else tuple(bool(b) for b in _bools(floors, v.size)),
     )
+
+
+def _bools(flags: torch.Tensor | np.ndarray[Any, Any] | Sequence[bool], n: int) -> list[bool]:
+    if isinstance(flags, torch.Tensor):
+        flags = flags.detach().cpu().numpy()
+    out = np.asarray(flags, dtype=bool).reshape(-1)
+    if out.size != n:
+        raise InternalError(f"{out.size} floor flags for {n} values", "report this as a bug")
+    return [bool(b) for b in out]
 
 
 @dataclass(frozen=True)
@@ -114,17 +161,31 @@ def spectrum_band(spectra: Iterable[torch.Tensor | np.ndarray[Any, Any] | Sequen
 class ScalarStream:
     """Collects one per-sample quantity batch by batch; :meth:`result` aggregates it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, floors: bool = False) -> None:
         self._chunks: list[np.ndarray[Any, Any]] = []
+        self._floors: list[np.ndarray[Any, Any]] | None = [] if floors else None
 
-    def extend(self, batch: torch.Tensor | np.ndarray[Any, Any] | Sequence[float]) -> None:
-        self._chunks.append(_floats(batch))
+    def extend(
+        self,
+        batch: torch.Tensor | np.ndarray[Any, Any] | Sequence[float],
+        floors: torch.Tensor | np.ndarray[Any, Any] | Sequence[bool] | None = None,
+    ) -> None:
+        """Append values; on a stream made with ``floors=True``, ``floors`` marks those only floors
+        (default: none of them)."""
+        values = _floats(batch)
+        self._chunks.append(values)
+        if self._floors is not None:
+            marks = np.zeros(values.size, bool) if floors is None else np.asarray(_bools(floors, values.size))
+            self._floors.append(marks)
 
     def __len__(self) -> int:
         return sum(c.size for c in self._chunks)
 
     def result(self) -> Aggregate:
-        return aggregate(np.concatenate(self._chunks) if self._chunks else np.empty(0))
+        values = np.concatenate(self._chunks) if self._chunks else np.empty(0)
+        if self._floors is None:
+            return aggregate(values)
+        return aggregate(values, np.concatenate(self._floors) if self._floors else np.empty(0, bool))
 
 
 class SpectrumStream:

@@ -8,6 +8,7 @@ A matrix with entries beyond the safe band (near 1e308, or subnormal) is scaled 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,6 +36,15 @@ Method = Literal["auto", "svd"]
 # (tests/test_spectra_gram.py); everything above is recomputed with SVD. SPEC §2 allows the Gram path up
 # to κ ≈ 1e6 (error ≈ 1e-4 there); this is the stricter choice that meets the 1e-10 target.
 GRAM_MAX_KAPPA = 300.0
+
+# The precision budget of the analysis path (SPEC §2): every κ reported as a measurement agrees with float64
+# SVD of the same matrix to ≤ MEASURE_RTOL relative.
+MEASURE_RTOL = 1e-6
+# Error of the float64 Gram path on the squared singular values: |λ̂_i − σ_i²| ≤ δ with
+# δ = GRAM_ERROR·sqrt(max(N, d))·eps64·‖X‖_F² (forming X Xᵀ and eigvalsh, both backward stable). Measured here
+# on ViT-B's captured P (197×197) and X_l (197×768) and on prescribed spectra: the largest
+# |λ̂_i − σ_i²|/(sqrt(max(N, d))·eps64·‖X‖_F²) was 1.2; GRAM_ERROR keeps a margin over that.
+GRAM_ERROR = 4.0
 
 
 def singular_values(X: Tensorish) -> torch.Tensor:
@@ -111,6 +121,35 @@ def _spectrum(x: torch.Tensor, method: Method) -> torch.Tensor:
     return sigma
 
 
+def gram_error(fro2: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    """δ, the bound on |λ̂_i − σ_i²| of the float64 Gram path, from ‖X‖_F² (see :data:`GRAM_ERROR`)."""
+    return GRAM_ERROR * math.sqrt(max(shape)) * EPS64 * fro2
+
+
+def gram_verdict(
+    ev: torch.Tensor, tol: torch.Tensor, shape: tuple[int, int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where the Gram eigenvalues ``ev`` (..., k, descending σ̂_i² of X) settle the answer without an SVD:
+    ``(measured, floor)`` boolean masks over the leading dims.
+
+    With δ = :func:`gram_error`, σ_k² lies in [λ̂_k − δ, λ̂_k + δ]. The relative error of σ̂_k = sqrt(λ̂_k) is
+    then at most δ/(2·lo), lo = λ̂_k − δ (and σ_1's is smaller), so κ̂ = σ̂_1/σ̂_k is a measurement within
+    :data:`MEASURE_RTOL` of SVD's where δ/(2·lo) ≤ MEASURE_RTOL/4 and lo > tol² (σ_k certainly above the
+    capture's resolution): every σ_i ≥ σ_k is then as accurate and the numerical rank is k. It is a floor
+    (σ_k ≤ tol certainly) where λ̂_k + δ ≤ tol² and no λ̂_i lies within δ of tol² (so the rank is certain too).
+    In float32, tol² = 16·eps64·‖X‖_F² is below δ for every max(N, d) ≥ 16: the Gram path decides floors
+    only for coarser captures (bf16, fp16); the rest goes to SVD.
+    """
+    fro2 = ev.clamp_min(0).sum(-1)
+    delta = gram_error(fro2, shape)
+    lo = ev[..., -1] - delta
+    tol2 = tol.square()
+    measured = (lo > tol2) & (lo > 0) & (delta <= MEASURE_RTOL / 2 * lo)
+    ambiguous = ((ev - tol2[..., None]).abs() <= delta[..., None]).any(-1)
+    floor = (ev[..., -1] + delta <= tol2 * (1 - 1e-9)) & ~ambiguous
+    return measured, floor
+
+
 def precision_tolerance(
     sigma: torch.Tensor, shape: tuple[int, int], dtype: torch.dtype | str
 ) -> torch.Tensor:
@@ -132,8 +171,8 @@ def precision_tolerance(
 class SpectrumSummary:
     """Everything one SVD of a batch tells (SPEC §2). Tensors are over the leading (sample) dims."""
 
-    sigma: torch.Tensor  # (..., k) descending float64
-    kappa: torch.Tensor  # (...,) σ_1/σ_k, inf where numerically singular in float64
+    sigma: torch.Tensor  # (..., k) descending float64 (floors decided by the Gram path: σ below tol is noise)
+    kappa: torch.Tensor  # (...,) σ_1/σ_k, inf where numerically singular in float64 (a floor: see `reported`)
     numerical_rank: torch.Tensor  # (...,) int64: count of σ_i > tol
     below_precision: torch.Tensor  # (...,) bool: σ_k ≤ tol, κ cannot be resolved from the captured data
     tolerance: torch.Tensor  # (...,) tol = eps(capture dtype)/2·‖X‖_F (see precision_tolerance)
@@ -147,33 +186,84 @@ class SpectrumSummary:
     def sigma_min(self) -> torch.Tensor:
         return self.sigma[..., -1]
 
+    @property
+    def reported(self) -> torch.Tensor:
+        """(...,) the κ to report: the measurement σ_1/σ_k, or where ``below_precision`` the floor σ_1/tol
+        (κ ≥ that is all the captured data can tell; SPEC §2). ``inf`` only for a zero matrix."""
+        return torch.where(self.below_precision, floor_kappa(self.sigma_max, self.tolerance), self.kappa)
+
+
+def floor_kappa(sigma_max: torch.Tensor, tol: torch.Tensor) -> torch.Tensor:
+    """The floor κ ≥ σ_1/tol of a matrix whose σ_k ≤ tol; ``inf`` where tol is 0 (a zero matrix)."""
+    return guarded_ratio(sigma_max, tol, tol > 0, torch.inf)
+
+
+def gram_decides_floors(capture_dtype: torch.dtype | str, shape: tuple[int, int]) -> bool:
+    """Whether the Gram path can ever certify σ_k ≤ tol for this capture dtype and matrix shape: tol² =
+    u²·‖X‖_F² must exceed the Gram error δ (:func:`gram_error`). True for bf16 and fp16, False for float32
+    and float64 (there a Gram attempt on a matrix expected below resolution would be thrown away)."""
+    u = machine_eps(capture_dtype) / 2
+    return u * u > 2 * GRAM_ERROR * math.sqrt(max(shape)) * EPS64  # δ below half of tol²: room to decide
+
+
+def _resolved_spectrum(
+    x: torch.Tensor, capture_dtype: torch.dtype | str, exact_spectrum: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Spectra by the Gram path where :func:`gram_verdict` says it settles κ or the floor, SVD elsewhere
+    (and for floors too where ``exact_spectrum``); and the mask of floors the Gram path decided."""
+    shape = (x.shape[-2], x.shape[-1])
+    ev = per_matrix(lambda m: torch.linalg.eigvalsh(gram_matrix(m)), x).flip(-1)  # descending σ̂²
+    sigma = ev.clamp_min(0).sqrt()
+    measured, floor = gram_verdict(ev, precision_tolerance(sigma, shape, capture_dtype), shape)
+    redo = ~measured & (~floor | exact_spectrum)
+    if bool(redo.any()):
+        sigma[redo] = svdvals(x[redo])
+    return sigma, floor & ~redo
+
 
 def summarize(
-    X: Tensorish, capture_dtype: torch.dtype | str | None = None, *, method: Method = "svd"
+    X: Tensorish,
+    capture_dtype: torch.dtype | str | None = None,
+    *,
+    method: Method = "svd",
+    floors: bool = False,
+    exact_spectrum: bool = True,
 ) -> SpectrumSummary:
     """Spectrum, κ, numerical rank and the below-precision flag of each matrix from one float64 SVD.
 
     ``capture_dtype`` is the dtype the activations were stored in (default: X's own float dtype; float64 for
     integers and arrays). A sample is *below precision* when σ_k ≤ tol = eps(capture_dtype)/2·‖X‖_F
     (:func:`precision_tolerance`): storing X in that dtype may have moved σ_k by as much, so its κ cannot be
-    told from rounding noise and must not be reported as trustworthy. The numerical rank counts σ_i > tol.
+    told from rounding noise and must not be reported as trustworthy (report
+    :attr:`SpectrumSummary.reported`, the floor). The numerical rank counts σ_i > tol.
 
     ``method="auto"`` takes the spectrum from the float64 Gram matrix where its κ is at most
     :data:`GRAM_MAX_KAPPA` (every σ_i accurate to ≈ 1e-11 relative then, so rank and flag are SVD's) and
-    from SVD for every other matrix — the fast path for the analysis commands.
+    from SVD for every other matrix — the fast path for the analysis commands. With ``floors=True`` (the
+    analysis commands) it keeps the Gram answer wherever :func:`gram_verdict` says it is a measurement within
+    :data:`MEASURE_RTOL` of SVD's or certainly a floor, and spends no SVD on such a floor unless
+    ``exact_spectrum`` (the caller reports its whole spectrum); the κ field of a Gram-decided floor is then
+    the floor itself.
     """
     if capture_dtype is None:
         floating = isinstance(X, torch.Tensor) and X.dtype.is_floating_point  # integers are stored exactly
         capture_dtype = X.dtype if floating else torch.float64
     x, e = rescaled(as_float64(X))  # κ, rank and the flag are scale-invariant; σ and tol are scaled back
     shape = (x.shape[-2], x.shape[-1])
-    sigma = _spectrum(x, method)
+    gram_floor = None
+    if floors and method == "auto":
+        sigma, gram_floor = _resolved_spectrum(x, capture_dtype, exact_spectrum)
+    else:
+        sigma = _spectrum(x, method)
     tol = precision_tolerance(sigma, shape, capture_dtype)
     rank = (sigma > tol.unsqueeze(-1)).sum(-1)
+    kappa = kappa_from_sigma(sigma, shape)
+    if gram_floor is not None and bool(gram_floor.any()):
+        kappa = torch.where(gram_floor, floor_kappa(sigma[..., 0], tol), kappa)  # not σ̂_1/noise
     name = capture_dtype if isinstance(capture_dtype, str) else str(capture_dtype).removeprefix("torch.")
     return SpectrumSummary(
         sigma=sigma if e is None else ldexp(sigma, e[..., None]),
-        kappa=kappa_from_sigma(sigma, shape),
+        kappa=kappa,
         numerical_rank=rank,
         below_precision=sigma[..., -1] <= tol,
         tolerance=tol if e is None else ldexp(tol, e),
