@@ -61,7 +61,8 @@ def as_float64(X: Tensorish, *, min_ndim: int = 2) -> torch.Tensor:
         raise InputError(f"empty matrix of shape {tuple(t.shape)}", "give at least one token and one dim")
     if t.device.type == "mps":  # MPS has no float64
         t = t.cpu()
-    check_finite(t)  # on the captured dtype: the upcast is exact, so the verdict is the same at half the bytes
+    # checked on the captured dtype: the upcast is exact, so the verdict is the same, at half the bytes
+    check_finite(t)
     return t.detach().to(torch.float64)
 
 
