@@ -136,7 +136,7 @@ def _init() -> None:
     except (RuntimeError, ValueError) as e:
         raise ExchangeError(
             f"the torchrun processes could not meet ({type(e).__name__}: {_first_line(e)})",
-            "start the command with `torchrun --nproc_per_node N -m condcli …`",
+            "start condcli under torchrun (one process per rank), or without torchrun's variables set",
         ) from None
     _group["ready"] = True
 

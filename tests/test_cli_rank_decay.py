@@ -21,6 +21,7 @@ from tests.recording import vit_probs
 
 FAST = ["--max-samples", "2", "--batch-size", "2"]
 AGG_KEYS = {"median", "mean", "min", "max", "per_sample", "inf_count"}
+KAPPA_KEYS = AGG_KEYS | {"floor", "floor_count", "per_sample_floor"}  # a κ may be a floor (SPEC §2)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def test_json_has_every_spec_key(vit_json: dict[str, Any]) -> None:
     assert {"spec", "family", "source", "weights", "num_layers"} <= set(r["model"])
     assert {"kind", "count", "tokens", "dim"} <= set(r["inputs"])
     assert {"lambda", "dtype", "device", "seed"} <= set(r["settings"]) and r["settings"]["lambda"] == 10
-    assert set(r["embedding"]["kappa"]) == AGG_KEYS
+    assert set(r["embedding"]["kappa"]) == KAPPA_KEYS
     for key in ("rank_decay", "rank_decay_conditioned"):
         rd = r[key]
         assert rd["index_m"] == 16 and rd["threshold"] == 0.9 and len(rd["layers"]) == 6

@@ -15,7 +15,7 @@ from click.testing import Result
 
 from condcli.inputs import InputSpec, stream
 from condcli.sources import LoadOptions, load
-from tests.helpers import np_kappa
+from tests.helpers import DTYPE_EPS, np_kappa, np_reported_kappa
 from tests.recording import hooks
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -41,15 +41,16 @@ def test_the_example_needs_its_adapter_and_matches_numpy(cli: Callable[..., Resu
     with hooks(ref, where) as seen, torch.no_grad():
         ref(batch.inputs["pixel_values"].double())
     x0 = seen["x0"][0].numpy()
-    np.testing.assert_allclose(r["embedding"]["kappa"]["per_sample"], np_kappa(x0), rtol=1e-9)
+    f64 = DTYPE_EPS["float64"]  # the run is --dtype float64: κ below its resolution is the floor σ_1/tol
+    np.testing.assert_allclose(r["embedding"]["kappa"]["per_sample"], np_reported_kappa(x0, f64), rtol=1e-9)
     for i, layer in enumerate(r["layers"]):
         block = ref.blocks[i]
         np.testing.assert_allclose(
-            layer["kappa"]["per_sample"], np_kappa(seen[f"x{i}"][0].numpy()), rtol=1e-9
+            layer["kappa"]["per_sample"], np_reported_kappa(seen[f"x{i}"][0].numpy(), f64), rtol=1e-9
         )
         a = seen[f"p{i}"][0].numpy()  # A_l: the attention's input
-        got = [float(v) for v in layer["kappa_attn_input"]["per_sample"]]  # "inf": LayerNorm's rank d − 1
-        np.testing.assert_allclose(got, np_kappa(a), rtol=1e-9)
+        got = [float(v) for v in layer["kappa_attn_input"]["per_sample"]]  # LayerNorm's rank d − 1: a floor
+        np.testing.assert_allclose(got, np_reported_kappa(a, f64), rtol=1e-9)
         assert layer["kappa_wv"] == 1.0 and layer["kappa_wv_heads"] == [1.0] * 4
         w = block.attn.qk.weight.detach().numpy()  # [Q | K] rows: W_Q is the first d rows, transposed
         np.testing.assert_allclose(layer["kappa_wq"], np_kappa(w[:48].T), rtol=1e-9)

@@ -154,8 +154,9 @@ def test_check_over_two_processes_fails_alike_and_writes_one_junit(
     multi = torchrun([*args, "--junit", str(tmp_path / "two.xml")], tmp_path)
     assert single.exit_code == 1, single.stderr
     assert multi.returncode == 1  # torchrun's own code for a failed worker: see the rank tests below
-    # rank 0 exited 1, as one process does (torchrun may stop rank 1 once rank 0 has ended)
-    assert re.search(rb"rank\s*:\s*0 \(local_rank: 0\)\s*exitcode\s*:\s*1 ", multi.stderr)
+    # rank 0 said it once, as one process does (torchrun's summary of the ranks' codes is its own: once rank
+    # 0 has ended with 1, it stops the others and may report one of them as the first failure)
+    assert multi.stderr.decode().count("check failed: ") == 1
     assert multi.stdout.decode() == single.stdout
     one_xml = _junit_without_time((tmp_path / "one.xml").read_text())
     assert _junit_without_time((tmp_path / "two.xml").read_text()) == one_xml
