@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -212,9 +213,40 @@ def conclude(code: int, line: str | None) -> tuple[int, str | None]:
 
 
 def teardown() -> None:
-    """Leave the process group (if one was made)."""
+    """Leave the process group (if one was made), in step: no rank destroys it before every rank is past
+    its last exchange, and rank 0 (whose process may host the rendezvous store) leaves last. A rank that
+    left while a peer still read its last message aborted that peer (SIGABRT) now and then."""
     import torch.distributed as dist
 
     if _group["ready"] and dist.is_initialized() and not _group["broken"]:
+        store = _store()
+        _meet(store, "condcli/finished", everyone=True)
         dist.destroy_process_group()
+        _meet(store, "condcli/left", everyone=False)
     _group["ready"] = False
+
+
+def _store() -> Any:
+    """The process group's key-value store (kept alive here past the group), or None."""
+    try:
+        from torch.distributed.distributed_c10d import _get_default_store
+
+        return _get_default_store()
+    except Exception:  # no store: leave without the handshake
+        return None
+
+
+def _meet(store: Any, key: str, *, everyone: bool, wait_s: float = 60.0) -> None:
+    """Count this rank in at ``key``; wait until every rank has (``everyone``), or only on rank 0."""
+    w = world()
+    if store is None or w is None:
+        return
+    try:
+        store.add(key, 1)
+        if not everyone and w.rank != 0:
+            return
+        deadline = time.monotonic() + wait_s
+        while store.add(key, 0) < w.size and time.monotonic() < deadline:
+            time.sleep(0.01)
+    except Exception:  # a rank or the store gone: nothing left to wait for
+        return
