@@ -32,6 +32,12 @@ def render(text: str, flags: Mapping[str, str] | None = None) -> str:
     return PARAM.sub(one, text)
 
 
+def one_line(text: str) -> str:
+    """``text`` with its control characters (a newline in a file name, an ANSI escape) shown as escapes, so
+    that a message stays one line and cannot move the terminal's cursor; printable text is kept as is."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 def params(text: str) -> tuple[str, ...]:
     """The parameter names marked in ``text``, in order of appearance."""
     return tuple(match.group(1) for match in PARAM.finditer(text))

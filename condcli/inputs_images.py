@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from condcli.errors import one_line
+
 HIGH_DEPTH = ("I;16", "I;16L", "I;16B", "I;16N")  # 16-bit grey
 EXAMPLES = 3  # skipped files named in notes and hints
 
@@ -34,7 +36,7 @@ class Skipped:
     def add(self, name: str, why: str) -> None:
         self.count += 1
         if len(self.names) < EXAMPLES:
-            self.names.append(printable(name))
+            self.names.append(one_line(name))  # a newline in a file name must not break the note
             self.reasons.append(why)
 
     def examples(self) -> str:
@@ -42,11 +44,6 @@ class Skipped:
         shown = ", ".join(f"{n} ({w})" for n, w in zip(self.names, self.reasons, strict=True))
         more = self.count - len(self.names)
         return shown + (f" and {more} more" if more > 0 else "")
-
-
-def printable(name: str) -> str:
-    """``name`` with control characters escaped (a newline in a file name must not break a one-line note)."""
-    return "".join(c if c.isprintable() or c == " " else ascii(c)[1:-1] for c in name)
 
 
 def _megapixels(pixels: float) -> str:

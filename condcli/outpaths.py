@@ -30,7 +30,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from condcli.errors import UsageError
+from condcli.errors import UsageError, one_line
 
 NAME_MAX = 255  # bytes in one path component (Linux, macOS); pathconf says where it can
 PATH_MAX = 4096
@@ -44,8 +44,7 @@ Inputs = Sequence[
 
 def shown(path: Path | str) -> str:
     """``path`` for an error line: control characters escaped, so the error stays one line."""
-    text = os.fspath(path)
-    return text if text.isprintable() else ascii(text)[1:-1]
+    return one_line(os.fspath(path))
 
 
 def _name_max(folder: Path) -> int:

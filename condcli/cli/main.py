@@ -23,7 +23,7 @@ from typer.exceptions import TyperException
 
 from condcli import __version__
 from condcli.cli.flags import PARAM_FLAGS
-from condcli.errors import CondcliError, InternalError, Stopped
+from condcli.errors import CondcliError, InternalError, Stopped, one_line
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_STDOUT_CLOSED = 128 + 13  # as a process killed by SIGPIPE
@@ -101,12 +101,6 @@ def error_line(error: CondcliError) -> str:
     if isinstance(error, InternalError):
         line += " (rerun with --debug for the traceback)"
     return line
-
-
-def one_line(text: str) -> str:
-    """``text`` with its control characters (a newline in a path the user typed, an ANSI escape) shown as
-    escapes, so that an error stays one line on stderr and cannot move the terminal's cursor."""
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def _fail(console: Console, text: str, code: int) -> int:
