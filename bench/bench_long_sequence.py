@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import statistics
 import tempfile
 import time
@@ -35,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from bench.bench_spectrum import Verdict, forward, machine, replay
+from bench.bench_spectrum import Verdict, forward, machine, print_verdicts, replay
 from condcli.analysis.common import release_memory
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.capture import capture
@@ -227,9 +226,7 @@ def main(argv: Sequence[str] | None = None) -> list[Verdict]:
         print((__doc__ or "").splitlines()[0])
         print(f"{machine()}\nmedian of {args.repeats} interleaved run(s)")
         verdicts = run(shape, args.repeats)
-        print(f"\ntargets (load average at end {os.getloadavg()[0]:.2f}):")
-        for v in verdicts:
-            print("  " + v.line())
+        print_verdicts(verdicts)
         return verdicts
     finally:
         torch.set_num_threads(saved)

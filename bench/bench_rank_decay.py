@@ -14,13 +14,21 @@ Timings are the median of interleaved repeats (a, b, c, …, a, b, c, …) after
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 from collections.abc import Callable, Sequence
 
 import torch
 
-from bench.bench_spectrum import Verdict, devices, forward, machine, make_batches, replay, timed
+from bench.bench_spectrum import (
+    Verdict,
+    devices,
+    forward,
+    machine,
+    make_batches,
+    print_verdicts,
+    replay,
+    timed,
+)
 from condcli.analysis.persample import trim
 from condcli.analysis.rank_decay import RankDecayOptions, analyse_rank_decay
 from condcli.analysis.rank_layers import sample_spectra
@@ -139,9 +147,7 @@ def main(argv: Sequence[str] | None = None) -> list[Verdict]:
             for d in devices(args.device)
             for v in bench_device(args.model, args.samples, args.batch_size, args.repeats, d)
         ]
-        print(f"\ntargets (load average at end {os.getloadavg()[0]:.2f}):")
-        for v in verdicts:
-            print("  " + v.line())
+        print_verdicts(verdicts)
         return verdicts
     finally:
         torch.set_num_threads(saved)

@@ -447,10 +447,15 @@ def _run(args: argparse.Namespace) -> list[Verdict]:
     print((__doc__ or "").splitlines()[0])
     print(f"{machine()}\nmedian of {cfg.repeats} interleaved repeat(s), λ = {LAM:g}")
     verdicts = [v for d in devices(args.device) for v in bench_device(cfg, d)]
+    print_verdicts(verdicts)
+    return verdicts
+
+
+def print_verdicts(verdicts: Sequence[Verdict]) -> None:
+    """Each target's verdict, after the load average at the end of the run (noisy machines say so)."""
     print(f"\ntargets (load average at end {os.getloadavg()[0]:.2f}):")
     for v in verdicts:
         print("  " + v.line())
-    return verdicts
 
 
 if __name__ == "__main__":
