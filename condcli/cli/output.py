@@ -36,6 +36,7 @@ Writer = Callable[[Path], list[Path]]  # writes files into the given folder and 
 MANIFEST = ".condcli-manifest.json"  # what the last run wrote into an --out folder, with each file's hash
 BACKUP = ".condcli-old"  # inside the staging folder: the files a write replaces, until it has succeeded
 MANIFEST_MAX = 1 << 20  # bytes: a larger manifest is not condcli's and is ignored
+REPORT_FILES = ("report.json", "report.html")  # what :func:`emit` writes into every --out folder
 
 
 def path_option(text: str) -> Path:
@@ -230,6 +231,19 @@ def json_writer(report: dict[str, Any], name: str = "report.json") -> Writer:
     def write(folder: Path) -> list[Path]:
         path = folder / name
         path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        return [path]
+
+    return write
+
+
+def html_writer(report: dict[str, Any], name: str = "report.html") -> Writer:
+    """A writer of ``report``'s self-contained HTML page (:func:`condcli.html.render_html`)."""
+
+    def write(folder: Path) -> list[Path]:
+        from condcli.html import render_html
+
+        path = folder / name
+        path.write_text(render_html(report), encoding="utf-8")
         return [path]
 
     return write
