@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent / "condcli"
 # module goes into one of these layers (the test below names any module that is in none).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("condcli.__main__", "condcli.cli")),
+    ("monitor", ("condcli.monitor",)),  # drives the analysis from inside a training loop
     ("analysis", ("condcli.analysis", "condcli.inspection")),
-    ("readers of reports", ("condcli.gate", "condcli.plots")),
+    ("readers of reports", ("condcli.gate", "condcli.plots", "condcli.html")),
     (
         "pipeline",
         (
@@ -49,7 +50,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("adapters", ("condcli.adapters",)),
     ("conditioning", ("condcli.conditioning",)),
-    ("report", ("condcli.report", "condcli.rank_report", "condcli.metrics")),
+    ("report", ("condcli.report", "condcli.rank_report", "condcli.track_report", "condcli.metrics")),
     (
         "core",
         (

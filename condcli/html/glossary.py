@@ -1,0 +1,51 @@
+"""The glossary, generated from the metric registry (:mod:`condcli.metrics`): label, formula and which way
+is worse, only for the metrics the report holds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from html import escape
+from typing import Any
+
+from condcli.html.section import Report, Section
+from condcli.metrics import ALL, MetricDef
+
+
+def _layers(report: Report) -> list[Mapping[str, Any]]:
+    layers = report.get("layers")
+    return [layer for layer in layers if isinstance(layer, Mapping)] if isinstance(layers, list) else []
+
+
+def present(report: Report) -> list[MetricDef]:
+    """The registry's metrics this report holds a value for (embedding.<key>, layers[i].<key>)."""
+    emb = report.get("embedding")
+    emb = emb if isinstance(emb, Mapping) else {}
+    layers = _layers(report)
+    found = []
+    for m in ALL:
+        if m.scope == "embedding":
+            has = emb.get(m.key) is not None
+        else:
+            has = any(layer.get(m.key) is not None for layer in layers)
+        if has:
+            found.append(m)
+    return found
+
+
+def glossary_html(metrics: list[MetricDef]) -> str:
+    """A definition list: label, formula, and which way is worse."""
+    items = "".join(
+        f"<dt>{escape(m.label)}</dt><dd>{escape(m.formula)}. "
+        f"{'Higher is worse' if m.worse == 'higher' else 'Lower is worse'}.</dd>"
+        for m in metrics
+    )
+    return f'<dl class="glossary">{items}</dl>'
+
+
+def glossary_section(report: Report, extra: list[MetricDef] | None = None) -> Section | None:
+    """The glossary section, or None where the report holds none of the registry's metrics."""
+    metrics = present(report)
+    metrics += [m for m in extra or [] if m not in metrics]
+    if not metrics:
+        return None
+    return Section("glossary", "Glossary", glossary_html(metrics))

@@ -1,0 +1,71 @@
+"""Numbers of a report as the page shows them: the CLI's rounding (three significant digits, "≥ x ⚠" for
+floors), and the full-precision text that ``data-value`` attributes and hover titles carry."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+WARN = "⚠"
+
+
+def to_float(value: object) -> float | None:
+    """A JSON float of a report as a float: "inf"/"-inf"/"nan" strings and numbers; None for null or
+    anything else (a bool is not a number here)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def floats(values: object) -> list[float]:
+    """A JSON list of floats; null and non-numbers become NaN; anything not a list gives []."""
+    if not isinstance(values, list):
+        return []
+    out = []
+    for v in values:
+        f = to_float(v)
+        out.append(math.nan if f is None else f)
+    return out
+
+
+def full(v: float | None) -> str:
+    """Full precision: the shortest text that reads back as the same float ("Infinity" for inf, as JS
+    ``Number()`` and Python ``float()`` both read it); "" for None/NaN."""
+    if v is None or math.isnan(v):
+        return ""
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    return repr(float(v))
+
+
+def num(v: float | None, digits: int = 3) -> str:
+    """Significant digits as the CLI tables print them; inf stays "inf"; None or NaN is a dash."""
+    if v is None or math.isnan(v):
+        return "—"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return f"{v:.{digits}g}"
+
+
+def floor_num(v: float) -> str:
+    """A floor: "≥ 3.1e+04" — two significant digits, the true value is at least this."""
+    return "≥ inf" if math.isinf(v) else f"≥ {v:.2g}"
+
+
+def is_floor(agg: Mapping[str, Any], statistic: str) -> bool:
+    """Whether the report marks this statistic of an aggregate as only a floor (absent in older reports)."""
+    marks = agg.get("floor")
+    return isinstance(marks, Mapping) and marks.get(statistic) is True
+
+
+def stat(agg: object, statistic: str = "median") -> float | None:
+    """One statistic of an aggregate dict, None where the aggregate or the statistic is missing."""
+    return to_float(agg.get(statistic)) if isinstance(agg, Mapping) else None

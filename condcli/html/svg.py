@@ -1,0 +1,409 @@
+"""Inline SVG charts drawn from a report's numbers: line charts (log or linear y, p10–p90 bands, legend,
+'▲' markers for +inf, reference lines) and heatmaps.
+
+The axis transform is stated on each ``<svg>`` so that anyone can recompute it: ``data-plot`` is the plot
+box "left top width height" in px, ``data-x``/``data-y`` the domain "lo hi lin|log". A value v maps to
+px = left + width·(t(v) − t(lo))/(t(hi) − t(lo)) with t = log10 on a log axis (y grows downwards:
+py = top + height − …). Every polyline carries its values in full precision (``data-xs``/``data-ys``);
+the hover values come from ``<title>`` elements (no JS) and from those attributes (JS).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+
+from condcli.html.numbers import full, num
+
+PLAIN = "#d62728"  # red, as plots.base.PLAIN ("red"): the plain X
+CONDITIONED = "#2ca02c"  # green, as plots.base.CONDITIONED: X + λ·I_k
+BAND_OPACITY = 0.2  # plots.base.BAND_ALPHA
+WIDTH, HEIGHT = 640, 360
+MARGIN = (70, 30, 60, 56)  # left, top (title), bottom (legend), right: px
+MARKERS_MAX = 60  # a series with at most this many points gets a marker with a <title> per point
+
+
+@dataclass
+class Series:
+    """One curve: ``y`` may hold NaN (not drawn) and +inf (a '▲' at the inf level); ``band`` the p10/p90
+    values drawn as a translucent area; ``group`` a class the page's toggles show or hide."""
+
+    name: str
+    x: Sequence[float]
+    y: Sequence[float]
+    color: str
+    dash: str = ""
+    band: tuple[Sequence[float], Sequence[float]] | None = None
+    markers: bool = False
+    group: str = ""
+    width: float = 1.8
+
+
+@dataclass
+class RefLine:
+    """A horizontal (``axis="y"``) or vertical (``axis="x"``) reference line at ``value`` with a legend."""
+
+    value: float
+    name: str
+    color: str
+    axis: str = "y"
+    dash: str = "6 4"
+
+
+@dataclass
+class Chart:
+    """A line chart; ``y_range``/``x_range`` fix a linear axis' domain (else it fits the data)."""
+
+    title: str
+    xlabel: str
+    ylabel: str
+    series: list[Series]
+    log_y: bool = True
+    log_x: bool = False
+    refs: list[RefLine] = field(default_factory=list)
+    y_range: tuple[float, float] | None = None
+    x_range: tuple[float, float] | None = None
+    width: int = WIDTH
+    height: int = HEIGHT
+    legend: bool = True
+
+
+def _ok(v: float, log: bool) -> bool:
+    return math.isfinite(v) and (v > 0 or not log)
+
+
+def _t(v: float, log: bool) -> float:
+    return math.log10(v) if log else v
+
+
+def _domain(values: list[float], log: bool) -> tuple[float, float]:
+    """The axis range of ``values`` (only those the axis can show): decades on a log axis, 4 % padding on a
+    linear one; (1, 10) or (0, 1) without any."""
+    ok = [v for v in values if _ok(v, log)]
+    if not ok:
+        return (1.0, 10.0) if log else (0.0, 1.0)
+    lo, hi = min(ok), max(ok)
+    if log:
+        a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+        return 10.0**a, 10.0 ** max(b, a + 1)
+    pad = (hi - lo) * 0.04 or max(abs(hi) * 0.05, 0.5)
+    return lo - pad, hi + pad
+
+
+def _ticks(lo: float, hi: float, log: bool) -> list[float]:
+    if log:
+        a, b = round(math.log10(lo)), round(math.log10(hi))
+        step = max(1, math.ceil((b - a) / 8))
+        return [10.0**e for e in range(a, b + 1, step)]
+    span = hi - lo
+    raw = span / 5
+    mag = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step) * step
+    return [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
+
+
+def _tick_label(v: float, log: bool) -> str:
+    if log:
+        e = round(math.log10(v))
+        return f"1e{e}" if abs(e) > 3 else f"{v:g}"
+    return f"{v:.4g}"
+
+
+class Axis:
+    """The transform of one axis: data value → px (``lo`` at ``p0``, ``hi`` at ``p1``)."""
+
+    def __init__(self, lo: float, hi: float, log: bool, p0: float, p1: float) -> None:
+        self.lo, self.hi, self.log, self.p0, self.p1 = lo, hi, log, p0, p1
+
+    def __call__(self, v: float) -> float:
+        a, b = _t(self.lo, self.log), _t(self.hi, self.log)
+        return self.p0 + (self.p1 - self.p0) * (_t(v, self.log) - a) / (b - a)
+
+    def attr(self) -> str:
+        return f"{full(self.lo)} {full(self.hi)} {'log' if self.log else 'lin'}"
+
+
+def _pt(x: float, y: float) -> str:
+    return f"{x:.2f},{y:.2f}"
+
+
+def _runs(points: list[tuple[float, float] | None]) -> list[list[tuple[float, float]]]:
+    """Consecutive drawable points (a NaN or inf breaks the line, as matplotlib does)."""
+    runs: list[list[tuple[float, float]]] = [[]]
+    for p in points:
+        if p is None:
+            if runs[-1]:
+                runs.append([])
+        else:
+            runs[-1].append(p)
+    return [r for r in runs if r]
+
+
+def line_chart(chart: Chart, chart_id: str) -> str:
+    """The chart as one ``<figure>`` holding an inline ``<svg>``."""
+    left, top, bottom, right = MARGIN
+    n_legend = len(chart.series) + len(chart.refs) + sum(1 for s in chart.series if s.band is not None)
+    legend_rows = math.ceil(n_legend / 3) if chart.legend else 0
+    width, height = chart.width, chart.height + 16 * legend_rows
+    pw, ph = width - left - right, chart.height - top - bottom
+    xs = [v for s in chart.series for v in s.x] + [r.value for r in chart.refs if r.axis == "x"]
+    ys = [v for s in chart.series for v in s.y]
+    ys += [v for s in chart.series if s.band for b in s.band for v in b]
+    ys += [r.value for r in chart.refs if r.axis == "y"]
+    finite_y = [v for v in ys if _ok(v, chart.log_y)]
+    top_y = max(finite_y, default=1.0)
+    inf_level = top_y * 10.0 if chart.log_y else top_y + abs(top_y) * 0.1 + 0.1
+    has_inf = any(math.isinf(v) and v > 0 for v in ys)
+    ylo, yhi = chart.y_range or _domain(finite_y + ([inf_level] if has_inf else []), chart.log_y)
+    xlo, xhi = chart.x_range or _domain(xs, chart.log_x)
+    if not chart.log_x and not chart.x_range:
+        ok = [v for v in xs if math.isfinite(v)]
+        xlo, xhi = (min(ok), max(ok)) if ok and min(ok) < max(ok) else (xlo, xhi)
+    ax = Axis(xlo, xhi, chart.log_x, left, left + pw)
+    ay = Axis(ylo, yhi, chart.log_y, top + ph, top)
+    out = [
+        f'<svg viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" role="img" aria-label="{escape(chart.title)}" class="chart" '
+        f'id="{escape(chart_id)}" '
+        f'data-plot="{left} {top} {pw} {ph}" data-x="{ax.attr()}" data-y="{ay.attr()}">',
+        f"<title>{escape(chart.title)}</title>",
+        f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="plotbg"/>',
+    ]
+    for v in _ticks(ylo, yhi, chart.log_y):
+        py = ay(v)
+        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{py:.2f}" y2="{py:.2f}" class="grid"/>')
+        out.append(
+            f'<text x="{left - 6}" y="{py + 4:.2f}" class="tick" text-anchor="end">'
+            f"{_tick_label(v, chart.log_y)}</text>"
+        )
+    for v in _ticks(xlo, xhi, chart.log_x):
+        px = ax(v)
+        out.append(f'<line x1="{px:.2f}" x2="{px:.2f}" y1="{top}" y2="{top + ph}" class="grid"/>')
+        out.append(
+            f'<text x="{px:.2f}" y="{top + ph + 16}" class="tick" text-anchor="middle">'
+            f"{_tick_label(v, chart.log_x)}</text>"
+        )
+    out.append(
+        f'<svg x="{left}" y="{top}" width="{pw}" height="{ph}" viewBox="{left} {top} {pw} {ph}" '
+        'overflow="hidden" class="clip">'
+    )
+    for s in chart.series:
+        out.append(_series(s, ax, ay, chart, inf_level))
+    for r in chart.refs:
+        out.append(_ref(r, ax, ay, chart, inf_level, left, top, pw, ph))
+    out.append("</svg>")
+    out.append(
+        f'<text x="{left + pw / 2:.1f}" y="{top + ph + 36}" class="label" text-anchor="middle">'
+        f"{escape(chart.xlabel)}</text>"
+    )
+    out.append(
+        f'<text transform="translate(16 {top + ph / 2:.1f}) rotate(-90)" class="label" '
+        f'text-anchor="middle">{escape(chart.ylabel)}</text>'
+    )
+    out.append(f'<text x="{left}" y="{top - 10}" class="ctitle">{escape(chart.title)}</text>')
+    if chart.legend:
+        out.append(_legend(chart, left, chart.height - 8, pw))
+    out.append("</svg>")
+    return f'<figure class="fig">{"".join(out)}</figure>'
+
+
+def _series(s: Series, ax: Axis, ay: Axis, chart: Chart, inf_level: float) -> str:
+    group = f' data-group="{escape(s.group)}"' if s.group else ""
+    parts = [f'<g class="series"{group} data-name="{escape(s.name)}">']
+    if s.band is not None:
+        lo, hi = s.band
+        ok = [
+            i
+            for i in range(len(s.x))
+            if _ok(lo[i], chart.log_y) and _ok(hi[i], chart.log_y) and _ok(s.x[i], chart.log_x)
+        ]
+        for run in _index_runs(ok):
+            upper = [_pt(ax(s.x[i]), ay(hi[i])) for i in run]
+            lower = [_pt(ax(s.x[i]), ay(lo[i])) for i in reversed(run)]
+            parts.append(
+                f'<polygon class="band" points="{" ".join(upper + lower)}" fill="{s.color}" '
+                f'fill-opacity="{BAND_OPACITY}"><title>{escape(s.name)}: p10–p90</title></polygon>'
+            )
+    pts: list[tuple[float, float] | None] = [
+        (ax(x), ay(y)) if _ok(x, chart.log_x) and _ok(y, chart.log_y) else None
+        for x, y in zip(s.x, s.y, strict=False)
+    ]
+    dash = f' stroke-dasharray="{s.dash}"' if s.dash else ""
+    xs_attr = " ".join(full(v) for v in s.x)
+    ys_attr = " ".join(full(v) if not math.isnan(v) else "NaN" for v in s.y)
+    for run in _runs(pts):
+        parts.append(
+            f'<polyline class="line" points="{" ".join(_pt(*p) for p in run)}" stroke="{s.color}" '
+            f'stroke-width="{s.width}"{dash} fill="none" data-xs="{xs_attr}" data-ys="{ys_attr}">'
+            f"<title>{escape(s.name)}</title></polyline>"
+        )
+    if s.markers and len(s.y) <= MARKERS_MAX:
+        for x, y, p in zip(s.x, s.y, pts, strict=False):
+            if p is not None:
+                parts.append(
+                    f'<circle cx="{p[0]:.2f}" cy="{p[1]:.2f}" r="3" fill="{s.color}" '
+                    f'data-value="{full(y)}"><title>{escape(s.name)} at {num(x, 6)}: {full(y)}'
+                    "</title></circle>"
+                )
+    for x, y in zip(s.x, s.y, strict=False):
+        if math.isinf(y) and y > 0 and _ok(x, chart.log_x):
+            px, py = ax(x), ay(inf_level)
+            parts.append(
+                f'<path class="inf" d="M{px - 5:.2f},{py + 4:.2f} L{px + 5:.2f},{py + 4:.2f} '
+                f'L{px:.2f},{py - 5:.2f} Z" fill="{s.color}" data-value="Infinity">'
+                f"<title>{escape(s.name)} at {num(x, 6)}: inf</title></path>"
+            )
+    parts.append("</g>")
+    return "".join(parts)
+
+
+def _index_runs(ok: list[int]) -> list[list[int]]:
+    runs: list[list[int]] = []
+    for i in ok:
+        if runs and runs[-1][-1] == i - 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
+def _ref(
+    r: RefLine,
+    ax: Axis,
+    ay: Axis,
+    chart: Chart,
+    inf_level: float,
+    left: float,
+    top: float,
+    pw: float,
+    ph: float,
+) -> str:
+    log = chart.log_y if r.axis == "y" else chart.log_x
+    v = inf_level if r.axis == "y" and math.isinf(r.value) and r.value > 0 else r.value
+    if not _ok(v, log):
+        return ""
+    tip = f"<title>{escape(r.name)}: {full(r.value)}</title>"
+    if r.axis == "y":
+        p = ay(v)
+        return (
+            f'<line class="ref" x1="{left}" x2="{left + pw}" y1="{p:.2f}" y2="{p:.2f}" stroke="{r.color}" '
+            f'stroke-dasharray="{r.dash}" data-value="{full(r.value)}">{tip}</line>'
+        )
+    p = ax(v)
+    return (
+        f'<line class="ref" x1="{p:.2f}" x2="{p:.2f}" y1="{top}" y2="{top + ph}" stroke="{r.color}" '
+        f'stroke-dasharray="{r.dash}" data-value="{full(r.value)}">{tip}</line>'
+    )
+
+
+def _legend(chart: Chart, left: float, y0: float, pw: float) -> str:
+    items: list[tuple[str, str, str, str, bool]] = []  # name, color, dash, group, band
+    for s in chart.series:
+        if s.band is not None:
+            items.append((f"{s.name}: p10–p90", s.color, "", s.group, True))
+        items.append((s.name, s.color, s.dash, s.group, False))
+    items += [(r.name, r.color, r.dash, "", False) for r in chart.refs]
+    col = pw / 3
+    out = ['<g class="legend">']
+    for i, (name, color, dash, group, band) in enumerate(items):
+        x, y = left + (i % 3) * col, y0 - 16 * (math.ceil(len(items) / 3) - 1 - i // 3)
+        g = f' data-group="{escape(group)}"' if group else ""
+        mark = (
+            f'<rect x="{x:.1f}" y="{y - 9:.1f}" width="18" height="8" fill="{color}" '
+            f'fill-opacity="{BAND_OPACITY}"/>'
+            if band
+            else f'<line x1="{x:.1f}" x2="{x + 18:.1f}" y1="{y - 4:.1f}" y2="{y - 4:.1f}" stroke="{color}" '
+            f'stroke-width="2" stroke-dasharray="{dash}"/>'
+        )
+        out.append(
+            f'<g class="item"{g}>{mark}<text x="{x + 22:.1f}" y="{y:.1f}" class="leg">'
+            f"{escape(name)}</text></g>"
+        )
+    out.append("</g>")
+    return "".join(out)
+
+
+# magma (matplotlib's HEAT_CMAP of plots.rank), sampled at 0, 1/8, …, 1
+MAGMA = ("#000004", "#1c1044", "#4f127b", "#812581", "#b5367a", "#e55064", "#fb8761", "#fec287", "#fcfdbf")
+# viridis (plots' DEPTH_CMAP) at 0, 1/8, …, 1
+VIRIDIS = ("#440154", "#46327e", "#365c8d", "#277f8e", "#1fa187", "#4ac16d", "#a0da39", "#d2e21b", "#fde725")
+
+
+def color_at(stops: Sequence[str], t: float) -> str:
+    """The colour at ``t`` in [0, 1] of a colormap given by evenly spaced hex stops (linear in RGB)."""
+    t = min(1.0, max(0.0, t)) * (len(stops) - 1)
+    i = min(int(t), len(stops) - 2)
+    f = t - i
+    a, b = stops[i], stops[i + 1]
+    rgb = [round(int(a[k : k + 2], 16) * (1 - f) + int(b[k : k + 2], 16) * f) for k in (1, 3, 5)]
+    return "#" + "".join(f"{c:02x}" for c in rgb)
+
+
+def heatmap(
+    values: Sequence[Sequence[float]],
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    title: str,
+    what: str,
+    chart_id: str,
+    vrange: tuple[float, float] | None = None,
+    digits: int = 3,
+) -> str:
+    """A rows × columns heatmap (magma); NaN cells are blank; each cell carries ``data-value`` (full
+    precision) and a ``<title>`` "row, column: what = value"; the value is written into cells up to 400."""
+    finite = [v for row in values for v in row if math.isfinite(v)]
+    lo, hi = vrange or ((min(finite), max(finite)) if finite else (0.0, 1.0))
+    span = (hi - lo) or 1e-6
+    cols = max((len(r) for r in values), default=0)
+    cw, ch = max(28, min(56, 560 // max(cols, 1))), 22
+    left, top = 110, 30
+    width, height = left + cw * cols + 90, top + ch * len(values) + 40
+    out = [
+        f'<svg viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" role="img" aria-label="{escape(title)}" class="heatmap" id="{escape(chart_id)}">',
+        f"<title>{escape(title)}</title>",
+        f'<text x="{left}" y="18" class="ctitle">{escape(title)}</text>',
+    ]
+    write = len(finite) <= 400
+    for i, row in enumerate(values):
+        y = top + i * ch
+        out.append(
+            f'<text x="{left - 6}" y="{y + 15}" class="tick" text-anchor="end">{escape(row_labels[i])}</text>'
+        )
+        for j, v in enumerate(row):
+            if not math.isfinite(v):
+                continue
+            t = (v - lo) / span
+            x = left + j * cw
+            out.append(
+                f'<g class="cell"><rect x="{x}" y="{y}" width="{cw}" height="{ch}" '
+                f'fill="{color_at(MAGMA, t)}" data-value="{full(v)}" data-row="{i}" data-col="{j}">'
+                f"<title>{escape(row_labels[i])}, {escape(col_labels[j])}: {escape(what)} = {full(v)}"
+                "</title></rect>"
+            )
+            if write:
+                fg = "#fff" if t < 0.5 else "#000"
+                out.append(
+                    f'<text x="{x + cw / 2}" y="{y + 15}" class="cellv" fill="{fg}" '
+                    f'text-anchor="middle">{v:.{digits}f}</text>'
+                )
+            out.append("</g>")
+    for j, label in enumerate(col_labels):
+        out.append(
+            f'<text x="{left + j * cw + cw / 2}" y="{top + ch * len(values) + 14}" class="tick" '
+            f'text-anchor="middle">{escape(label)}</text>'
+        )
+    bx = left + cw * cols + 20
+    bh = ch * len(values)
+    for k in range(20):
+        out.append(
+            f'<rect x="{bx}" y="{top + bh * (19 - k) / 20:.2f}" width="14" height="{bh / 20 + 0.5:.2f}" '
+            f'fill="{color_at(MAGMA, k / 19)}"/>'
+        )
+    out.append(f'<text x="{bx + 18}" y="{top + 8}" class="tick">{num(hi, 4)}</text>')
+    out.append(f'<text x="{bx + 18}" y="{top + bh}" class="tick">{num(lo, 4)}</text>')
+    out.append("</svg>")
+    return f'<figure class="fig">{"".join(out)}</figure>'

@@ -1,0 +1,101 @@
+"""Sortable tables: cells show the CLI's rounding, ``data-value`` holds the full-precision number that
+sorting and the hover title use; ⚠ and floor marks are explained in a footnote only where they occur."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from condcli.html.numbers import WARN, floor_num, full, is_floor, num, stat, to_float
+
+# The footnotes a mark refers to, shown under a table only where a cell carries that mark.
+FOOTNOTES: dict[str, str] = {
+    "floor": f'"≥ x {WARN}": only a floor. Some samples are below the capture dtype\'s resolution '
+    "(σ_k ≤ tol), "
+    "so their κ is the floor σ_1/tol, and this statistic could be larger: the true value is at least x.",
+    "warn": f"{WARN}: some samples of this quantity were below the capture dtype's resolution; the value "
+    "shown is a statistic over samples of which some are floors, not measurements.",
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: ``text`` as shown, ``value`` the full-precision number behind it (None: text only),
+    ``marks`` the footnote keys it carries (see :data:`FOOTNOTES`), ``title`` an extra hover text."""
+
+    text: str
+    value: float | None = None
+    marks: tuple[str, ...] = ()
+    title: str = ""
+
+
+def number(v: float | None, digits: int = 3) -> Cell:
+    """A plain number cell."""
+    return Cell(num(v, digits), v)
+
+
+def agg_cell(agg: object, statistic: str = "median", below: int | None = 0) -> Cell:
+    """A statistic of an aggregate as the CLI tables print it: "≥ x ⚠" where the statistic is only a floor,
+    "x ⚠" where some samples were below resolution (``below`` or the aggregate's floor count), "—" where
+    the aggregate is missing or null (not observable)."""
+    if not isinstance(agg, Mapping):
+        return Cell("—")
+    v = stat(agg, statistic)
+    if v is None:
+        return Cell("—")
+    if is_floor(agg, statistic):
+        return Cell(f"{floor_num(v)} {WARN}", v, ("floor",))
+    floors = to_float(agg.get("floor_count")) or 0
+    if below or floors:
+        return Cell(f"{num(v)} {WARN}", v, ("warn",))
+    return Cell(num(v), v)
+
+
+def _td(cell: Cell | str) -> str:
+    if isinstance(cell, str):
+        return f"<td>{escape(cell)}</td>"
+    title = cell.title or full(cell.value)
+    attrs = ""
+    if cell.value is not None:
+        attrs += f' data-value="{full(cell.value)}" class="num"'
+    if title:
+        attrs += f' title="{escape(title)}"'
+    return f"<td{attrs}>{escape(cell.text)}</td>"
+
+
+def table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Cell | str]],
+    caption: str = "",
+    table_id: str = "",
+    footnotes: Mapping[str, str] | None = None,
+) -> str:
+    """A sortable table (click a header; numbers sort on ``data-value``), with the footnotes of the marks
+    its cells carry (``footnotes`` adds to or overrides :data:`FOOTNOTES`)."""
+    notes = {**FOOTNOTES, **(footnotes or {})}
+    used: list[str] = []
+    for row in rows:
+        for cell in row:
+            if isinstance(cell, Cell):
+                used += [m for m in cell.marks if m not in used]
+    ident = f' id="{escape(table_id)}"' if table_id else ""
+    head = "".join(f'<th scope="col">{escape(c)}</th>' for c in columns)
+    body = "".join("<tr>" + "".join(_td(c) for c in row) + "</tr>" for row in rows)
+    cap = f"<caption>{escape(caption)}</caption>" if caption else ""
+    foot = "".join(f'<p class="footnote">{escape(notes[m])}</p>' for m in used if m in notes)
+    return (
+        f'<div class="table-wrap"><table class="sortable"{ident}>{cap}<thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>{foot}</div>"
+    )
+
+
+def key_values(pairs: Sequence[tuple[str, Any]]) -> str:
+    """A two-column definition list of (label, value) pairs, skipping None values."""
+    items = "".join(
+        f"<dt>{escape(label)}</dt><dd>{escape(str(value))}</dd>"
+        for label, value in pairs
+        if value is not None
+    )
+    return f'<dl class="kv">{items}</dl>'
