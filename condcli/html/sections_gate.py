@@ -48,6 +48,10 @@ def _checks(report: Report) -> list[Mapping[str, Any]]:
     return [c for c in checks if isinstance(c, Mapping)]
 
 
+VERDICT_STYLE = {
+    "pass": "padding:8px 14px;border-radius:6px;font-size:17px;background:#e6f4ea;border:1px solid #1a7f37",
+    "fail": "padding:8px 14px;border-radius:6px;font-size:17px;background:#fdecea;border:1px solid #b42318",
+}
 RESULT_STYLE = {  # the result cells, coloured
     "<td>PASS</td>": '<td class="pass" style="color:#1a7f37;font-weight:600">PASS</td>',
     "<td>FAIL</td>": '<td class="fail" style="color:#b42318;font-weight:600">FAIL</td>',
@@ -107,11 +111,13 @@ def verdict_html(report: Report) -> str:
     if isinstance(base, Mapping):
         parts.append(f"{base.get('regressed')} of {base.get('compared')} baseline metrics regressed")
     word, cls = ("check passed", "pass") if passed else ("check failed", "fail")
+    style = VERDICT_STYLE[cls]
     stat = report.get("statistic")
     count = report.get("inputs", {}).get("count") if isinstance(report.get("inputs"), Mapping) else None
     over = f"{stat} over {count} samples" if stat and count is not None else str(stat or "")
     return (
-        f'<p class="verdict {cls}" data-passed="{str(passed).lower()}"><strong>{word}</strong>'
+        f'<p class="verdict {cls}" style="{style}" data-passed="{str(passed).lower()}">'
+        f"<strong>{word}</strong>"
         f"{escape(': ' + '; '.join(parts)) if parts else ''}</p>"
         + (
             f"<p>Each rule is evaluated on the {escape(over)}; a layer rule on its worst analysed layer.</p>"
