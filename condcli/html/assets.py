@@ -26,6 +26,10 @@ h3{font-size:16px;margin:18px 0 6px}
 .headline div{border:1px solid var(--line);border-radius:6px;padding:8px 14px;background:var(--soft)}
 .headline b{display:block;font-size:20px}
 .headline span{color:var(--muted);font-size:13px}
+div.pair{display:flex;flex-wrap:wrap;gap:8px}
+.meta{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:10px;margin:8px 0}
+.meta>div{border:1px solid var(--line);border-radius:6px;padding:2px 12px;background:#fff}
+.meta h3{margin:6px 0 2px;font-size:14px}
 figure.fig{margin:8px 0;overflow-x:auto}
 svg{font-family:inherit;max-width:100%;height:auto}
 svg .plotbg{fill:#fff;stroke:#999}
@@ -110,8 +114,9 @@ d.querySelectorAll('svg.chart').forEach(function(svg){
    if(g.classList.contains('hidden-group')||g.closest('.hidden-group'))return;
    var pl=g.querySelector('polyline');if(!pl)return;var name=g.getAttribute('data-name');
    if(seen[name])return;
-   seen[name]=1;
-   var xs=nums(pl.getAttribute('data-xs')),ys=pl.getAttribute('data-ys').split(' ').map(Number),b=0;
+   if(!pl.hasAttribute('data-ys'))return;seen[name]=1;
+   var ys=pl.getAttribute('data-ys').split(' ').map(Number),b=0;
+   var xs=pl.hasAttribute('data-xs')?nums(pl.getAttribute('data-xs')):ys.map(function(_,i){return i+1;});
    for(var i=1;i<xs.length;i++){if(Math.abs(xs[i]-x)<Math.abs(xs[b]-x))b=i;}
    if(lines.length<14)lines.push(name+' @ '+xs[b]+': '+fmt(ys[b]));});
   if(!lines.length){tip.style.display='none';return;}

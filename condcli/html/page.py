@@ -102,10 +102,7 @@ def header(report: Report) -> str:
         ("Versions", _dl(version)),
     ]
     cols = "".join(f"<div><h3>{escape(k)}</h3>{v}</div>" for k, v in blocks if v)
-    return (
-        f'<header class="top"><h1>{escape(title)}</h1>'
-        f'<div class="headline" style="align-items:flex-start">{cols}</div></header>'
-    )
+    return f'<header class="top"><h1>{escape(title)}</h1><div class="meta">{cols}</div></header>'
 
 
 def nav(sections: Sequence[Section]) -> str:

@@ -1,10 +1,308 @@
-"""Sections of the page (work in progress)."""
+"""The sections of a ``spectrum`` report (also the analysis part of a ``check`` report): X and its Figure-1
+spectrum, the per-layer κ and μ curves (plain against conditioned), the per-layer table and the per-head
+tables. Series, scales and labels are those of :mod:`condcli.plots.spectrum`; labels come from the metric
+registry."""
 
 from __future__ import annotations
 
-from condcli.html.section import Report, Section
+import math
+from collections.abc import Mapping
+from html import escape
+from typing import Any
+
+from condcli.html.controls import picker, toggles
+from condcli.html.numbers import floats, num, stat, to_float
+from condcli.html.section import (
+    Report,
+    Section,
+    as_map,
+    as_maps,
+    conditioned_note,
+    guarded,
+    lam_text,
+    missing,
+    notes_html,
+)
+from condcli.html.svg import CONDITIONED, PLAIN, Chart, Series, line_chart
+from condcli.html.tables import Cell, agg_cell, number, table
+from condcli.metrics import EMBEDDING, FORWARD, WEIGHTS, MetricDef, flag_of, forward
+
+EMB = {m.key: m for m in EMBEDDING}
+
+
+def _kappa_text(agg: object) -> str:
+    v = stat(agg)
+    return num(v)
+
+
+def headline(report: Report) -> str:
+    """The three numbers a reader wants first: median κ(X), κ(X + λ·I_k), κ(X + C)."""
+    emb = as_map(report.get("embedding"))
+    lam = lam_text(report)
+    boxes = []
+    for key, label in (
+        ("kappa", EMB["kappa"].label),
+        ("kappa_conditioned", EMB["kappa_conditioned"].label.replace("λ", lam)),
+        ("kappa_corrected", EMB["kappa_corrected"].label),
+    ):
+        cell = agg_cell(emb.get(key))
+        if cell.value is None:
+            continue
+        boxes.append(
+            f'<div data-value="{escape(cell.title or "")}" title="{escape(repr(cell.value))}">'
+            f"<b>{escape(cell.text)}</b><span>median {escape(label)}</span></div>"
+        )
+    return f'<div class="headline">{"".join(boxes)}</div>' if boxes else ""
+
+
+def embedding_table(report: Report) -> str:
+    """quantity × (median, min, max, note), as the CLI's first table."""
+    emb = as_map(report.get("embedding"))
+    lam = lam_text(report)
+    count = as_map(report.get("inputs")).get("count")
+    res = emb.get("resolution_dtype") or emb.get("capture_dtype") or "the capture dtype"
+    below = len(emb.get("below_precision_samples") or []) or int(to_float(emb.get("below_precision")) or 0)
+    rows: list[list[Cell | str]] = []
+    flag = (
+        f"⚠ {below}/{count} samples below {res} resolution: κ is a floor, not a measurement" if below else ""
+    )
+    spec = (
+        ("kappa", EMB["kappa"].label, flag),
+        ("kappa_conditioned", f"κ(X + {lam}·I_k)", "exact, not (σ_1+λ)/(σ_k+λ)"),
+        ("kappa_corrected", EMB["kappa_corrected"].label, "Theorem 4.4 correction, ≤ 2"),
+        ("sigma_max", "σ_max", ""),
+        ("sigma_min", "σ_min", ""),
+        ("numerical_rank", "numerical rank", f"at {res} resolution"),
+        ("weyl_bound", f"Weyl bound on κ(X + {lam}·I_k)", "(σ_1+λ)/(λ−σ_1); inf: none, λ ≤ σ_1"),
+    )
+    for key, label, note in spec:
+        agg = emb.get(key)
+        if not isinstance(agg, Mapping):
+            continue
+        rows.append([label, *(agg_cell(agg, s) for s in ("median", "min", "max")), note])
+    if not rows:
+        return missing("the statistics of X")
+    where = emb.get("description") or emb.get("where") or ""
+    return table(["quantity", "median", "min", "max", "note"], rows, f"X = {where}", "table-embedding")
+
+
+def spectrum_chart(report: Report) -> str:
+    """Figure 1: σ_i of X (red) and of X + λ·I_k (green) by index, log y, p10–p90 bands."""
+    emb = as_map(report.get("embedding"))
+    lam = lam_text(report)
+    below = int(to_float(emb.get("below_precision")) or 0)
+    warn = f", ⚠ {below} below precision" if below else ""
+    series = []
+    for key, agg_key, color, name, group, extra in (
+        ("spectrum", "kappa", PLAIN, "X", "plain", warn),
+        (
+            "spectrum_conditioned",
+            "kappa_conditioned",
+            CONDITIONED,
+            f"X + λ·I_k, λ = {lam}",
+            "conditioned",
+            "",
+        ),
+    ):
+        band = as_map(emb.get(key))
+        median = floats(band.get("median"))
+        if not median:
+            continue
+        x = [float(i) for i in range(1, len(median) + 1)]
+        p10, p90 = floats(band.get("p10")), floats(band.get("p90"))
+        has_band = len(p10) == len(median) == len(p90)
+        label = f"{name} (median κ = {_kappa_text(emb.get(agg_key))}{extra})"
+        series.append(Series(label, x, median, color, band=(p10, p90) if has_band else None, group=group))
+    if not series:
+        return missing("the spectrum of X")
+    chart = Chart("Singular values of the embedded tokens X", "singular value index i", "σ_i", series)
+    groups = [("plain", "X"), ("conditioned", f"X + {lam}·I_k")]
+    return (
+        toggles("fig-spectrum", groups)
+        + f'<div id="fig-spectrum">{line_chart(chart, "chart-spectrum")}</div>'
+    )
+
+
+def _medians(layers: list[Mapping[str, Any]], key: str, conditioned: bool) -> list[float]:
+    out = []
+    for layer in layers:
+        src = as_map(layer.get("conditioned")) if conditioned else layer
+        v = stat(src.get(key))
+        out.append(math.nan if v is None else v)
+    return out
+
+
+def layer_charts(report: Report) -> str:
+    """Per-layer median κ(X_l), κ(A_l) (left) and μ(LA) (right), plain red and conditioned green."""
+    layers = as_maps(report.get("layers"))
+    x = [float(to_float(layer.get("index")) or i) for i, layer in enumerate(layers)]
+    has_cond = any(isinstance(layer.get("conditioned"), Mapping) for layer in layers)
+    kinds = [(False, PLAIN, "", "plain")] + (
+        [(True, CONDITIONED, ", conditioned", "conditioned")] if has_cond else []
+    )
+    kappa, mu = [], []
+    mu_label = forward("mu_la").label
+    for cond, color, suffix, group in kinds:
+        for key, dash in (("kappa", ""), ("kappa_attn_input", "6 3")):
+            kappa.append(
+                Series(
+                    forward(key).label + suffix,
+                    x,
+                    _medians(layers, key, cond),
+                    color,
+                    dash,
+                    markers=True,
+                    group=group,
+                )
+            )
+        mu.append(
+            Series(mu_label + suffix, x, _medians(layers, "mu_la", cond), color, markers=True, group=group)
+        )
+    left = Chart("Condition numbers per layer", "layer", "median κ", kappa, width=520, integer_x=True)
+    right = Chart(
+        f"Linear-attention bound {mu_label} per layer",
+        "layer",
+        f"median {mu_label} (max over heads)",
+        mu,
+        width=520,
+    )
+    lam = lam_text(report)
+    controls = toggles(
+        "fig-layers", [("plain", "plain forward"), ("conditioned", f"conditioned (X + {lam}·I_k)")]
+    )
+    return (controls if has_cond else "") + (
+        f'<div id="fig-layers" class="pair">{line_chart(left, "chart-layers-kappa")}'
+        f"{line_chart(right, 'chart-layers-mu')}</div>"
+    )
+
+
+def _columns(layers: list[Mapping[str, Any]]) -> list[MetricDef]:
+    cols = [m for m in (*FORWARD[:2], *WEIGHTS, *FORWARD[2:]) if m.column is not None]
+    if not any(layer.get(m.key) is not None for layer in layers for m in FORWARD if m.needs_mixing):
+        cols = [m for m in cols if not m.needs_mixing]
+    return cols
+
+
+def _below(src: Mapping[str, Any], metric: MetricDef, mixing: bool) -> int | None:
+    flag = flag_of(metric, mixing)
+    if flag is None:
+        return None
+    v = to_float(as_map(src.get("below_precision")).get(flag))
+    return None if v is None else int(v)
+
+
+def _forward_cell(src: Mapping[str, Any], metric: MetricDef, mixing: bool) -> Cell:
+    return agg_cell(src.get(metric.key), "median", _below(src, metric, mixing))
+
+
+def layer_table(report: Report) -> str:
+    """One row per layer: the registry's columns, plain then conditioned (medians over samples)."""
+    layers = as_maps(report.get("layers"))
+    cols = _columns(layers)
+    cond_cols = [m for m in FORWARD if m.conditioned_column]
+    has_cond = any(isinstance(layer.get("conditioned"), Mapping) for layer in layers)
+    lam = lam_text(report)
+    header = ["layer", "name", *(m.column or m.label for m in cols)]
+    if has_cond:
+        header += [f"{m.column} +{lam}I" for m in cond_cols]
+    rows: list[list[Cell | str]] = []
+    for layer in layers:
+        mixing = layer.get("kappa_mixing") is not None
+        row: list[Cell | str] = [number(to_float(layer.get("index")), 6), str(layer.get("name", ""))]
+        for m in cols:
+            row.append(
+                number(to_float(layer.get(m.key))) if m.scope == "weight" else _forward_cell(layer, m, mixing)
+            )
+        if has_cond:
+            c = as_map(layer.get("conditioned"))
+            cmix = c.get("kappa_mixing") is not None
+            row += [_forward_cell(c, m, cmix) if c else Cell("—") for m in cond_cols]
+        rows.append(row)
+    return table(header, rows, "medians over samples; μ: max over heads", "table-layers")
+
+
+HEAD_COLS: tuple[tuple[str, str], ...] = (
+    ("mu_la", forward("mu_la").label),
+    ("kappa_la", "κ(LA) actual"),
+    ("mu_a", forward("mu_a").label),
+    ("kappa_probs", forward("kappa_probs").label),
+    ("kappa_mixing", forward("kappa_mixing").label),
+    ("attention_entropy", forward("attention_entropy").label),
+)
+
+
+def heads_block(layer: Mapping[str, Any]) -> str:
+    """The per-head table of one layer (medians over samples)."""
+    heads = as_maps(layer.get("heads_detail"))
+    cols = [(k, label) for k, label in HEAD_COLS if any(h.get(k) is not None for h in heads)]
+    weights = [(w, f"κ(W_{w[-1].upper()}^h)") for w in ("kappa_wq_heads", "kappa_wk_heads", "kappa_wv_heads")]
+    rows: list[list[Cell | str]] = []
+    for h in heads:
+        head = to_float(h.get("head"))
+        i = int(head) if head is not None else -1
+        row: list[Cell | str] = [number(head, 6)]
+        for w, _ in weights:
+            ws = floats(layer.get(w))
+            row.append(number(ws[i]) if 0 <= i < len(ws) else Cell("—"))
+        row += [agg_cell(h.get(k)) for k, _ in cols]
+        rows.append(row)
+    header = ["head", *(label for _, label in weights), *(label for _, label in cols)]
+    return table(header, rows, "medians over samples", f"table-heads-{layer.get('index')}")
+
+
+def heads_section(report: Report) -> str:
+    layers = [layer for layer in as_maps(report.get("layers")) if as_maps(layer.get("heads_detail"))]
+    blocks = []
+    for layer in layers:
+        label = f"layer {layer.get('index')} {layer.get('name', '')}"
+        blocks.append(
+            f'<details open data-pick="{escape(str(layer.get("index")))}"><summary>{escape(label)}</summary>'
+            f"{heads_block(layer)}</details>"
+        )
+    options = [
+        (str(layer.get("index")), f"layer {layer.get('index')} {layer.get('name', '')}") for layer in layers
+    ]
+    return (
+        picker("heads-panels", "layer", options, "all layers")
+        + f'<div id="heads-panels">{"".join(blocks)}</div>'
+    )
+
+
+def _footnotes(report: Report) -> str:
+    layers = as_maps(report.get("layers"))
+    out = [
+        "κ(W): the whole projection (d × H·d_h; d × H_kv·d_h for W_K, W_V under GQA); μ(LA) and μ(A) use "
+        "each head's d×d_h slices and the worst head; H(P): the lowest head; srank: stable rank Σσ²/σ_1²."
+    ]
+    missing_p = [layer for layer in layers if isinstance(layer.get("probs_note"), str)]
+    if missing_p:
+        where = ", ".join(str(layer.get("index")) for layer in missing_p)
+        out.append(f"— in layer(s) {where}: {missing_p[0]['probs_note']}")
+    return "".join(f'<p class="footnote">{escape(t)}</p>' for t in out)
 
 
 def sections(report: Report) -> list[Section]:
-    """The sections of this command's page."""
-    return []
+    """X (headline, table, Figure 1), the layers (curves and table), the heads, the notes."""
+    out = [
+        guarded("embedding", "Embedded tokens X", lambda: headline(report) + embedding_table(report)),
+        guarded("spectrum", "Spectrum of X (Figure 1)", lambda: spectrum_chart(report)),
+    ]
+    if as_maps(report.get("layers")):
+        out.append(guarded("layer-curves", "Per-layer κ and μ", lambda: layer_charts(report)))
+        out.append(
+            guarded(
+                "layers",
+                "Per-layer table",
+                lambda: layer_table(report) + _footnotes(report) + conditioned_note(report),
+            )
+        )
+    else:
+        out.append(
+            Section("layers", "Per-layer table", missing("per-layer results") + conditioned_note(report))
+        )
+    if any(as_maps(layer.get("heads_detail")) for layer in as_maps(report.get("layers"))):
+        out.append(guarded("heads", "Per-head tables", lambda: heads_section(report)))
+    notes = notes_html(report)
+    if notes:
+        out.append(Section("notes", "Notes", notes))
+    return out

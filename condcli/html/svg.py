@@ -39,6 +39,7 @@ class Series:
     markers: bool = False
     group: str = ""
     width: float = 1.8
+    values: bool = True  # carry the values (data-ys; data-xs unless x is 1, 2, …, n) for the JS hover
 
 
 @dataclass
@@ -68,6 +69,8 @@ class Chart:
     width: int = WIDTH
     height: int = HEIGHT
     legend: bool = True
+    integer_x: bool = False  # x ticks at integers only (layer indices)
+    band_legend: bool = True  # a legend entry for each band
 
 
 def _ok(v: float, log: bool) -> bool:
@@ -92,15 +95,17 @@ def _domain(values: list[float], log: bool) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-def _ticks(lo: float, hi: float, log: bool) -> list[float]:
+def _ticks(lo: float, hi: float, log: bool, integer: bool = False) -> list[float]:
     if log:
         a, b = round(math.log10(lo)), round(math.log10(hi))
         step = max(1, math.ceil((b - a) / 8))
-        return [10.0**e for e in range(a, b + 1, step)]
+        return [10.0**e for e in range(a, b + 1, step) if lo * (1 - 1e-9) <= 10.0**e <= hi * (1 + 1e-9)]
     span = hi - lo
     raw = span / 5
     mag = 10.0 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    steps = (1, 2, 5, 10) if integer else (1, 2, 2.5, 5, 10)
+    step = next(m * mag for m in steps if m * mag >= raw)
+    step = max(step, 1.0) if integer else step
     first = math.ceil(lo / step) * step
     return [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
 
@@ -127,7 +132,7 @@ class Axis:
 
 
 def _pt(x: float, y: float) -> str:
-    return f"{x:.2f},{y:.2f}"
+    return f"{x:.1f},{y:.1f}"
 
 
 def _runs(points: list[tuple[float, float] | None]) -> list[list[tuple[float, float]]]:
@@ -145,9 +150,10 @@ def _runs(points: list[tuple[float, float] | None]) -> list[list[tuple[float, fl
 def line_chart(chart: Chart, chart_id: str) -> str:
     """The chart as one ``<figure>`` holding an inline ``<svg>``."""
     left, top, bottom, right = MARGIN
-    n_legend = len(chart.series) + len(chart.refs) + sum(1 for s in chart.series if s.band is not None)
-    legend_rows = math.ceil(n_legend / 3) if chart.legend else 0
-    width, height = chart.width, chart.height + 16 * legend_rows
+    items = _legend_items(chart) if chart.legend else []
+    per_row = _per_row(items)
+    legend_rows = math.ceil(len(items) / per_row) if items else 0
+    width, height = chart.width, chart.height + 16 * legend_rows + 4
     pw, ph = width - left - right, chart.height - top - bottom
     xs = [v for s in chart.series for v in s.x] + [r.value for r in chart.refs if r.axis == "x"]
     ys = [v for s in chart.series for v in s.y]
@@ -179,7 +185,7 @@ def line_chart(chart: Chart, chart_id: str) -> str:
             f'<text x="{left - 6}" y="{py + 4:.2f}" class="tick" text-anchor="end">'
             f"{_tick_label(v, chart.log_y)}</text>"
         )
-    for v in _ticks(xlo, xhi, chart.log_x):
+    for v in _ticks(xlo, xhi, chart.log_x, chart.integer_x):
         px = ax(v)
         out.append(f'<line x1="{px:.2f}" x2="{px:.2f}" y1="{top}" y2="{top + ph}" class="grid"/>')
         out.append(
@@ -205,7 +211,7 @@ def line_chart(chart: Chart, chart_id: str) -> str:
     )
     out.append(f'<text x="{left}" y="{top - 10}" class="ctitle">{escape(chart.title)}</text>')
     if chart.legend:
-        out.append(_legend(chart, left, chart.height - 8, pw))
+        out.append(_legend(items, per_row, left, chart.height + 8, pw))
     out.append("</svg>")
     return f'<figure class="fig">{"".join(out)}</figure>'
 
@@ -232,12 +238,16 @@ def _series(s: Series, ax: Axis, ay: Axis, chart: Chart, inf_level: float) -> st
         for x, y in zip(s.x, s.y, strict=False)
     ]
     dash = f' stroke-dasharray="{s.dash}"' if s.dash else ""
-    xs_attr = " ".join(full(v) for v in s.x)
-    ys_attr = " ".join(full(v) if not math.isnan(v) else "NaN" for v in s.y)
+    data = ""
+    if s.values:
+        ys_attr = " ".join(full(v) if not math.isnan(v) else "NaN" for v in s.y)
+        counting = list(s.x) == [float(i) for i in range(1, len(s.x) + 1)]
+        xs_attr = "" if counting else ' data-xs="' + " ".join(full(v) for v in s.x) + '"'
+        data = f'{xs_attr} data-ys="{ys_attr}"'
     for run in _runs(pts):
         parts.append(
             f'<polyline class="line" points="{" ".join(_pt(*p) for p in run)}" stroke="{s.color}" '
-            f'stroke-width="{s.width}"{dash} fill="none" data-xs="{xs_attr}" data-ys="{ys_attr}">'
+            f'stroke-width="{s.width}"{dash} fill="none"{data}>'
             f"<title>{escape(s.name)}</title></polyline>"
         )
     if s.markers and len(s.y) <= MARKERS_MAX:
@@ -299,17 +309,30 @@ def _ref(
     )
 
 
-def _legend(chart: Chart, left: float, y0: float, pw: float) -> str:
-    items: list[tuple[str, str, str, str, bool]] = []  # name, color, dash, group, band
+Item = tuple[str, str, str, str, bool]  # name, color, dash, group, band
+
+
+def _legend_items(chart: Chart) -> list[Item]:
+    items: list[Item] = []
     for s in chart.series:
-        if s.band is not None:
+        if s.band is not None and chart.band_legend:
             items.append((f"{s.name}: p10–p90", s.color, "", s.group, True))
         items.append((s.name, s.color, s.dash, s.group, False))
     items += [(r.name, r.color, r.dash, "", False) for r in chart.refs]
-    col = pw / 3
+    return items
+
+
+def _per_row(items: list[Item]) -> int:
+    longest = max((len(i[0]) for i in items), default=0)
+    return 1 if longest > 40 else 2 if longest > 24 else 3
+
+
+def _legend(items: list[Item], per_row: int, left: float, y0: float, pw: float) -> str:
+    """The legend under the x label: ``per_row`` items a row, each with its line (or band) sample."""
+    col = pw / per_row
     out = ['<g class="legend">']
     for i, (name, color, dash, group, band) in enumerate(items):
-        x, y = left + (i % 3) * col, y0 - 16 * (math.ceil(len(items) / 3) - 1 - i // 3)
+        x, y = left + (i % per_row) * col, y0 + 16 * (i // per_row)
         g = f' data-group="{escape(group)}"' if group else ""
         mark = (
             f'<rect x="{x:.1f}" y="{y - 9:.1f}" width="18" height="8" fill="{color}" '
