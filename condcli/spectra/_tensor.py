@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import threading
+import itertools
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import torch
 
 from condcli.errors import InputError, NonFiniteInputError
+from condcli.spectra.strategies import run_grouped, thread_map
 
 Tensorish = torch.Tensor | np.ndarray[Any, Any]
 
@@ -110,49 +110,46 @@ def guarded_ratio(num: torch.Tensor, den: torch.Tensor, valid: torch.Tensor, fil
 def per_matrix(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
     """``fn`` applied to each (N, d) matrix of ``x`` (..., N, d) on its own, results stacked back.
 
-    Batched linear algebra is not bitwise batch-invariant (measured here on CPU: batched matmul and
-    eigvalsh differ in the last digits from one-matrix calls), and SPEC §6 wants results identical
-    whatever the batch split. Every decomposition therefore goes through this one place.
+    For ``fn`` that takes one matrix only; a ``torch.linalg`` call that takes a stack goes through
+    :func:`batched`. On CPU the matrices are spread over torch's threads (LAPACK on one
+    small matrix uses about one core: measured 1.9× faster on 2 cores for 197×197 SVDs); each is still its
+    own call, so results are bitwise those of the sequential loop, whatever the batch split (SPEC §6).
     """
     lead = x.shape[:-2]
     flat = x.reshape(-1, *x.shape[-2:])
     if flat.shape[0] == 0:
         out = fn(flat)
+    elif flat.device.type == "cpu":
+        out = torch.stack(thread_map(fn, list(flat.unbind(0))))
     else:
-        out = torch.stack(_map(fn, list(flat.unbind(0)), flat.device.type == "cpu"))
+        out = torch.stack([fn(m) for m in flat.unbind(0)])
     return out.reshape(tuple(lead) + tuple(out.shape[1:]))
 
 
-_POOL: dict[int, ThreadPoolExecutor] = {}
-_worker = threading.local()
+def batched(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """``fn`` — a batchable op: one matrix or a stack in, e.g. ``torch.linalg.svdvals`` — over every matrix
+    of ``x`` (..., N, d), run by the linear-algebra strategy of x's device
+    (:mod:`condcli.spectra.strategies`). The first leading dimension is the sample axis: a batched call never
+    mixes two of its indices, so results do not depend on how samples are batched (SPEC §6)."""
+    return run_grouped(fn, x)
 
 
-def _map(
-    fn: Callable[[torch.Tensor], torch.Tensor], mats: list[torch.Tensor], cpu: bool
-) -> list[torch.Tensor]:
-    """``fn`` on every matrix, on CPU spread over torch's thread count (LAPACK on one small matrix uses
-    about one core: measured 1.9× faster on 2 cores for 197×197 SVDs). Each matrix is still its own call,
-    so results are bitwise those of the sequential loop."""
-    threads = torch.get_num_threads()
-    if not cpu or threads < 2 or len(mats) < 2 or getattr(_worker, "active", False):
-        return [fn(m) for m in mats]
-    pool = _POOL.get(threads)
-    if pool is None:
-        pool = _POOL[threads] = ThreadPoolExecutor(threads, thread_name_prefix="condcli-linalg")
-
-    def run(m: torch.Tensor) -> torch.Tensor:
-        _worker.active = True  # a nested per_matrix inside fn runs sequentially (no pool deadlock)
-        try:
-            return fn(m)
-        finally:
-            _worker.active = False
-
-    return list(pool.map(run, mats))
+def svdvals(x: torch.Tensor, groups: list[slice] | None = None) -> torch.Tensor:
+    """Singular values of each matrix of ``x`` (..., N, d), descending (:func:`batched`); ``groups`` over the
+    flattened matrices replace the default one-per-sample grouping (see :func:`groups_where`)."""
+    return run_grouped(torch.linalg.svdvals, x, groups)
 
 
-def svdvals(x: torch.Tensor) -> torch.Tensor:
-    """Singular values of each matrix, descending, computed one matrix at a time (batch-invariant)."""
-    return per_matrix(torch.linalg.svdvals, x)
+def groups_where(mask: torch.Tensor) -> list[slice] | None:
+    """The groups of ``x[mask]`` (``mask`` over x's leading dims): the selected matrices of each index of the
+    first leading dimension (a sample) together, so that ``svdvals(x[mask], groups_where(mask))`` batches
+    within a sample only and a sample's results do not depend on which other samples are in the batch. None
+    (each selected matrix alone) where there is at most one matrix a sample."""
+    if mask.ndim < 2:
+        return None
+    counts = mask.reshape(mask.shape[0], -1).sum(-1).tolist()
+    starts = [0, *itertools.accumulate(int(c) for c in counts)]
+    return [slice(a, b) for a, b in itertools.pairwise(starts) if b > a]
 
 
 def check_finite(t: torch.Tensor) -> None:

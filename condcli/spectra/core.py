@@ -19,10 +19,11 @@ from condcli.spectra._tensor import (
     EPS64,
     Tensorish,
     as_float64,
+    batched,
+    groups_where,
     guarded_ratio,
     ldexp,
     machine_eps,
-    per_matrix,
     rescaled,
     rescaled_spectrum,
     svdvals,
@@ -77,7 +78,7 @@ def gram_eigen_spectrum(X: torch.Tensor) -> torch.Tensor:
 
     Accurate for σ_i ≫ sqrt(eps)·σ_1 only; negative rounding noise is clamped to 0.
     """
-    ev = per_matrix(lambda m: torch.linalg.eigvalsh(gram_matrix(m)), X)  # ascending
+    ev = batched(lambda m: torch.linalg.eigvalsh(gram_matrix(m)), X)  # ascending
     return ev.clamp_min(0).sqrt().flip(-1)
 
 
@@ -103,7 +104,7 @@ def condition_number(X: Tensorish, *, method: Method = "auto") -> torch.Tensor:
     kappa = kappa_from_sigma(gram_eigen_spectrum(x), shape)
     redo = ~gram_trustworthy(kappa)
     if bool(redo.any()):
-        kappa[redo] = kappa_from_sigma(svdvals(x[redo]), shape)
+        kappa[redo] = kappa_from_sigma(svdvals(x[redo], groups_where(redo)), shape)
     return kappa
 
 
@@ -117,7 +118,7 @@ def _spectrum(x: torch.Tensor, method: Method) -> torch.Tensor:
     sigma = gram_eigen_spectrum(x)
     redo = ~gram_trustworthy(kappa_from_sigma(sigma, shape))
     if bool(redo.any()):
-        sigma[redo] = svdvals(x[redo])
+        sigma[redo] = svdvals(x[redo], groups_where(redo))
     return sigma
 
 
@@ -212,12 +213,12 @@ def _resolved_spectrum(
     """Spectra by the Gram path where :func:`gram_verdict` says it settles κ or the floor, SVD elsewhere
     (and for floors too where ``exact_spectrum``); and the mask of floors the Gram path decided."""
     shape = (x.shape[-2], x.shape[-1])
-    ev = per_matrix(lambda m: torch.linalg.eigvalsh(gram_matrix(m)), x).flip(-1)  # descending σ̂²
+    ev = batched(lambda m: torch.linalg.eigvalsh(gram_matrix(m)), x).flip(-1)  # descending σ̂²
     sigma = ev.clamp_min(0).sqrt()
     measured, floor = gram_verdict(ev, precision_tolerance(sigma, shape, capture_dtype), shape)
     redo = ~measured & (~floor | exact_spectrum)
     if bool(redo.any()):
-        sigma[redo] = svdvals(x[redo])
+        sigma[redo] = svdvals(x[redo], groups_where(redo))
     return sigma, floor & ~redo
 
 

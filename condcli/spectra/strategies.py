@@ -1,0 +1,157 @@
+"""How the many small decompositions run (κ of thousands of 197×197 matrices): one declaration per strategy,
+a default per device kind.
+
+A strategy maps a *batchable* op (a ``torch.linalg`` call that takes one matrix or a stack, e.g. ``svdvals``
+or eigvalsh of a Gram matrix) over a flat stack (M, N, d) cut into *groups*: the matrices of one sample
+(its heads, groups, layers), never matrices of two samples together. Whatever a batched kernel does with its
+batch, a sample's results then depend on that sample alone, so they are bitwise identical whatever the sample
+batch size (SPEC §6). Strategies that decompose one matrix per call ignore the groups.
+
+- ``loop``: one call per matrix on the matrices' own device (PyTorch's own loop on CUDA, plus a Python call
+  and, for ``svdvals``, a host sync per matrix).
+- ``threads``: one call per matrix, spread over a thread pool of CPU cores (LAPACK on one small matrix keeps
+  about one core busy). A CUDA stack is copied to the host once and the results back once.
+- ``batched``: one call per group. On CPU PyTorch loops LAPACK inside (last digits differ from one-matrix
+  calls, still the same whatever the sample batch size). On CUDA it is one cuSOLVER dispatch per sample.
+
+Defaults (:data:`DEFAULTS`): CPU ``threads`` (measured here: 1.9× the loop for 197×197 SVDs on 2 cores;
+``batched`` is no faster on CPU). CUDA ``batched``, *to be confirmed by bench_gpu on a real GPU*
+(``python -m bench.bench_gpu``), chosen from PyTorch's sources and issues:
+
+- ``svdvals`` on CUDA (``svd_cusolver``, default driver gesvdj) runs the batched kernel gesvdjBatched only
+  for matrices ≤ 32×32 and otherwise launches gesvdj matrix after matrix, with one host sync per *call* for
+  the convergence check: a stack costs one sync, a per-matrix loop one sync per matrix.
+- ``eigvalsh`` on CUDA uses the batched solver (syevjBatched / cusolverDnXsyevBatched) for n ≤ 32 and loops
+  syevd above (pytorch/pytorch#175585, #174674: CuPy's XsyevBatched is ~100× faster on 500×100×100); any
+  build that routes larger n to XsyevBatched (the fix those issues ask for) speeds up this path at no cost.
+- Handing off to CPU threads costs a device→host copy and is bounded by the host's cores.
+
+So ``batched`` is never worse than ``loop`` on CUDA (the same kernels, fewer syncs and Python calls) and
+gets the batched kernels wherever PyTorch has them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from condcli.errors import UsageError
+
+Op = Callable[[torch.Tensor], torch.Tensor]  # one matrix (N, d) → (*out), or a stack (B, N, d) → (B, *out)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way to run a batchable op over a flat stack of matrices."""
+
+    name: str
+    summary: str  # one line, shown by the bench
+    run: Callable[[Op, torch.Tensor, Sequence[slice]], torch.Tensor]  # (op, (M, N, d), groups) → (M, *out)
+
+
+_POOL: dict[int, ThreadPoolExecutor] = {}
+_worker = threading.local()
+
+
+def thread_map(fn: Op, mats: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``fn`` on every (CPU) matrix, spread over torch's thread count; each matrix is its own call, so the
+    results are bitwise those of a sequential loop. Runs sequentially inside a worker (no pool deadlock)."""
+    threads = torch.get_num_threads()
+    if threads < 2 or len(mats) < 2 or getattr(_worker, "active", False):
+        return [fn(m) for m in mats]
+    pool = _POOL.get(threads)
+    if pool is None:
+        pool = _POOL[threads] = ThreadPoolExecutor(threads, thread_name_prefix="condcli-linalg")
+
+    def run(m: torch.Tensor) -> torch.Tensor:
+        _worker.active = True
+        try:
+            return fn(m)
+        finally:
+            _worker.active = False
+
+    return list(pool.map(run, mats))
+
+
+def _loop(op: Op, flat: torch.Tensor, groups: Sequence[slice]) -> torch.Tensor:
+    return torch.stack([op(m) for m in flat.unbind(0)])
+
+
+def _threads(op: Op, flat: torch.Tensor, groups: Sequence[slice]) -> torch.Tensor:
+    host = flat.cpu()  # one copy for a CUDA stack (none on CPU)
+    return torch.stack(thread_map(op, list(host.unbind(0)))).to(flat.device)
+
+
+def _batched(op: Op, flat: torch.Tensor, groups: Sequence[slice]) -> torch.Tensor:
+    return torch.cat([op(flat[g]) for g in groups])
+
+
+LOOP = Strategy("loop", "one call per matrix on its device", _loop)
+THREADS = Strategy("threads", "one call per matrix on a CPU thread pool (a GPU stack copied once)", _threads)
+BATCHED = Strategy("batched", "one batched call per sample (its heads, groups and layers)", _batched)
+
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (LOOP, THREADS, BATCHED)}
+
+# The strategy each device kind runs unless told otherwise. CUDA: to be confirmed by bench_gpu on a real GPU
+# (the module docstring says why batched; bench_gpu compares all three on the device).
+DEFAULTS: dict[str, str] = {"cpu": "threads", "cuda": "batched"}
+
+_chosen: list[Strategy] = []  # innermost `using` last
+
+
+def strategy_for(device: torch.device) -> Strategy:
+    """The strategy in force for matrices on ``device``: the innermost :func:`using`, else the device kind's
+    default (``loop`` for a kind with none)."""
+    if _chosen:
+        return _chosen[-1]
+    return STRATEGIES[DEFAULTS.get(device.type, "loop")]
+
+
+def lookup(name: str) -> Strategy:
+    """The strategy called ``name``; :class:`UsageError` naming the choices otherwise."""
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise UsageError(
+            f"unknown linear-algebra strategy {name!r}", f"use one of {', '.join(STRATEGIES)}"
+        ) from None
+
+
+@contextmanager
+def using(name: str) -> Iterator[Strategy]:
+    """Run every decomposition inside with strategy ``name`` (benches and tests compare them this way)."""
+    chosen = lookup(name)
+    _chosen.append(chosen)
+    try:
+        yield chosen
+    finally:
+        _chosen.pop()
+
+
+def sample_groups(lead: Sequence[int]) -> list[slice]:
+    """Groups of a stack with leading shape ``lead``, flattened: one per index of the first leading dimension
+    (the sample axis by condcli's convention), each holding that index's matrices. No leading dimension: one
+    group."""
+    if not lead:
+        return [slice(0, 1)]
+    per = 1
+    for n in lead[1:]:
+        per *= int(n)
+    return [slice(i * per, (i + 1) * per) for i in range(int(lead[0]))]
+
+
+def run_grouped(op: Op, x: torch.Tensor, groups: Sequence[slice] | None = None) -> torch.Tensor:
+    """``op`` over every matrix of ``x`` (..., N, d) by the strategy in force on x's device; ``groups`` (over
+    the flattened matrices) default to :func:`sample_groups`. Results reshaped to x's leading dims."""
+    lead = tuple(x.shape[:-2])
+    flat = x.reshape(-1, *x.shape[-2:])
+    if flat.shape[0] == 0:
+        out = op(flat)
+    else:
+        out = strategy_for(flat.device).run(op, flat, sample_groups(lead) if groups is None else groups)
+    return out.reshape(lead + tuple(out.shape[1:]))
