@@ -36,10 +36,10 @@ from condcli.monitor.selection import embedding_key, floor_key, layer_key, selec
 from condcli.spectra.aggregate import Aggregate
 
 
-def check_count(value: Any, name: str) -> int:
+def check_count(value: Any, name: str, example: int = 16) -> int:
     """A count parameter (``max_samples``, ``every_n_steps``): an int ≥ 1, else one error naming it."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"`{name}` must be an integer ≥ 1, got {value!r}", f"e.g. `{name}=16`")
+        raise UsageError(f"`{name}` must be an integer ≥ 1, got {value!r}", f"e.g. `{name}={example}`")
     return value
 
 

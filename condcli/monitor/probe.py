@@ -135,3 +135,18 @@ def untouched(model: nn.Module, analysed: nn.Module) -> Iterator[None]:
         if isinstance(cache, bool):
             config.use_cache = cache  # type: ignore[union-attr]
         _set_rng_state(rng)
+
+
+@contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """torch (CPU and CUDA), NumPy and Python seeded with ``seed`` inside; their states restored after."""
+    rng = _rng_state()
+    try:
+        torch.default_generator.manual_seed(seed)  # torch.manual_seed would queue a seed for CUDA too
+        if torch.cuda.is_initialized():
+            torch.cuda.manual_seed_all(seed)
+        np.random.seed(seed % 2**32)  # noqa: NPY002 (the global state a collator draws from)
+        random.seed(seed)
+        yield
+    finally:
+        _set_rng_state(rng)
