@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import timm
 import torch
+from torch import nn
 from transformers import BertConfig, BertForSequenceClassification
 
 from condcli.monitor import Monitor
@@ -147,18 +148,30 @@ def test_a_rank_one_x_is_logged_as_its_floor() -> None:
     assert got["condcli/layer_0/kappa/floor"] == 1.0
 
 
-def test_timm_vit_tensor_batch_matches_a_manual_forward() -> None:
-    torch.manual_seed(0)
-    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, depth=2, num_classes=5)
-    pixels = torch.randn(6, 3, 32, 32, generator=torch.Generator().manual_seed(3))
-    got = Monitor(model, max_samples=4).measure(pixels)
+def tiny_vit(**kwargs: float) -> nn.Module:
+    return timm.create_model(
+        "vit_tiny_patch16_224", pretrained=False, img_size=32, depth=2, num_classes=5, **kwargs
+    )
+
+
+def timm_inputs(model: nn.Module, pixels: torch.Tensor) -> tuple[torch.Tensor, list]:
+    """X (the output of pos_drop, SPEC §1) and each block's (X_l, A_l) by a manual eval forward."""
     model.eval()
     with torch.no_grad():
-        x = model._pos_embed(model.patch_embed(pixels[:4]))  # X: the output of pos_drop (SPEC §1)
+        x = model._pos_embed(model.patch_embed(pixels))
         h, inputs = model.norm_pre(model.patch_drop(x)), []
         for block in model.blocks:
             inputs.append((h, block.norm1(h)))  # X_l and the attention input A_l (pre-norm)
             h = block(h)
+    return x, inputs
+
+
+def test_timm_vit_tensor_batch_matches_a_manual_forward() -> None:
+    torch.manual_seed(0)
+    model = tiny_vit()
+    pixels = torch.randn(6, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+    got = Monitor(model, max_samples=4).measure(pixels)
+    x, inputs = timm_inputs(model, pixels[:4])
     kx = [np_reported_kappa(m, EPS32) for m in x.double().numpy()]
     assert got["condcli/kappa_x"] == pytest.approx(np.median(kx), rel=1e-6)
     for i, (xl, al) in enumerate(inputs):
