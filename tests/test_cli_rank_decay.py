@@ -102,7 +102,8 @@ def test_sample_models_give_a_layers_by_heads_heatmap(
     assert image.shape == (len(heads), heads[0])
     np.testing.assert_allclose(image, [la["heads_at_m"] for la in r["rank_decay"]["layers"]])
     written = sorted(p.name for p in tmp_path.iterdir())
-    assert written == [".condcli-manifest.json", "rank_decay.png", "rank_heatmap.png", "report.json"]
+    names = [".condcli-manifest.json", "rank_decay.png", "rank_heatmap.png", "report.html", "report.json"]
+    assert written == names
 
 
 def test_curves_figure_draws_the_json_medians_graded_by_depth(vit_json: dict[str, Any]) -> None:

@@ -111,6 +111,7 @@ def test_out_writes_the_report_and_plots(tmp_path: Path, cli: Callable[..., Resu
     assert sorted(p.name for p in out.iterdir()) == [
         ".condcli-manifest.json",
         "layers.svg",
+        "report.html",
         "report.json",
         "spectrum.svg",
     ]

@@ -210,4 +210,5 @@ def test_out_writes_the_json_report_and_the_plot(
     assert result.exit_code == 0, result.output
     assert json.loads((out / "report.json").read_text()) == data
     assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert sorted(p.name for p in out.iterdir()) == [".condcli-manifest.json", "report.json", "sweep.png"]
+    names = [".condcli-manifest.json", "report.html", "report.json", "sweep.png"]
+    assert sorted(p.name for p in out.iterdir()) == names

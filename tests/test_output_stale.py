@@ -45,7 +45,7 @@ def test_a_rerun_with_layers_none_leaves_no_old_layers_plot(
     (out / "notes.txt").write_text("the user's")
     result = cli("spectrum", "vit-plain", *FAST, "--layers", "none", "--out", str(out))
     assert result.exit_code == 0, result.output
-    assert names(out) == [MANIFEST, "notes.txt", "report.json", "spectrum.png"]
+    assert names(out) == [MANIFEST, "notes.txt", "report.html", "report.json", "spectrum.png"]
     assert json.loads((out / "report.json").read_text())["layers"] == []
 
 

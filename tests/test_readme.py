@@ -35,6 +35,7 @@ def test_readme_table_is_what_make_demo_prints(
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         ".condcli-manifest.json",
         "layers.png",
+        "report.html",
         "report.json",
         "spectrum.png",
     ]

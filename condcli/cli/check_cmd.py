@@ -23,9 +23,11 @@ from condcli.cli.output import path_option
 from condcli.metrics import GATES
 
 if TYPE_CHECKING:
+    from condcli.cli.output import OutputDir
     from condcli.gate.baseline import Baseline
     from condcli.gate.config import CheckConfig
     from condcli.gate.report import CheckReport, CheckResult
+    from condcli.outpaths import Inputs
     from condcli.report import SpectrumReport
 
 # ruff: noqa: UP045  (typer reads Optional[...] at run time on Python 3.10)
@@ -67,6 +69,16 @@ Config = Annotated[
         show_default=False,
     ),
 ]
+CheckOut = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--out",
+        help="Also write the report into this folder: report.json and report.html (a self-contained page).",
+        show_default=False,
+        parser=path_option,
+        metavar="<path>",
+    ),
+]
 CheckConditioned = Annotated[
     Optional[bool],
     typer.Option(
@@ -99,6 +111,7 @@ def check_command(
     junit: Junit = None,
     config: Config = None,
     conditioned: CheckConditioned = None,
+    out: CheckOut = None,
 ) -> None:
     """Gate a model's conditioning in CI: exit 0 when every rule passes, 1 when one fails.
 
@@ -109,6 +122,7 @@ def check_command(
     """
     from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
     from condcli.cli.gate_common import warn
+    from condcli.cli.output import html_writer, json_writer
     from condcli.distributed import is_writer
     from condcli.errors import UsageError
     from condcli.gate import config as gate_config
@@ -132,9 +146,10 @@ def check_command(
     if layer_rules and chosen == []:
         option = gate_config.LIMITS[layer_rules[0]]
         raise UsageError(f"{option} needs layers, but --layers none analyses none", "drop --layers none")
+    read = run.input_paths(config) + ([("--baseline", cfg.baseline)] if cfg.baseline is not None else [])
     if junit is not None:  # before reading anything: never over what the run reads
-        read = run.input_paths(config) + ([("--baseline", cfg.baseline)] if cfg.baseline is not None else [])
         check_junit_path(junit, read)
+    target = _out_dir(out, read, junit) if out is not None else None
     base = load_baseline(cfg.baseline, cfg.statistic) if cfg.baseline is not None else None
     setup = o.setup_run(run, config=config)
     loaded, lam_value = setup.loaded, setup.lam
@@ -160,14 +175,37 @@ def check_command(
     elapsed = time.monotonic() - started
     data = spectrum.to_json()
     report = _report(spectrum, data, cfg, evaluate(data, cfg, kappa_key), base)
-    if junit is not None and is_writer():  # torchrun: rank 0 alone writes
-        write_junit(junit, _junit(report, data, elapsed, stamp))
+    written: list[Path] = []
+    if is_writer():  # torchrun: rank 0 alone writes
+        if junit is not None:
+            write_junit(junit, _junit(report, data, elapsed, stamp))
+            written.append(junit)
+        if target is not None:
+            saved = report.to_json()
+            written += target.write(json_writer(saved), html_writer(saved))
     warn(report.warnings)
     _print(report, run.as_json)
-    if junit is not None:
-        print(f"wrote {junit}", file=sys.stderr)
+    if written:
+        print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
     if not report.passed:
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _out_dir(out: Path, read: Inputs, junit: Path | None) -> OutputDir:
+    """The --out folder, checked before any work: never over what the run reads, nor the --junit file."""
+    from condcli.cli.output import REPORT_FILES, OutputDir
+    from condcli.errors import UsageError
+    from condcli.outpaths import clash, shown
+
+    target = OutputDir(out, REPORT_FILES, read)
+    if junit is not None:
+        for name in target.names:
+            if clash(out / name, [("--junit", junit)]):
+                raise UsageError(
+                    f"--junit {shown(junit)} is {name} of --out {shown(out)}",
+                    "give --junit a path outside --out, or another name",
+                )
+    return target
 
 
 def _report(

@@ -41,7 +41,7 @@ CompareOut = Annotated[
     Optional[Path],
     typer.Option(
         "--out",
-        help="Write the JSON report to report.json in this folder.",
+        help="Write the report into this folder: report.json and report.html (a self-contained page).",
         show_default=False,
         parser=path_option,
         metavar="<path>",
@@ -104,7 +104,7 @@ def compare_command(
     from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
     from condcli.cli.compare_table import render
     from condcli.cli.gate_common import warn
-    from condcli.cli.output import OutputDir, emit
+    from condcli.cli.output import REPORT_FILES, OutputDir, emit
     from condcli.cli.tables import stdout_console
     from condcli.gate.compare import compare_reports
     from condcli.gate.config import DEFAULT_STATISTIC, check_statistic
@@ -116,7 +116,7 @@ def compare_command(
     chosen = run.layer_choice()
     sides = _sides(run, model_a, model_b, checkpoint_a)
     inputs = [found for side in sides for found in side.input_paths()]
-    target = OutputDir(out, ("report.json",), inputs) if out is not None else None  # before any work
+    target = OutputDir(out, REPORT_FILES, inputs) if out is not None else None  # before any work
     reports: list[SpectrumReport] = []
     seen: list[str | None] = []
     for label, side in zip("AB", sides, strict=True):

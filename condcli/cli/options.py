@@ -317,7 +317,7 @@ Out = Annotated[
     Optional[Path],
     typer.Option(
         "--out",
-        help="Write report.json and the plots into this folder.",
+        help="Write report.json, report.html (a self-contained page) and the plots into this folder.",
         parser=path_option,
         metavar="<path>",
     ),

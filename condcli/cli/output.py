@@ -257,14 +257,15 @@ def emit(
     as_json: bool,
     render: Callable[[], None],
 ) -> None:
-    """Write --out (report.json, plots), then the JSON or the table on stdout, then what was written.
+    """Write --out (report.json, report.html, plots), then the JSON or the table on stdout, then what was
+    written. ``target`` must declare :data:`REPORT_FILES` among its names.
 
     Under torchrun rank 0 alone does (every rank holds the same report)."""
     from condcli.distributed import is_writer
 
     if not is_writer():
         return
-    written = target.write(json_writer(data), plots) if target is not None else []
+    written = target.write(json_writer(data), html_writer(data), plots) if target is not None else []
     if as_json:
         print(json.dumps(data, indent=2))
     else:

@@ -49,7 +49,7 @@ def rank_decay_command(
     from condcli.analysis.common import check_lambda
     from condcli.analysis.rank_decay import RankDecayOptions, analyse_rank_decay
     from condcli.analysis.rank_layers import check_index
-    from condcli.cli.output import OutputDir, emit
+    from condcli.cli.output import REPORT_FILES, OutputDir, emit
     from condcli.cli.rank_table import render
     from condcli.cli.tables import stdout_console
     from condcli.errors import UsageError
@@ -67,7 +67,7 @@ def rank_decay_command(
             "give one λ: --conditioned λ sets both the conditioned forward and κ(X + λ·I_k)",
         )
     fmt = o.plot_format(fmt)
-    names = ("report.json", f"rank_decay.{fmt}", f"rank_heatmap.{fmt}")
+    names = (*REPORT_FILES, f"rank_decay.{fmt}", f"rank_heatmap.{fmt}")
     target = OutputDir(out, names, run.input_paths()) if out is not None else None  # before any work
     setup = o.setup_run(replace(run, lam=conditioned if conditioned is not None else lam))
     options = RankDecayOptions(

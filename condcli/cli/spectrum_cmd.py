@@ -31,13 +31,13 @@ def spectrum_command(
 ) -> None:
     """Singular spectra and condition numbers of X and of every layer, plain and conditioned."""
     from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
-    from condcli.cli.output import OutputDir, emit
+    from condcli.cli.output import REPORT_FILES, OutputDir, emit
     from condcli.cli.spectrum_table import render
     from condcli.cli.tables import stdout_console
 
     chosen = run.layer_choice()
     fmt = o.plot_format(fmt)
-    names = ("report.json", f"spectrum.{fmt}", f"layers.{fmt}")
+    names = (*REPORT_FILES, f"spectrum.{fmt}", f"layers.{fmt}")
     target = OutputDir(out, names, run.input_paths()) if out is not None else None  # before any work
     setup = o.setup_run(run)
     options = SpectrumOptions(

@@ -80,7 +80,7 @@ def sweep_command(
 ) -> None:
     """κ(X + λ·I_k) over a grid of λ: median and p10–p90 over samples, bounds, and the recommended λ."""
     from condcli.analysis.sweep import SweepOptions, analyse_sweep, check_target, lambda_grid, sweep_layers
-    from condcli.cli.output import OutputDir, emit
+    from condcli.cli.output import REPORT_FILES, OutputDir, emit
     from condcli.cli.sweep_table import render
     from condcli.cli.tables import stdout_console
 
@@ -89,7 +89,7 @@ def sweep_command(
     target_value = check_target(target_kappa)
     chosen = run.layer_choice()
     fmt = o.plot_format(fmt)
-    names = ("report.json", f"sweep.{fmt}")
+    names = (*REPORT_FILES, f"sweep.{fmt}")
     target = OutputDir(out, names, run.input_paths()) if out is not None else None  # before any work
     setup = o.setup_run(run)
     chosen = sweep_layers(
