@@ -9,6 +9,7 @@ the link itself), so even a regression could not touch the system's /dev/null.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -39,14 +40,100 @@ def files(content: dict[str, str]) -> Callable[[Path], None]:
                 os.mkfifo(path)
             elif text.startswith("="):
                 os.link(tmp / text[1:], path)
-            else:
-                path.write_text(text)
+            else:  # a lone surrogate stands for a byte that is not UTF-8 ("\udcff" → 0xff)
+                path.write_bytes(text.encode("utf-8", "surrogateescape"))
 
     return make
 
 
 def newline_file(tmp: Path) -> None:
     (tmp / "a\nb").write_text("a file")
+
+
+def report_json(command: str = "spectrum", version: object = 1) -> str:
+    """The smallest condcli report of ``command`` (SPEC §7's envelope and sections, no later keys)."""
+    return json.dumps(
+        {
+            "schema_version": version,
+            "tool": {"name": "condcli", "version": "0.0.1"},
+            "command": command,
+            "model": {"spec": "m", "family": "f", "source": "local", "weights": "file", "num_layers": 1},
+            "inputs": {"kind": "synthetic", "count": 2, "tokens": 4, "dim": 3},
+            "settings": {"lambda": 10, "dtype": "float32", "device": "cpu", "seed": 0},
+            "embedding": {"where": "x", "kappa": {"median": 5.0, "per_sample": [4.0, 6.0]}},
+            "layers": [{"index": 0, "name": "blocks.0", "kappa": {"median": 7.0}}],
+        }
+    )
+
+
+R = {"r.json": report_json()}  # a good report beside the bad output
+# condcli report FILE.json [-o FILE.html]: bad input is one line, exit 2, and no page left behind; an
+# earlier, smaller report renders (the page says what it lacks). (id, argv after "report", exit, says, files)
+REPORT_CASES: list[tuple[str, tuple[str, ...], int, str, dict[str, str]]] = [
+    ("missing", ("nope.json",), 2, "FILE nope.json does not exist", {}),
+    ("empty-name", ("",), 2, "it is empty", {}),
+    ("not-json", ("r.json",), 2, "invalid JSON at line 1", {"r.json": "<html>"}),
+    ("empty-file", ("r.json",), 2, "invalid JSON", {"r.json": ""}),
+    ("not-utf8", ("r.json",), 2, "not UTF-8", {"r.json": "\udcff{}"}),
+    ("deep", ("r.json",), 2, "nested too deeply", {"r.json": "[" * 100_000}),
+    ("list", ("r.json",), 2, "not a JSON object", {"r.json": "[1, 2]"}),
+    ("not-condcli", ("r.json",), 2, "not a condcli report", {"r.json": '{"command": "spectrum"}'}),
+    (
+        "other-tool",
+        ("r.json",),
+        2,
+        "not a condcli report",
+        {"r.json": report_json().replace("condcli", "ww")},
+    ),
+    ("models", ("r.json",), 2, "'models', which has no page", {"r.json": report_json("models")}),
+    ("unknown-command", ("r.json",), 2, "'bench', which has no page", {"r.json": report_json("bench")}),
+    ("no-command", ("r.json",), 2, "no command, which has no page", {"r.json": report_json(None)}),
+    ("newer-schema", ("r.json",), 2, "schema_version 2, newer", {"r.json": report_json(version=2)}),
+    ("bool-schema", ("r.json",), 2, "not a report version", {"r.json": report_json(version=True)}),
+    ("string-schema", ("r.json",), 2, "not a report version", {"r.json": report_json(version="1")}),
+    ("fifo-input", ("f.json",), 2, "is a FIFO, not a file", {"f.json": "fifo"}),
+    ("folder-input", ("d.json",), 2, "is a folder, not a file", {"d.json": "dir/"}),
+    ("device-input", ("z.json",), 2, "is a device, not a file", {"z.json": "->/dev/zero"}),
+    ("o-is-input", ("r.json", "-o", "r.json"), 2, "would overwrite FILE", R),
+    ("o-is-input-relative", ("r.json", "-o", "d/../r.json"), 2, "would overwrite FILE", {**R, "d": "dir/"}),
+    (
+        "o-hard-link-of-input",
+        ("r.json", "-o", "h.html"),
+        2,
+        "would overwrite FILE",
+        {**R, "h.html": "=r.json"},
+    ),
+    (
+        "o-symlink-to-input",
+        ("r.json", "-o", "l.html"),
+        2,
+        "would overwrite FILE",
+        {**R, "l.html": "->r.json"},
+    ),
+    (
+        "default-is-input",
+        ("r.json",),
+        2,
+        "would overwrite FILE",
+        {"r.html": report_json(), "r.json": "->r.html"},
+    ),
+    ("o-fifo", ("r.json", "-o", "f.html"), 2, "is a FIFO", {**R, "f.html": "fifo"}),
+    ("o-folder", ("r.json", "-o", "d"), 2, "is a folder", {**R, "d": "dir/"}),
+    ("o-link-to-devnull", ("r.json", "-o", "n.html"), 2, "is a device", {**R, "n.html": "->" + os.devnull}),
+    ("o-below-file", ("r.json", "-o", "f.txt/r.html"), 2, "is a file, not a folder", {**R, "f.txt": "x"}),
+    (
+        "o-dangling-link",
+        ("r.json", "-o", "r.html"),
+        2,
+        "which does not exist",
+        {**R, "r.html": "->gone/r.html"},
+    ),
+    ("o-proc", ("r.json", "-o", "/proc/condcli.html"), 2, "cannot write in /proc", R),
+    ("o-empty", ("r.json", "-o", ""), 2, "it is empty", R),
+    ("o-name-max", ("r.json", "-o", f"{LONG}.html"), 2, "more than the 255", R),
+    ("earliest-schema", ("r.json",), 0, "wrote r.html", R),
+    ("o-new-folder", ("r.json", "-o", "a/b/p.html"), 0, "wrote a/b/p.html", R),
+]
 
 
 CASES: list[Hostile] = [
@@ -278,6 +365,28 @@ CASES: list[Hostile] = [
         "out-compare-out-empty", ("compare", "vit-plain", "vit-conditioned", "--out", ""), 2, "it is empty"
     ),
     Hostile("out-junit-empty", (*CHECK, "--junit", ""), 2, "'--junit': it is empty"),
+    # check --out DIR: report.json and report.html, never over the baseline or the --junit file
+    Hostile(
+        "out-check-out-over-baseline",
+        ("check", *FAST, "--baseline", "o/report.json", "--out", "o"),
+        2,
+        "writing report.json there would overwrite --baseline",
+        files({"o/report.json": "{}"}),
+    ),
+    Hostile(
+        "out-check-out-is-junit",
+        (*CHECK, "--junit", "o/report.html", "--out", "o"),
+        2,
+        "--junit o/report.html is report.html of --out o",
+    ),
+    Hostile("out-check-out-fifo", (*CHECK, "--out", "f"), 2, "is a FIFO, not a folder", files({"f": "fifo"})),
+    Hostile(
+        "out-check-out-html-folder",
+        (*CHECK, "--out", "o"),
+        2,
+        "report.html there is a folder",
+        files({"o/report.html": "dir/"}),
+    ),
     # a missing folder for --junit or --out is made (and the run succeeds)
     Hostile(
         "out-junit-missing-folder", (*CHECK, "--no-conditioned", "--junit", "ci/reports/j.xml"), 0, "wrote"
@@ -288,4 +397,8 @@ CASES: list[Hostile] = [
         0,
         "wrote",
     ),
+]
+CASES += [
+    Hostile(f"out-report-{name}", ("report", *argv), code, says, files(content), watch=(os.devnull,))
+    for name, argv, code, says, content in REPORT_CASES
 ]
