@@ -105,6 +105,9 @@ CASES: list[Hostile] = [
     Hostile("num-max-samples-negative", ("spectrum", "--max-samples", "-1"), 2, "--max-samples"),
     Hostile("num-batch-size-negative", ("spectrum", "--batch-size", "-1"), 2, "--batch-size"),
     Hostile("num-index-huge", ("rank-decay", "--index", "1" + "0" * 23, *ONE), 2, "--index"),
+    # a device that is not there: one line (no CUDA here, or not that many GPUs), exit 2, before any loading
+    Hostile("num-device-cuda-missing", ("spectrum", "--device", "cuda:4096", *FAST), 2, "--device cuda:4096"),
+    Hostile("num-device-unknown", ("sweep-lambda", "--device", "tpu", *FAST), 2, "--device"),
     # an empty MODEL (an unset variable) is refused, never read as "no MODEL"
     Hostile("num-model-empty", ("check", "", "--max-kappa", "1e9"), 2, "MODEL is empty"),
     Hostile("num-model-blank", ("spectrum", "  ", *FAST), 2, "MODEL is empty"),
