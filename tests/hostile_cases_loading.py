@@ -116,6 +116,84 @@ def _corrupt_cases() -> list[Hostile]:
     return cases
 
 
+def _track_run(*names: str, state: str | None = None) -> Callable[[Path], None]:
+    """Tiny GPT-2 checkpoint folders {tmp}/NAME (``state``: the first one's trainer_state.json text)."""
+
+    def setup(tmp: Path) -> None:
+        for name in names:
+            lf.hf_folder(tmp / name)
+        if state is not None:
+            (tmp / names[0] / "trainer_state.json").write_text(state)
+
+    return setup
+
+
+def _track_cases() -> list[Hostile]:
+    """`condcli track` (issue 20): folders that hold no checkpoint, steps that cannot be told apart or read,
+    checkpoints of two architectures, options that choose other weights, standard input read twice."""
+    run = _track_run("run/checkpoint-1", "run/checkpoint-2")
+    state = ("run/checkpoint-1",)
+    track = ("track", "{tmp}/run", *RUN)
+    cases = [
+        Hostile("load-track-missing", ("track", "{tmp}/nope"), 2, "nope: no such folder"),
+        Hostile("load-track-file", ("track", "{tmp}/notes.txt"), 2, "is a file, not a", setup=_text_model),
+        Hostile("load-track-empty-run", track, 2, "holds no checkpoint", setup=lambda t: (t / "run").mkdir()),
+        Hostile("load-track-no-step", ("track", "{tmp}/m"), 2, "training step is unknown", setup=_hf()),
+        Hostile(
+            "load-track-name-digits",
+            ("track", "{tmp}/c" + "9" * 40),
+            2,
+            "training step is unknown",
+            setup=_track_run("c" + "9" * 40),
+        ),
+        Hostile(
+            "load-track-same-step",
+            ("track", "{tmp}/a/checkpoint-5", "{tmp}/b/checkpoint-5", *RUN),
+            2,
+            "are both step 5",
+            setup=_track_run("a/checkpoint-5", "b/checkpoint-5"),
+        ),
+        Hostile(
+            "load-track-mixed-architectures",
+            track,
+            2,
+            "is not the architecture of",
+            setup=_then(_track_run("run/checkpoint-1"), lambda t: lf.timm_folder(t / "run" / "checkpoint-2")),
+        ),
+        Hostile(
+            "load-track-mixed-sizes",
+            track,
+            2,
+            "its config.json has n_layer 2, not 1",
+            setup=_then(
+                run, lambda t: lf.edit_config(t / "run" / "checkpoint-2", lambda c: c.update(n_layer=2))
+            ),
+        ),
+        Hostile(
+            "load-track-weights", (*track, "--weights", "random"), 2, "does not apply to track", setup=run
+        ),
+        Hostile(
+            "load-track-stdin-twice",
+            (*track, "--text", "-"),
+            2,
+            "can be read only once",
+            setup=run,
+            stdin=b"hello\n",
+        ),
+        Hostile("load-track-valid", track, 0, "", setup=run),
+    ]
+    for name, text, says in (
+        ("garbage", "{not json", "trainer_state.json: invalid JSON"),
+        ("no-step", '{"global_step": "ten"}', "has no global_step"),
+        ("huge-step", '{"global_step": 1' + "0" * 5000 + "}", "thousands of digits"),
+        ("deep", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ):
+        cases.append(
+            Hostile(f"load-track-state-{name}", track, 2, says, setup=_track_run(*state, state=text))
+        )
+    return cases
+
+
 CASES: list[Hostile] = [
     # item 4: absurd sizes are estimated on the meta device and refused before anything is allocated
     Hostile(
@@ -288,6 +366,7 @@ CASES: list[Hostile] = [
         "add disk to --max-memory",
         setup=_timm(),
     ),
+    *_track_cases(),
     # a valid folder still loads (the checks cost no behaviour)
     Hostile("load-timm-valid", _spectrum("{tmp}/m"), 0, "", setup=_timm()),
 ]

@@ -4,6 +4,7 @@
 from condcli.cli import spectrum_cmd, sweep_cmd  # noqa: F401, I001
 from condcli.cli import rank_decay_cmd  # noqa: F401
 from condcli.cli import check_cmd, compare_cmd  # noqa: F401
+from condcli.cli import track_cmd  # noqa: F401
 from condcli.cli import inspect_cmd, models_cmd  # noqa: F401
 from condcli.cli import report_cmd  # noqa: F401
 from condcli.cli.main import app, main, run
