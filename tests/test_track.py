@@ -1,6 +1,7 @@
-"""`condcli track`: checkpoints of a tiny BERT and a tiny HF ViT, each trained a few optimizer steps, tracked
-against the step; every number against a float64 NumPy recomputation from that checkpoint's own
-``hidden_states`` / ``output_attentions`` / weights on the same inputs, never against condcli's output."""
+"""`condcli track`: checkpoints of a tiny BERT (an HF Trainer run with condcli.monitor's ConditioningCallback)
+and a tiny HF ViT, each trained a few optimizer steps, tracked against the step; every number against a
+float64 NumPy recomputation from that checkpoint's own ``hidden_states`` / ``output_attentions`` / weights on
+the same inputs, and against the values the callback logged at that step — never against track's output."""
 
 from __future__ import annotations
 
@@ -30,11 +31,34 @@ def _state(folder: Path, step: int) -> None:
     (folder / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": []}))
 
 
+class Lines(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """LINES tokenized one by one (unpadded), each with a label."""
+
+    def __init__(self, tok: Any) -> None:
+        self.items = [{**tok(line), "label": i % 2} for i, line in enumerate(LINES)]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.items[i]
+
+
 @pytest.fixture(scope="module")
 def bert_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run folder: checkpoint-2/4/6 of a 2-layer BERT trained with AdamW on masked-LM, each with its
-    tokenizer and trainer_state.json (as the HF Trainer saves them)."""
-    from transformers import BertConfig, BertForMaskedLM, BertTokenizer
+    """An HF Trainer's output_dir: checkpoint-2/4/6 (model, tokenizer, trainer_state.json) of a 2-layer BERT
+    classifier trained with condcli.monitor.ConditioningCallback logging every 2 steps on its probe batch
+    (the first 4 training samples: LINES); the Trainer's log_history is kept in ../log_history.json."""
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        BertTokenizer,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainingArguments,
+    )
+
+    from condcli.monitor import ConditioningCallback
 
     root = tmp_path_factory.mktemp("bert") / "run"
     vocab = root.parent / "vocab.txt"
@@ -49,18 +73,28 @@ def bert_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         intermediate_size=32,
         max_position_embeddings=64,
     )
-    model = BertForMaskedLM(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-2)
-    batch = tok(LINES, padding=True, return_tensors="pt")
-    for step in range(1, max(BERT_STEPS) + 1):
-        model(**batch, labels=batch["input_ids"]).loss.backward()
-        opt.step()
-        opt.zero_grad()
-        if step in BERT_STEPS:
-            folder = root / f"checkpoint-{step}"
-            model.save_pretrained(folder)
-            tok.save_pretrained(folder)
-            _state(folder, step)
+    args = TrainingArguments(
+        str(root),
+        max_steps=max(BERT_STEPS),
+        save_steps=2,
+        per_device_train_batch_size=2,
+        learning_rate=3e-2,
+        logging_steps=100,
+        report_to=[],
+        seed=0,
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    trainer = Trainer(
+        model=BertForSequenceClassification(cfg),
+        args=args,
+        train_dataset=Lines(tok),
+        data_collator=DataCollatorWithPadding(tok),
+        processing_class=tok,
+        callbacks=[ConditioningCallback(every_n_steps=2, max_samples=len(LINES))],
+    )
+    trainer.train()
+    (root.parent / "log_history.json").write_text(json.dumps(trainer.state.log_history))
     (root.parent / "probe.txt").write_text("\n".join(LINES) + "\n")
     return root
 
@@ -95,11 +129,12 @@ def _bert_reference(folder: Path) -> dict[str, Any]:
     return out
 
 
-def test_every_checkpoint_against_its_own_hidden_states(
+def test_every_checkpoint_against_its_hidden_states_and_the_callback_log(
     bert_run: Path, cli_json: Callable[..., dict[str, Any]]
 ) -> None:
     text = str(bert_run.parent / "probe.txt")
     r = cli_json("track", str(bert_run), "--text", text)
+    history = json.loads((bert_run.parent / "log_history.json").read_text())
     assert r["command"] == "track" and r["schema_version"] == 1 and r["tool"]["name"] == "condcli"
     assert r["track"]["steps"] == list(BERT_STEPS)
     assert r["inputs"]["count"] == len(LINES) and r["model"]["checkpoints"] == 3
@@ -117,6 +152,13 @@ def test_every_checkpoint_against_its_own_hidden_states(
             for key in ("kappa", "attention_entropy", "mu_la"):
                 np.testing.assert_allclose(layer[key]["per_sample"], want[key], rtol=1e-5, err_msg=key)
         seen.append(ref["x"])
+        # condcli.monitor's callback logged the same at this step, on the same probe samples
+        logged = next(e for e in history if e.get("step") == step and "condcli/kappa_x" in e)
+        assert report["embedding"]["kappa"]["median"] == pytest.approx(logged["condcli/kappa_x"], rel=1e-9)
+        for layer in report["layers"]:
+            for key in ("kappa", "mu_la", "attention_entropy"):
+                want = logged[f"condcli/layer_{layer['index']}/{key}"]
+                assert layer[key]["median"] == pytest.approx(want, rel=1e-6), key
     # the checkpoints really differ: the test cannot pass by analysing one of them three times
     assert not np.allclose(seen[0], seen[-1], rtol=1e-6)
 
