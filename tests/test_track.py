@@ -6,6 +6,7 @@ the same inputs, and against the values the callback logged at that step — nev
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -245,7 +246,19 @@ def test_table_and_out_files(bert_run: Path, tmp_path: Path, cli: Callable[..., 
     r = json.loads((out / "report.json").read_text())
     assert (out / "track.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     html = (out / "report.html").read_text()
-    assert html.startswith("<!DOCTYPE html>") and 'id="track-kappa-x"' in html and "checkpoint-6" in html
+    assert html.startswith("<!DOCTYPE html>") and "checkpoint-6" in html
+    # the page's κ(X) and κ(X_l) charts draw the report's medians at its steps (full precision in data-*)
+    points = r["track"]["checkpoints"]
+    for chart_id, series in (
+        ("track-kappa-x", [[p["report"]["embedding"]["kappa"]["median"] for p in points]]),
+        ("track-kappa", [[p["report"]["layers"][i]["kappa"]["median"] for p in points] for i in (0, 1)]),
+    ):
+        chart = re.search(f'<svg[^>]*id="{chart_id}".*?</figure>', html, re.S)
+        assert chart is not None, chart_id
+        xs = re.findall(r'data-xs="([^"]*)"', chart.group(0))
+        ys = [[float(v) for v in found.split()] for found in re.findall(r'data-ys="([^"]*)"', chart.group(0))]
+        assert set(xs) == {" ".join(f"{float(s)!r}" for s in BERT_STEPS)}
+        assert ys[: len(series)] == series
     # one row per checkpoint, in step order: κ(X), then κ(X_l), μ(LA), H(P) of layers 0 and 1, each the
     # report's median at three significant digits
     rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
