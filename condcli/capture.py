@@ -1,7 +1,8 @@
 """Run a model on one batch with hooks and hand back X, X_l, A_l and P (SPEC §1, §3).
 
 Hooks (and the taps that watch inside an attention's call) live only inside :func:`capture` and are removed
-in a ``finally`` — also when the forward raises — and fused attention is switched back on as it was.
+in a ``finally`` — also when the forward raises — and fused attention, switched off only where P is captured,
+is switched back on as it was.
 Captured tensors are detached, in the model's own dtype and on its math device (a model spread over devices
 with ``device_map``: its main device, :func:`condcli.big_model.main_device`; each tensor is moved there as it
 arrives); :mod:`condcli.spectra` upcasts them to float64 for the math.
@@ -10,6 +11,7 @@ arrives); :mod:`condcli.spectra` upcasts them to float64 for the math.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,7 +237,8 @@ def capture(
     ``layers``: indices to capture (None = all; negative counts from the end). ``probes``: any of
     "x_in", "attn_in", "probs". ``conditioning``: apply λI_k or the Theorem 4.4 correction to X and let the
     model run on (the conditioned forward). ``sink``: receive each layer as soon as it is complete instead
-    of keeping it (memory stays flat in depth).
+    of keeping it (memory stays flat in depth). Fused attention is switched off only where "probs" is asked
+    for: X, X_l and A_l are what the model computes in its own (fused) forward.
     """
     unknown = set(probes) - set(PROBES)
     if unknown:
@@ -298,7 +301,11 @@ def capture(
             for group in _shared(adapter, name):
                 if wanted.intersection(s.index for s in group):
                     handles.extend(_hook(name, group, wanted, size, recorder, taps))
-        with adapter.eager_attention(), torch.no_grad():
+        # eager attention only where P is captured: X_l and A_l alone need no materialised P, and the model
+        # runs its own (fused) attention, as a user's forward does
+        needs_p = "probs" in recorder.wanted and any(adapter.layers[i].probs is not None for i in chosen)
+        eager = adapter.eager_attention() if needs_p else nullcontext()
+        with eager, torch.no_grad():
             output = adapter.run(inputs)
     finally:
         while taps:  # innermost first, as they were entered
