@@ -285,12 +285,14 @@ def sections(report: Report) -> list[Section]:
     ps = panels(report)
     if not ps:
         return [Section("rank-decay", "Rank decay", missing("the rank decay of P"))]
+    lacks = "" if ps[0][2] == "plain" else missing("the plain forward's rank decay")
     out = [
         guarded(
             "rank-curves",
             "Rank decay of P per layer",
             lambda: (
-                '<div class="pair">'
+                lacks
+                + '<div class="pair">'
                 + "".join(curves_chart(report, s, title, f"curves-{suffix}") for s, title, suffix in ps)
                 + "</div>"
             ),

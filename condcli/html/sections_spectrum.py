@@ -112,7 +112,17 @@ def spectrum_chart(report: Report) -> str:
         p10, p90 = floats(band.get("p10")), floats(band.get("p90"))
         has_band = len(p10) == len(median) == len(p90)
         label = f"{name} (median κ = {_kappa_text(emb.get(agg_key))}{extra})"
-        series.append(Series(label, x, median, color, band=(p10, p90) if has_band else None, group=group))
+        series.append(
+            Series(
+                label,
+                x,
+                median,
+                color,
+                band=(p10, p90) if has_band else None,
+                group=group,
+                band_name=f"{name}: p10–p90",
+            )
+        )
     if not series:
         return missing("the spectrum of X")
     chart = Chart("Singular values of the embedded tokens X", "singular value index i", "σ_i", series)
@@ -235,7 +245,7 @@ def heads_block(layer: Mapping[str, Any]) -> str:
     """The per-head table of one layer (medians over samples)."""
     heads = as_maps(layer.get("heads_detail"))
     cols = [(k, label) for k, label in HEAD_COLS if any(h.get(k) is not None for h in heads)]
-    weights = [(w, f"κ(W_{w[-1].upper()}^h)") for w in ("kappa_wq_heads", "kappa_wk_heads", "kappa_wv_heads")]
+    weights = [(f"kappa_w{w}_heads", f"κ(W_{w.upper()}^h)") for w in ("q", "k", "v")]
     rows: list[list[Cell | str]] = []
     for h in heads:
         head = to_float(h.get("head"))

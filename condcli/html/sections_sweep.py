@@ -57,7 +57,11 @@ def sweep_chart(sweep: Mapping[str, Any]) -> str:
         return missing("the κ of the λ grid")
     p10, p90 = floats(kappa.get("p10")), floats(kappa.get("p90"))
     band = (p10, p90) if len(p10) == len(p90) == len(lambdas) else None
-    series = [Series("κ(X + λ·I_k), median", lambdas, median, CONDITIONED, band=band, markers=True)]
+    series = [
+        Series(
+            "κ(X + λ·I_k), median", lambdas, median, CONDITIONED, band=band, markers=True, band_name="p10–p90"
+        )
+    ]
     weyl = floats(sweep.get("weyl_bound"))
     if len(weyl) == len(lambdas):
         series.append(Series(WEYL, lambdas, _finite_only(weyl), "#000000", dash="6 4"))

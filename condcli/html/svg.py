@@ -39,6 +39,7 @@ class Series:
     markers: bool = False
     group: str = ""
     width: float = 1.8
+    band_name: str = ""  # the band's legend entry (default "<name>: p10–p90")
     values: bool = True  # carry the values (data-ys; data-xs unless x is 1, 2, …, n) for the JS hover
 
 
@@ -209,7 +210,7 @@ def line_chart(chart: Chart, chart_id: str) -> str:
         f'<text transform="translate(16 {top + ph / 2:.1f}) rotate(-90)" class="label" '
         f'text-anchor="middle">{escape(chart.ylabel)}</text>'
     )
-    out.append(f'<text x="{left}" y="{top - 10}" class="ctitle">{escape(chart.title)}</text>')
+    out.append(f'<text x="8" y="{top - 10}" class="ctitle">{escape(chart.title)}</text>')
     if chart.legend:
         out.append(_legend(items, per_row, left, chart.height + 8, pw))
     out.append("</svg>")
@@ -226,12 +227,13 @@ def _series(s: Series, ax: Axis, ay: Axis, chart: Chart, inf_level: float) -> st
             for i in range(len(s.x))
             if _ok(lo[i], chart.log_y) and _ok(hi[i], chart.log_y) and _ok(s.x[i], chart.log_x)
         ]
+        band_name = escape(s.band_name or f"{s.name}: p10–p90")
         for run in _index_runs(ok):
             upper = [_pt(ax(s.x[i]), ay(hi[i])) for i in run]
             lower = [_pt(ax(s.x[i]), ay(lo[i])) for i in reversed(run)]
             parts.append(
                 f'<polygon class="band" points="{" ".join(upper + lower)}" fill="{s.color}" '
-                f'fill-opacity="{BAND_OPACITY}"><title>{escape(s.name)}: p10–p90</title></polygon>'
+                f'fill-opacity="{BAND_OPACITY}"><title>{band_name}</title></polygon>'
             )
     pts: list[tuple[float, float] | None] = [
         (ax(x), ay(y)) if _ok(x, chart.log_x) and _ok(y, chart.log_y) else None
@@ -316,7 +318,7 @@ def _legend_items(chart: Chart) -> list[Item]:
     items: list[Item] = []
     for s in chart.series:
         if s.band is not None and chart.band_legend:
-            items.append((f"{s.name}: p10–p90", s.color, "", s.group, True))
+            items.append((s.band_name or f"{s.name}: p10–p90", s.color, "", s.group, True))
         items.append((s.name, s.color, s.dash, s.group, False))
     items += [(r.name, r.color, r.dash, "", False) for r in chart.refs]
     return items
@@ -383,12 +385,13 @@ def heatmap(
     cols = max((len(r) for r in values), default=0)
     cw, ch = max(28, min(56, 560 // max(cols, 1))), 22
     left, top = 110, 30
-    width, height = left + cw * cols + 90, top + ch * len(values) + 40
+    width = max(left + cw * cols + 90, 16 + round(7.4 * len(title)))
+    height = top + ch * len(values) + 40
     out = [
         f'<svg viewBox="0 0 {width} {height}" width="{width}" '
         f'height="{height}" role="img" aria-label="{escape(title)}" class="heatmap" id="{escape(chart_id)}">',
         f"<title>{escape(title)}</title>",
-        f'<text x="{left}" y="18" class="ctitle">{escape(title)}</text>',
+        f'<text x="8" y="18" class="ctitle">{escape(title)}</text>',
     ]
     write = len(finite) <= 400
     for i, row in enumerate(values):
