@@ -211,10 +211,11 @@ def llm(shape: Llama, device: torch.device, repeats: int) -> dict[str, float]:
     print(header)
     print("-" * len(header))
     results: dict[str, float] = {}
-    for label, fn in (
+    runs: list[tuple[str, Callable[[], object]]] = [
         ("forward, the model's own attention (sdpa)", lambda: forward(loaded, [batch], eager=False)),
         ("full plain spectrum (all layers, κ(P) …)", lambda: spectrum(loaded, [batch])),
-    ):
+    ]
+    for label, fn in runs:
         times = []
         peak = math.nan
         for _ in range(repeats):

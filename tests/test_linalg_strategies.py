@@ -90,7 +90,8 @@ def test_batched_calls_never_mix_samples(monkeypatch: pytest.MonkeyPatch, stack:
 
     def counted(m: torch.Tensor) -> torch.Tensor:
         seen.append(int(np.prod(m.shape[:-2])) if m.ndim > 2 else 1)
-        return real(m)
+        out: torch.Tensor = real(m)
+        return out
 
     monkeypatch.setattr(torch.linalg, "svdvals", counted)
     with strategies.using("batched"):
