@@ -15,7 +15,8 @@ With CUDA (``python -m bench.bench_gpu``):
      / 4 KV heads, MLP 5632, vocab 32000), bf16, one prompt of 2,048 tokens: forward and full plain
      `spectrum` time, and the peak GPU memory of each (torch.cuda.max_memory_allocated).
 Timings: median of ``--repeats`` interleaved runs after one warm-up batch each, the device synchronised
-around each run.
+around each run. Within a 10-minute command limit, run the parts apart: ``--no-llm`` (parts 1–2 and the CPU
+path), then ``--llm-only``; ``--images``, ``--repeats`` and ``--llm-layers`` shrink a part that runs long.
 """
 
 from __future__ import annotations
@@ -252,7 +253,8 @@ def main(argv: Sequence[str] | None = None) -> list[Verdict]:
     parser.add_argument("--llm-layers", type=int, default=None, help="decoder layers [22]")
     parser.add_argument("--llm-tokens", type=int, default=None, help="prompt length [2048]")
     parser.add_argument("--tiny-llm", action="store_true", help="smoke run: a 2-layer d-64 decoder")
-    parser.add_argument("--no-llm", action="store_true")
+    parser.add_argument("--no-llm", action="store_true", help="parts 1–2 only (ViT-B, strategies, CPU path)")
+    parser.add_argument("--llm-only", action="store_true", help="part 3 only (the decoder)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -273,10 +275,12 @@ def main(argv: Sequence[str] | None = None) -> list[Verdict]:
     print((__doc__ or "").splitlines()[0])
     gpu = f"; {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""
     print(f"{machine()}{gpu}\nmedian of {cfg.repeats} interleaved repeat(s), λ = {LAM:g}")
-    loaded, verdicts, seconds = vit_on_device(cfg, device)
-    compare_strategies(cfg, loaded, device)
-    del loaded
-    verdicts += cpu_path(cfg, seconds)
+    verdicts: list[Verdict] = []
+    if not args.llm_only:
+        loaded, verdicts, seconds = vit_on_device(cfg, device)
+        compare_strategies(cfg, loaded, device)
+        del loaded
+        verdicts += cpu_path(cfg, seconds)
     if cfg.llm is not None:
         llm(cfg.llm, device, cfg.repeats)
     print_verdicts(verdicts)

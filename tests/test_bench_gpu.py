@@ -56,6 +56,12 @@ def test_every_part_runs_on_cpu_with_tiny_sizes(capsys: pytest.CaptureFixture[st
         assert v.line() in out
 
 
+def test_llm_only_runs_the_decoder_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bg.main(["--device", "cpu", "--llm-only", "--tiny-llm", "--repeats", "1"]) == []
+    out = capsys.readouterr().out
+    assert "Llama-style decoder" in out and bg.MODEL not in out and "linear-algebra strategies" not in out
+
+
 def test_the_llm_is_about_a_billion_parameters() -> None:
     """The default decoder's shape (TinyLlama-1.1B's) counted from the formula of a LlamaModel."""
     s = bg.LLM
