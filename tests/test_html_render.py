@@ -297,3 +297,42 @@ def test_missing_parts_say_so(spectrum: Report, sweep: Report, rank: Report) -> 
         assert "not in this report" in page
     minimal = render_html({"command": "spectrum"})
     assert "not in this report" in minimal
+
+
+def test_glossary_lists_the_registry_metrics_the_report_holds(spectrum: Report, sweep: Report) -> None:
+    from condcli.metrics import ALL
+
+    for report in (spectrum, sweep):
+        page = parse(render_html(report))
+        glossary = page.by_id("glossary")
+        shown = [dt.text() for dt in glossary.iter("dt")]
+        layers = report.get("layers") or []
+        want = [
+            m.label
+            for m in ALL
+            if (
+                report["embedding"].get(m.key) is not None
+                if m.scope == "embedding"
+                else any(layer.get(m.key) is not None for layer in layers)
+            )
+        ]
+        assert shown == want
+        text = glossary.text()
+        assert all(m.formula in text for m in ALL if m.label in want)
+    assert len(shown) < len(ALL)  # the sweep report holds no per-layer metric
+
+
+def test_per_head_heatmaps_hold_each_heads_median(spectrum: Report) -> None:
+    page = parse(render_html(spectrum))
+    for key in ("mu_la", "mu_a"):
+        cells = {
+            (int(r.attrs["data-row"]), int(r.attrs["data-col"])): float(r.attrs["data-value"])
+            for r in page.by_id(f"heat-{key}").iter("rect")
+            if "data-row" in r.attrs
+        }
+        want = {
+            (i, h["head"]): jf(h[key]["median"])
+            for i, layer in enumerate(spectrum["layers"])
+            for h in layer["heads_detail"]
+        }
+        assert cells == want

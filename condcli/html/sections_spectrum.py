@@ -11,7 +11,7 @@ from html import escape
 from typing import Any
 
 from condcli.html.controls import picker, toggles
-from condcli.html.numbers import floats, num, stat, to_float
+from condcli.html.numbers import floats, full, num, stat, to_float
 from condcli.html.section import (
     Report,
     Section,
@@ -23,7 +23,7 @@ from condcli.html.section import (
     missing,
     notes_html,
 )
-from condcli.html.svg import CONDITIONED, PLAIN, Chart, Series, line_chart
+from condcli.html.svg import CONDITIONED, PLAIN, Chart, Series, heatmap, line_chart
 from condcli.html.tables import Cell, agg_cell, number, table
 from condcli.metrics import EMBEDDING, FORWARD, WEIGHTS, MetricDef, flag_of, forward
 
@@ -49,7 +49,7 @@ def headline(report: Report) -> str:
         if cell.value is None:
             continue
         boxes.append(
-            f'<div data-value="{escape(cell.title or "")}" title="{escape(repr(cell.value))}">'
+            f'<div data-value="{full(cell.value)}" title="{full(cell.value)}">'
             f"<b>{escape(cell.text)}</b><span>median {escape(label)}</span></div>"
         )
     return f'<div class="headline">{"".join(boxes)}</div>' if boxes else ""
@@ -260,8 +260,37 @@ def heads_block(layer: Mapping[str, Any]) -> str:
     return table(header, rows, "medians over samples", f"table-heads-{layer.get('index')}")
 
 
+def heads_heatmap(layers: list[Mapping[str, Any]], key: str) -> str:
+    """layers × heads of a per-head median (log colour scale), "" where no head has it."""
+    rows = []
+    for layer in layers:
+        row = [math.nan] * max(
+            int(to_float(h.get("head")) or 0) + 1 for h in as_maps(layer.get("heads_detail"))
+        )
+        for h in as_maps(layer.get("heads_detail")):
+            v = stat(h.get(key))
+            row[int(to_float(h.get("head")) or 0)] = math.nan if v is None else v
+        rows.append(row)
+    if not any(math.isfinite(v) and v > 0 for row in rows for v in row):
+        return ""
+    width = max(len(r) for r in rows)
+    rows = [r + [math.nan] * (width - len(r)) for r in rows]
+    label = forward(key).label
+    return heatmap(
+        rows,
+        [f"layer {layer.get('index')}" for layer in layers],
+        [f"head {j}" for j in range(width)],
+        f"{label} per layer and head (median over samples; log colour scale)",
+        label,
+        f"heat-{key}",
+        digits=2,
+        log=True,
+    )
+
+
 def heads_section(report: Report) -> str:
     layers = [layer for layer in as_maps(report.get("layers")) if as_maps(layer.get("heads_detail"))]
+    maps = '<div class="pair">' + heads_heatmap(layers, "mu_la") + heads_heatmap(layers, "mu_a") + "</div>"
     blocks = []
     for layer in layers:
         label = f"layer {layer.get('index')} {layer.get('name', '')}"
@@ -273,7 +302,8 @@ def heads_section(report: Report) -> str:
         (str(layer.get("index")), f"layer {layer.get('index')} {layer.get('name', '')}") for layer in layers
     ]
     return (
-        picker("heads-panels", "layer", options, "all layers")
+        maps
+        + picker("heads-panels", "layer", options, "all layers")
         + f'<div id="heads-panels">{"".join(blocks)}</div>'
     )
 

@@ -102,14 +102,12 @@ def layers_chart(sweep: Mapping[str, Any]) -> str:
     rows: list[list[Cell | str]] = []
     for layer in layers:
         values = floats(layer.get("kappa_median"))
-        rows.append(
-            [
-                number(to_float(layer.get("index")), 6),
-                str(layer.get("name", "")),
-                number(to_float(layer.get("kappa_plain_median"))),
-            ]
-            + [number(v) for v in values]
-        )
+        row: list[Cell | str] = [
+            number(to_float(layer.get("index")), 6),
+            str(layer.get("name", "")),
+            number(to_float(layer.get("kappa_plain_median"))),
+        ]
+        rows.append(row + [number(v) for v in values])
     header = ["layer", "name", "plain", *(f"λ = {num(v)}" for v in lambdas)]
     return line_chart(chart, "chart-sweep-layers") + table(
         header, rows, "median κ(X_l): plain forward, then with X + λ·I_k fed on", "table-sweep-layers"

@@ -99,8 +99,8 @@ def _domain(values: list[float], log: bool) -> tuple[float, float]:
 def _ticks(lo: float, hi: float, log: bool, integer: bool = False) -> list[float]:
     if log:
         a, b = round(math.log10(lo)), round(math.log10(hi))
-        step = max(1, math.ceil((b - a) / 8))
-        return [10.0**e for e in range(a, b + 1, step) if lo * (1 - 1e-9) <= 10.0**e <= hi * (1 + 1e-9)]
+        every = max(1, math.ceil((b - a) / 8))
+        return [10.0**e for e in range(a, b + 1, every) if lo * (1 - 1e-9) <= 10.0**e <= hi * (1 + 1e-9)]
     span = hi - lo
     raw = span / 5
     mag = 10.0 ** math.floor(math.log10(raw))
@@ -228,9 +228,9 @@ def _series(s: Series, ax: Axis, ay: Axis, chart: Chart, inf_level: float) -> st
             if _ok(lo[i], chart.log_y) and _ok(hi[i], chart.log_y) and _ok(s.x[i], chart.log_x)
         ]
         band_name = escape(s.band_name or f"{s.name}: p10–p90")
-        for run in _index_runs(ok):
-            upper = [_pt(ax(s.x[i]), ay(hi[i])) for i in run]
-            lower = [_pt(ax(s.x[i]), ay(lo[i])) for i in reversed(run)]
+        for indices in _index_runs(ok):
+            upper = [_pt(ax(s.x[i]), ay(hi[i])) for i in indices]
+            lower = [_pt(ax(s.x[i]), ay(lo[i])) for i in reversed(indices)]
             parts.append(
                 f'<polygon class="band" points="{" ".join(upper + lower)}" fill="{s.color}" '
                 f'fill-opacity="{BAND_OPACITY}"><title>{band_name}</title></polygon>'
@@ -376,16 +376,21 @@ def heatmap(
     chart_id: str,
     vrange: tuple[float, float] | None = None,
     digits: int = 3,
+    log: bool = False,
 ) -> str:
     """A rows × columns heatmap (magma); NaN cells are blank; each cell carries ``data-value`` (full
-    precision) and a ``<title>`` "row, column: what = value"; the value is written into cells up to 400."""
+    precision) and a ``<title>`` "row, column: what = value"; the value is written into cells up to 400
+    (``digits`` decimals; with ``log``, a log colour scale and ``digits`` significant digits)."""
     finite = [v for row in values for v in row if math.isfinite(v)]
-    lo, hi = vrange or ((min(finite), max(finite)) if finite else (0.0, 1.0))
-    span = (hi - lo) or 1e-6
+    if log:  # a log colour scale: only positive values are coloured
+        finite = [v for v in finite if v > 0]
+    lo, hi = vrange or ((min(finite), max(finite)) if finite else (1.0, 10.0) if log else (0.0, 1.0))
+    scale = (lambda v: math.log10(v)) if log else (lambda v: v)
+    span = (scale(hi) - scale(lo)) or 1e-6
     cols = max((len(r) for r in values), default=0)
-    cw, ch = max(28, min(56, 560 // max(cols, 1))), 22
+    cw, ch = max(52 if log else 28, min(56, 560 // max(cols, 1))), 22
     left, top = 110, 30
-    width = max(left + cw * cols + 90, 16 + round(7.4 * len(title)))
+    width = max(left + cw * cols + 110, 16 + round(7.4 * len(title)))
     height = top + ch * len(values) + 40
     out = [
         f'<svg viewBox="0 0 {width} {height}" width="{width}" '
@@ -400,9 +405,9 @@ def heatmap(
             f'<text x="{left - 6}" y="{y + 15}" class="tick" text-anchor="end">{escape(row_labels[i])}</text>'
         )
         for j, v in enumerate(row):
-            if not math.isfinite(v):
+            if not math.isfinite(v) or (log and v <= 0):
                 continue
-            t = (v - lo) / span
+            t = (scale(v) - scale(lo)) / span
             x = left + j * cw
             out.append(
                 f'<g class="cell"><rect x="{x}" y="{y}" width="{cw}" height="{ch}" '
@@ -414,7 +419,7 @@ def heatmap(
                 fg = "#fff" if t < 0.5 else "#000"
                 out.append(
                     f'<text x="{x + cw / 2}" y="{y + 15}" class="cellv" fill="{fg}" '
-                    f'text-anchor="middle">{v:.{digits}f}</text>'
+                    f'text-anchor="middle">{num(v, digits) if log else f"{v:.{digits}f}"}</text>'
                 )
             out.append("</g>")
     for j, label in enumerate(col_labels):
