@@ -15,13 +15,14 @@ from condcli.cli.main import command
 Checkpoints = Annotated[
     list[Path],
     typer.Argument(
-        metavar="CHECKPOINT_DIR...",
+        metavar="CHECKPOINT_DIR",
         help="Checkpoint folders of one training run (each a local MODEL folder, HF layout), or a run folder "
         "holding checkpoint-* folders (an HF Trainer's output_dir). The step is global_step of each "
         "checkpoint's trainer_state.json, else the number its folder name ends with.",
         show_default=False,
     ),
 ]
+OWN_WEIGHTS = "each checkpoint is analysed with its own saved weights"
 NOT_FOR_TRACK = {
     "checkpoint": "--checkpoint",
     "model_args": "--model-arg",
@@ -37,13 +38,16 @@ def _refuse_model_options(run: o.RunOptions) -> None:
         value = getattr(run, field)
         if value and not (field == "weights" and value == "pretrained"):
             raise UsageError(
-                f"{flag} does not apply to track: each checkpoint is analysed with its own saved weights",
+                f"{flag} does not apply to track: {OWN_WEIGHTS}",
                 f"leave out {flag}",
             )
 
 
 @command("track")
-@o.run_options(model=False)
+@o.run_options(
+    model=False,
+    help={field: f"Refused by track: {OWN_WEIGHTS}." for field in NOT_FOR_TRACK},
+)
 def track_command(
     run: o.RunOptions,
     checkpoints: Checkpoints,

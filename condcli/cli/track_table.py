@@ -62,7 +62,8 @@ def metric_table(report: TrackReport, metric: MetricDef) -> Table:
 def render(out: Console, report: TrackReport) -> None:
     first = report.first
     header(out, replace(first.model, spec=" ".join(report.given)), first.inputs)
-    sources = sorted({p.step_from for p in report.points})
+    named = {"folder name": "the folder names"}
+    sources = sorted({named.get(p.step_from, p.step_from) for p in report.points})
     out.print(
         escape(
             f"{len(report.points)} checkpoint(s), steps {report.steps[0]} … {report.steps[-1]} "
