@@ -155,7 +155,7 @@ def rules_html(report: Report) -> str:
             ]
         )
     columns = ["rule", "metric", "statistic", "value", "limit", "result", "worst layer", "note"]
-    return _coloured(table(columns, rows, table_id="check-rules"))
+    return _coloured(table(columns, rows, table_id="check-rules-table"))
 
 
 def _baseline_rows(checks: Sequence[Mapping[str, Any]]) -> list[list[Cell | str]]:
@@ -320,7 +320,7 @@ def models_html(report: Report) -> str:
         f"<p>The same analysis of two models: A is the reference, ratios are B/A, each number the "
         f"{escape(str(stat))} over samples.</p>"
     )
-    return intro + table(["", "A", "B"], rows, table_id="compare-models") + warnings_html(report)
+    return intro + table(["", "A", "B"], rows, table_id="compare-models-table") + warnings_html(report)
 
 
 def x_html(report: Report) -> str:
@@ -341,7 +341,7 @@ def x_html(report: Report) -> str:
         )
     if not rows:
         return missing("X's metrics")
-    return table(["metric", "A", "B", "B/A", "B vs A"], rows, table_id="compare-x")
+    return table(["metric", "A", "B", "B/A", "B vs A"], rows, table_id="compare-x-table")
 
 
 def _layer_rows(report: Report, prefix: str, scope: str) -> list[Mapping[str, Any]]:
