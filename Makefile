@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.bench_spectrum
 	$(BIN)/python -m bench.bench_rank_decay
 	$(BIN)/python -m bench.bench_long_sequence
+	$(BIN)/python -m bench.bench_monitor
 	$(BIN)/python -m bench.bench_gpu
 
 # Rebuild sample_checkpoints/ from scratch on CPU (deterministic; about 13 minutes on 2 cores).

@@ -21,7 +21,7 @@ from tests.test_monitor import text_batch, timm_inputs, tiny_bert, tiny_vit
 EPS32 = DTYPE_EPS["float32"]
 
 
-def loop(monitor_every: int | None, steps: int = 24) -> tuple[torch.nn.Module, list, torch.Tensor]:
+def loop(monitor_every: int | None, steps: int = 12) -> tuple[torch.nn.Module, list, torch.Tensor]:
     """A few dozen AdamW steps; dropout everywhere, so any RNG the monitor drew would change the weights."""
     torch.manual_seed(0)
     model = tiny_vit(drop_rate=0.1, proj_drop_rate=0.1, attn_drop_rate=0.1)
@@ -54,11 +54,11 @@ def loop(monitor_every: int | None, steps: int = 24) -> tuple[torch.nn.Module, l
 
 
 def test_a_plain_loop_trains_bitwise_the_same_and_the_last_values_match_the_final_model() -> None:
-    watched, logs, probe = loop(monitor_every=10)
+    watched, logs, probe = loop(monitor_every=5)
     plain, _, _ = loop(monitor_every=None)
     pairs = zip(watched.state_dict().values(), plain.state_dict().values(), strict=True)
     assert all(torch.equal(a, b) for a, b in pairs)
-    assert len(logs) == 3  # steps 10, 20 and the last
+    assert len(logs) == 3  # steps 5, 10 and the last
     x, inputs = timm_inputs(watched, probe)
     assert logs[-1]["condcli/kappa_x"] == pytest.approx(
         np.median([np_reported_kappa(m, EPS32) for m in x.double().numpy()]), rel=1e-6

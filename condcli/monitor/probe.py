@@ -101,8 +101,13 @@ def _lengths(mask: torch.Tensor | None, main: torch.Tensor, adapter: Adapter) ->
     return lengths.cpu()
 
 
+def _cuda_started() -> bool:
+    """Whether CUDA is initialised (its generators exist); never initialises it."""
+    return bool(torch.cuda.is_initialized())  # type: ignore[no-untyped-call]
+
+
 def _rng_state() -> tuple[Any, ...]:
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    cuda = torch.cuda.get_rng_state_all() if _cuda_started() else None
     return torch.get_rng_state(), cuda, np.random.get_state(), random.getstate()  # noqa: NPY002 (the global state itself)
 
 
@@ -143,7 +148,7 @@ def seeded(seed: int) -> Iterator[None]:
     rng = _rng_state()
     try:
         torch.default_generator.manual_seed(seed)  # torch.manual_seed would queue a seed for CUDA too
-        if torch.cuda.is_initialized():
+        if _cuda_started():
             torch.cuda.manual_seed_all(seed)
         np.random.seed(seed % 2**32)  # noqa: NPY002 (the global state a collator draws from)
         random.seed(seed)
