@@ -133,6 +133,8 @@ def test_floor_and_warning_footnotes_only_where_they_occur(spectrum: Report) -> 
         for k in ("mu_a", "kappa_probs")
     )
     assert ("only a floor" in page) == has_floor
+    heads = parse(page).by_id("heads").text()  # one set of footnotes under all per-head tables
+    assert heads.count("only a floor") <= 1 and heads.count("some samples of this quantity") <= 1
     quiet = copy.deepcopy(spectrum)
     for layer in quiet["layers"]:
         layer["heads_detail"] = None

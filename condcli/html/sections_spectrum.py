@@ -24,7 +24,7 @@ from condcli.html.section import (
     notes_html,
 )
 from condcli.html.svg import CONDITIONED, PLAIN, Chart, Series, heatmap, line_chart
-from condcli.html.tables import Cell, agg_cell, number, table
+from condcli.html.tables import Cell, agg_cell, footnotes_html, marks, number, table
 from condcli.metrics import EMBEDDING, FORWARD, WEIGHTS, MetricDef, flag_of, forward
 
 EMB = {m.key: m for m in EMBEDDING}
@@ -241,8 +241,8 @@ HEAD_COLS: tuple[tuple[str, str], ...] = (
 )
 
 
-def heads_block(layer: Mapping[str, Any]) -> str:
-    """The per-head table of one layer (medians over samples)."""
+def heads_block(layer: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """The per-head table of one layer (medians over samples), and the footnote marks its cells carry."""
     heads = as_maps(layer.get("heads_detail"))
     cols = [(k, label) for k, label in HEAD_COLS if any(h.get(k) is not None for h in heads)]
     weights = [(f"kappa_w{w}_heads", f"κ(W_{w.upper()}^h)") for w in ("q", "k", "v")]
@@ -257,7 +257,9 @@ def heads_block(layer: Mapping[str, Any]) -> str:
         row += [agg_cell(h.get(k)) for k, _ in cols]
         rows.append(row)
     header = ["head", *(label for _, label in weights), *(label for _, label in cols)]
-    return table(header, rows, "medians over samples", f"table-heads-{layer.get('index')}")
+    return table(
+        header, rows, "medians over samples", f"table-heads-{layer.get('index')}", notes=False
+    ), marks(rows)
 
 
 def heads_heatmap(layers: list[Mapping[str, Any]], key: str) -> str:
@@ -291,12 +293,14 @@ def heads_heatmap(layers: list[Mapping[str, Any]], key: str) -> str:
 def heads_section(report: Report) -> str:
     layers = [layer for layer in as_maps(report.get("layers")) if as_maps(layer.get("heads_detail"))]
     maps = '<div class="pair">' + heads_heatmap(layers, "mu_la") + heads_heatmap(layers, "mu_a") + "</div>"
-    blocks = []
+    blocks, used = [], []
     for layer in layers:
         label = f"layer {layer.get('index')} {layer.get('name', '')}"
+        body, found = heads_block(layer)
+        used += found
         blocks.append(
             f'<details open data-pick="{escape(str(layer.get("index")))}"><summary>{escape(label)}</summary>'
-            f"{heads_block(layer)}</details>"
+            f"{body}</details>"
         )
     options = [
         (str(layer.get("index")), f"layer {layer.get('index')} {layer.get('name', '')}") for layer in layers
@@ -305,6 +309,7 @@ def heads_section(report: Report) -> str:
         maps
         + picker("heads-panels", "layer", options, "all layers")
         + f'<div id="heads-panels">{"".join(blocks)}</div>'
+        + footnotes_html(used)
     )
 
 

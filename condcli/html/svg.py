@@ -390,7 +390,7 @@ def heatmap(
     cols = max((len(r) for r in values), default=0)
     cw, ch = max(52 if log else 28, min(56, 560 // max(cols, 1))), 22
     left, top = 110, 30
-    width = max(left + cw * cols + 110, 16 + round(7.4 * len(title)))
+    width = max(left + cw * cols + 110, 16 + round(8.2 * len(title)))
     height = top + ch * len(values) + 40
     out = [
         f'<svg viewBox="0 0 {width} {height}" width="{width}" '

@@ -65,26 +65,38 @@ def _td(cell: Cell | str) -> str:
     return f"<td{attrs}>{escape(cell.text)}</td>"
 
 
+def marks(rows: Sequence[Sequence[Cell | str]]) -> list[str]:
+    """The footnote marks the cells of ``rows`` carry, in order of first appearance."""
+    used: list[str] = []
+    for row in rows:
+        for cell in row:
+            if isinstance(cell, Cell):
+                used += [m for m in cell.marks if m not in used]
+    return used
+
+
+def footnotes_html(used: Sequence[str], footnotes: Mapping[str, str] | None = None) -> str:
+    """The footnotes of the marks ``used`` (``footnotes`` adds to or overrides :data:`FOOTNOTES`)."""
+    notes = {**FOOTNOTES, **(footnotes or {})}
+    return "".join(f'<p class="footnote">{escape(notes[m])}</p>' for m in dict.fromkeys(used) if m in notes)
+
+
 def table(
     columns: Sequence[str],
     rows: Sequence[Sequence[Cell | str]],
     caption: str = "",
     table_id: str = "",
     footnotes: Mapping[str, str] | None = None,
+    notes: bool = True,
 ) -> str:
     """A sortable table (click a header; numbers sort on ``data-value``), with the footnotes of the marks
-    its cells carry (``footnotes`` adds to or overrides :data:`FOOTNOTES`)."""
-    notes = {**FOOTNOTES, **(footnotes or {})}
-    used: list[str] = []
-    for row in rows:
-        for cell in row:
-            if isinstance(cell, Cell):
-                used += [m for m in cell.marks if m not in used]
+    its cells carry (``footnotes`` adds to or overrides :data:`FOOTNOTES`; ``notes=False``: none, for a
+    caller that shows them once under several tables, see :func:`marks` and :func:`footnotes_html`)."""
     ident = f' id="{escape(table_id)}"' if table_id else ""
     head = "".join(f'<th scope="col">{escape(c)}</th>' for c in columns)
     body = "".join("<tr>" + "".join(_td(c) for c in row) + "</tr>" for row in rows)
     cap = f"<caption>{escape(caption)}</caption>" if caption else ""
-    foot = "".join(f'<p class="footnote">{escape(notes[m])}</p>' for m in used if m in notes)
+    foot = footnotes_html(marks(rows), footnotes) if notes else ""
     return (
         f'<div class="table-wrap"><table class="sortable"{ident}>{cap}<thead><tr>{head}</tr></thead>'
         f"<tbody>{body}</tbody></table>{foot}</div>"
