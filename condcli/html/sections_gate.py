@@ -132,7 +132,7 @@ def rules_html(report: Report) -> str:
     rules = [c for c in _checks(report) if c.get("rule") != "baseline"]
     if not rules:
         return "<p>No rules were set; only the baseline was compared.</p>"
-    rows = []
+    rows: list[list[Cell | str]] = []
     for c in rules:
         value, limit = to_float(c.get("value")), to_float(c.get("limit"))
         shown_value, shown_limit = _pair(value, limit)
@@ -425,7 +425,11 @@ def _charts(report: Report) -> str:
             refs=[RefLine(1.0, "B = A", "#555555")],
         )
         out.append(line_chart(chart, "compare-chart-ratios"))
-    return f'<div class="figs">{"".join(out)}</div>' if out else ""
+    return (
+        f'<div class="figs" style="display:flex;flex-wrap:wrap;gap:8px 24px">{"".join(out)}</div>'
+        if out
+        else ""
+    )
 
 
 def _within(r: Mapping[str, Any]) -> str:
