@@ -154,6 +154,8 @@ def groups_where(mask: torch.Tensor) -> list[slice] | None:
 
 def check_finite(t: torch.Tensor) -> None:
     """Raise :class:`NonFiniteInputError` naming the first matrix of the batch that holds NaN/Inf."""
+    if t.is_floating_point() and bool(torch.isfinite(t.sum())):  # a NaN/Inf entry makes the sum NaN/Inf
+        return  # one pass, no mask (a finite sum is conclusive; an overflowing one is checked entry by entry)
     if t.ndim < 2:
         bad = ~torch.isfinite(t)
         if bool(bad.any()):

@@ -48,12 +48,24 @@ MEASURE_RTOL = 1e-6
 GRAM_ERROR = 4.0
 
 
+def upcast(X: Tensorish) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``X`` as float64 (exact), scaled into the safe band where needed: ``rescaled(as_float64(X))``.
+
+    A tensor captured in float32, bf16 or fp16 always lies in the band (|x| < 2^128, subnormals > 2^-150:
+    :data:`~condcli.spectra._tensor.SAFE_EXPONENT`), so its scan for the largest entry is skipped: the same
+    result, without a pass over a float64 copy of every matrix.
+    """
+    if isinstance(X, torch.Tensor) and X.dtype in (torch.float32, torch.float16, torch.bfloat16):
+        return as_float64(X), None
+    return rescaled(as_float64(X))
+
+
 def singular_values(X: Tensorish) -> torch.Tensor:
     """All k singular values of each matrix, descending, float64 — shape ``(..., k)``.
 
     A σ beyond float64's range (a matrix of entries near 1e308) is ``inf``.
     """
-    x, e = rescaled(as_float64(X))
+    x, e = upcast(X)
     sigma = svdvals(x)
     return sigma if e is None else ldexp(sigma, e[..., None])
 
@@ -95,7 +107,7 @@ def condition_number(X: Tensorish, *, method: Method = "auto") -> torch.Tensor:
     ≤ 1e-10 relative. (The raw Gram answer is not offered: near singularity it floors σ_k at ≈ sqrt(eps)·σ_1
     and would report κ ≈ 1e8 for a singular matrix.)
     """
-    x, _ = rescaled(as_float64(X))  # κ is scale-invariant
+    x, _ = upcast(X)  # κ is scale-invariant
     shape = (x.shape[-2], x.shape[-1])
     if method == "svd":
         return kappa_from_sigma(svdvals(x), shape)
@@ -249,7 +261,7 @@ def summarize(
     if capture_dtype is None:
         floating = isinstance(X, torch.Tensor) and X.dtype.is_floating_point  # integers are stored exactly
         capture_dtype = X.dtype if floating else torch.float64
-    x, e = rescaled(as_float64(X))  # κ, rank and the flag are scale-invariant; σ and tol are scaled back
+    x, e = upcast(X)  # κ, rank and the flag are scale-invariant; σ and tol are scaled back
     shape = (x.shape[-2], x.shape[-1])
     gram_floor = None
     if floors and method == "auto":

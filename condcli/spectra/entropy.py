@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from condcli.errors import InputError
-from condcli.spectra._tensor import Tensorish, as_float64, check_finite
+from condcli.spectra._tensor import Tensorish, as_float64
 
 
 def attention_support(q: int, k: int, *, causal: bool = False, window: int | None = None) -> torch.Tensor:
@@ -34,8 +34,7 @@ def attention_entropy(P: Tensorish, *, causal: bool = False, window: int | None 
     weight on one. A query that may attend to one key only has no entropy to lose (0/0) and is left out; a
     matrix with no other query (a one-token sample) is 1 by that convention.
     """
-    p = as_float64(P)
-    check_finite(p)
+    p = as_float64(P)  # checked for NaN/Inf there
     if bool((p < 0).any()):
         raise InputError("P holds negative entries: attention probabilities are ≥ 0", "pass softmax output")
     q, k = p.shape[-2:]
