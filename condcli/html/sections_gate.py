@@ -185,7 +185,7 @@ def baseline_html(report: Report) -> str:
     compared metric behind a disclosure."""
     base = report["baseline"]
     if not isinstance(base, Mapping):
-        return "<p>No baseline was given (--baseline FILE, or baseline in [tool.condcli.check]).</p>"
+        return "<p>No baseline was compared in this check.</p>"
     compared, regressed, improved = (base.get(k) for k in ("compared", "regressed", "improved"))
     tolerance = to_float(base.get("tolerance"))
     counts = [v for v in (compared, regressed, improved) if isinstance(v, int)]
