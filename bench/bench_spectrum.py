@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from condcli.analysis.embedding import EmbeddingAccumulator
-from condcli.analysis.layers import ForwardAccumulator, weight_kappas
+from condcli.analysis.layers import ForwardAccumulator, weight_kappas_of
 from condcli.analysis.persample import summarize_samples, trim
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.analysis.sweep import SweepOptions, analyse_sweep, lambda_grid
@@ -215,8 +215,8 @@ def _stages(loaded: LoadedModel, first: Batch, scale: int) -> list[Part]:
     got = capture(adapter, first, layers=None, sink=lambda layer: layers.__setitem__(layer.index, layer))
     xs = trim(got.x, first.lengths, (0,))
     weights = {s.index: s.weights() for s in adapter.layers}
-    w_time = _clock(lambda: [weight_kappas(w) for w in weights.values()], device)
-    kappas = {i: weight_kappas(w) for i, w in weights.items()}
+    w_time = _clock(lambda: weight_kappas_of(weights), device)
+    kappas = weight_kappas_of(weights)
     accs = {
         s.index: ForwardAccumulator(s, weights[s.index], kappas[s.index], per_head=False)
         for s in adapter.layers

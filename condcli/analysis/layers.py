@@ -6,6 +6,9 @@ and μ is taken per group and head and then maximised, so μ(A) pairs each P wit
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Literal
+
 import torch
 
 from condcli.adapters.base import HeadWeights, LayerSpec, Rotation
@@ -24,6 +27,8 @@ from condcli.spectra import (
 )
 from condcli.spectra.core import Method, gram_decides_floors
 
+PROJECTIONS: tuple[Literal["q", "k", "v"], ...] = ("q", "k", "v")
+
 
 def weight_kappas(w: HeadWeights) -> WeightKappas:
     """κ of the full projections (SVD: square d×d weights are rarely within the Gram path's κ ≤ 300) and of
@@ -32,11 +37,27 @@ def weight_kappas(w: HeadWeights) -> WeightKappas:
     Under grouped-query attention W_K and W_V are d × (H_kv·d_h) and have H_kv slices; the per-head lists
     hold one entry per query head, the κ of the KV slice it reads.
     """
-    fulls = [w.full("q"), w.full("k"), w.full("v")]
-    if len({tuple(f.shape) for f in fulls}) == 1:  # one threaded SVD batch
-        full = condition_number(torch.stack(fulls), method="svd").tolist()
-    else:
-        full = [float(condition_number(f, method="svd")) for f in fulls]
+    return weight_kappas_of({0: w})[0]
+
+
+def weight_kappas_of(weights: Mapping[int, HeadWeights]) -> dict[int, WeightKappas]:
+    """:func:`weight_kappas` of every layer, the full projections of all layers in one SVD call per shape:
+    one thread pool over a whole model's d×d matrices (ViT-B: 36) rather than three at a time. Each matrix
+    is still its own decomposition, so every κ is the one :func:`weight_kappas` gives."""
+    by_shape: dict[tuple[int, ...], list[tuple[int, int, torch.Tensor]]] = {}
+    for i, w in weights.items():
+        for j, name in enumerate(PROJECTIONS):
+            f = w.full(name)
+            by_shape.setdefault(tuple(f.shape), []).append((i, j, f))
+    full: dict[tuple[int, int], float] = {}
+    for mats in by_shape.values():
+        got = condition_number(torch.stack([f for _, _, f in mats]), method="svd").tolist()
+        full.update({(i, j): k for (i, j, _), k in zip(mats, got, strict=True)})
+    return {i: _with_heads(w, (full[i, 0], full[i, 1], full[i, 2])) for i, w in weights.items()}
+
+
+def _with_heads(w: HeadWeights, full: tuple[float, float, float]) -> WeightKappas:
+    """WeightKappas from the full projections' κ and every head's slice (Gram path where it agrees)."""
     if w.kv_heads == w.heads and w.wq.shape == w.wv.shape:
         heads = condition_number(torch.stack([w.wq, w.wk, w.wv])).tolist()  # (3, H)
     else:

@@ -10,7 +10,7 @@ import torch
 from condcli.analysis.common import Progress, embedding_notes, inputs_info, model_info, settings
 from condcli.analysis.driver import Conditioned, Take, drive
 from condcli.analysis.embedding import EmbeddingAccumulator
-from condcli.analysis.layers import ForwardAccumulator, weight_kappas
+from condcli.analysis.layers import ForwardAccumulator, weight_kappas_of
 from condcli.capture import LayerCapture, layer_set
 from condcli.conditioning import Conditioning
 from condcli.inputs import InputStream
@@ -66,7 +66,7 @@ def analyse_spectrum(
     chosen = layer_set(adapter, options.layers)
     specs = {s.index: s for s in adapter.layers}
     weights = {i: specs[i].weights() for i in chosen}
-    kappas = {i: weight_kappas(w) for i, w in weights.items()}
+    kappas = weight_kappas_of(weights)  # every layer's full projections in one SVD call
     cond = _conditioned_forward(loaded, options, chosen)
     plain = {i: ForwardAccumulator(specs[i], weights[i], kappas[i], per_head=options.heads) for i in chosen}
     conditioned = (
