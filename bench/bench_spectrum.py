@@ -393,6 +393,22 @@ def bench_device(cfg: Config, device: torch.device) -> list[Verdict]:
     return verdicts
 
 
+def bench_plain(cfg: Config, device: torch.device) -> list[Verdict]:
+    """Issue 18 item 5 alone: the forward (a) and the full plain spectrum (d), interleaved side by side."""
+    loaded = load(cfg.model, LoadOptions(weights="random", device=str(device)))
+    batches = make_batches(loaded, cfg.samples, cfg.batch_size)
+    pick = {k: v for k, v in contenders(loaded, batches).items() if k in "ad"}
+    timed({k: v for k, v in contenders(loaded, batches[:1]).items() if k in "ad"}, 1, device)  # warm-up
+    raw = timed(pick, cfg.repeats, device)
+    n = sum(b.size for b in batches)
+    print(f"\n=== {device}: {cfg.model} (random init), {n} synthetic images, batch {cfg.batch_size} ===")
+    _table(raw, [(LABELS[k], raw[k], "a") for k in "ad"])
+    t = {k: statistics.median(v) for k, v in raw.items()}
+    m = {k: min(v) for k, v in raw.items()}
+    what = f"{device} full plain spectrum (d)/(a), issue 18"
+    return [Verdict(what, t["d"] / t["a"], TARGET_PLAIN, m["d"] / m["a"])]
+
+
 def devices(choice: str) -> list[torch.device]:
     """auto: the CPU, and the GPU as well when there is one."""
     if choice == "auto":
@@ -419,6 +435,9 @@ def main(argv: Sequence[str] | None = None) -> list[Verdict]:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--memory-samples", type=int, nargs=2, default=None, metavar=("SMALL", "LARGE"))
     parser.add_argument("--threads", type=int, default=None, help="torch threads [torch's default]")
+    parser.add_argument(
+        "--plain-only", action="store_true", help="time (a) and (d) only: the issue 18 item 5 ratio"
+    )
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     saved = torch.get_num_threads()
@@ -446,7 +465,8 @@ def _run(args: argparse.Namespace) -> list[Verdict]:
     )
     print((__doc__ or "").splitlines()[0])
     print(f"{machine()}\nmedian of {cfg.repeats} interleaved repeat(s), λ = {LAM:g}")
-    verdicts = [v for d in devices(args.device) for v in bench_device(cfg, d)]
+    run = bench_plain if args.plain_only else bench_device
+    verdicts = [v for d in devices(args.device) for v in run(cfg, d)]
     print_verdicts(verdicts)
     return verdicts
 

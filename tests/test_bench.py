@@ -38,6 +38,15 @@ def test_bench_prints_every_part_with_ratios(
         assert v.line() in out and v.line().endswith(("PASS", "MISS"))
 
 
+def test_plain_only_times_the_forward_and_the_plain_spectrum(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--model", TINY, "--samples", "2", "--batch-size", "1", "--repeats", "1", "--device", "cpu"]
+    verdicts = bs.main([*argv, "--threads", "1", "--plain-only"])
+    out = capsys.readouterr().out
+    assert bs.LABELS["a"] in out and bs.LABELS["d"] in out and bs.LABELS["c"] not in out
+    assert [v.target for v in verdicts] == [bs.TARGET_PLAIN] and "issue 18" in verdicts[0].what
+    assert math.isfinite(verdicts[0].value) and verdicts[0].line() in out
+
+
 def test_memory_child_subprocess() -> None:
     cfg = bs.Config(model=TINY, batch_size=1, threads=1)
     got = bs.run_child(cfg, 1, bs.devices("cpu")[0])
