@@ -70,11 +70,13 @@ def fit(
     batch_loss: Callable[[torch.Tensor, torch.Generator], torch.Tensor],
     schedule: Schedule,
     log: Callable[[str], None],
+    on_step: Callable[[int, float], None] | None = None,
 ) -> dict[str, Any]:
     """Train for ``schedule.epochs`` over ``count`` examples, each epoch in a new seeded random order.
 
     ``batch_loss(indices, generator)`` gives the loss of one batch; it may draw from ``generator`` (BERT's
-    masks), which is the one that orders the batches. Returns steps, train loss per epoch and seconds.
+    masks), which is the one that orders the batches. ``on_step(step, loss)`` is called after each
+    optimizer step (step counts from 1). Returns steps, train loss per epoch and seconds.
     """
     epochs, size = schedule.epochs, schedule.batch_size
     per_epoch = math.ceil(count / size)
@@ -93,6 +95,8 @@ def fit(
             opt.step()
             sched.step()
             running += float(loss.detach())
+            if on_step is not None:
+                on_step(epoch * per_epoch + step + 1, float(loss.detach()))
         curve.append(round(running / per_epoch, 4))
         log(f"  epoch {epoch + 1}/{epochs}: train loss {curve[-1]:.4f}")
     return {"steps": total, "train_loss_per_epoch": curve, "seconds": round(time.perf_counter() - start, 1)}
