@@ -134,6 +134,21 @@ def test_compare_report_page_has_both_sides_and_the_ratio(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
+    ("make", "key"),
+    [(check_report, k) for k in ("checks", "baseline", "passed", "warnings", "embedding", "layers")]
+    + [(compare_report, k) for k in ("metrics", "a", "b", "statistic")],
+)
+def test_a_report_missing_a_part_still_renders(make: Any, key: str, tmp_path: Path) -> None:
+    """An older or partial report: the page says what it lacks instead of failing."""
+    data = make()
+    del data[key]
+    source = write(tmp_path / "r.json", data)
+    assert main(["report", str(source)]) == 0
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert 'class="missing"' in page or key in ("passed", "warnings", "statistic")
+
+
+@pytest.mark.parametrize(
     ("content", "says"),
     [(None, "does not exist"), ("{", "invalid JSON"), ({"x": 1}, "not a condcli report"),
      ({**compare_report(), "command": "models"}, "'models', which has no page"),
