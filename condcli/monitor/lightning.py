@@ -69,7 +69,7 @@ def loader_probe(trainer: pl.Trainer, max_samples: int) -> Any:
         return batch[0] if isinstance(batch, tuple | list) else batch
     raise UsageError(
         "ConditioningLightningCallback found no dataloader with a dataset to take its probe batch from",
-        "pass `probe` (a batch as the network takes it)",
+        "pass probe (a batch as the network takes it)",
     )
 
 
@@ -106,8 +106,8 @@ class ConditioningLightningCallback(pl.Callback):
                 network = pl_module.get_submodule(self.module)
             except AttributeError:
                 raise UsageError(
-                    f"`module={self.module!r}`: the LightningModule has no such submodule",
-                    "name the attribute holding the network, or `module=None` for the LightningModule",
+                    f"module={self.module!r}: the LightningModule has no such submodule",
+                    "name the attribute holding the network, or module=None for the LightningModule",
                 ) from None
         self.monitor = Monitor(
             network, layers=self.layers, metrics=self.metrics, lam=self.lam, max_samples=self.max_samples

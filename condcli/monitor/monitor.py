@@ -83,7 +83,7 @@ class Monitor:
     ) -> None:
         if not isinstance(model, nn.Module):
             raise UsageError(
-                f"`model` must be a torch nn.Module, got {type(model).__name__}", "pass the model"
+                f"model must be a torch nn.Module, got {type(model).__name__}", "pass the model"
             )
         self.max_samples = check_count(max_samples, "max_samples")
         self.model = model

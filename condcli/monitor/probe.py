@@ -53,23 +53,23 @@ def probe_batch(batch: Any, adapter: Adapter, max_samples: int) -> Batch:
         given = {str(k): v for k, v in batch.items()}
     else:
         raise UsageError(
-            f"`batch` must be a dict of tensors or a tensor, got {type(batch).__name__}",
+            f"batch must be a dict of tensors or a tensor, got {type(batch).__name__}",
             "pass what the model takes, e.g. a tokenizer's output or a pixel tensor",
         )
     tensors = {k: v for k, v in given.items() if isinstance(v, torch.Tensor)}
     keys = _reads(adapter.model, list(tensors))
     if main not in keys:
         raise InputError(
-            f"`batch` has no {main!r} (it holds {', '.join(sorted(given)) or 'nothing'})",
+            f"batch has no {main!r} (it holds {', '.join(sorted(given)) or 'nothing'})",
             f"pass the inputs of the model, with {main!r}",
         )
     size = int(tensors[main].shape[0]) if tensors[main].dim() else 0
     if size == 0:
-        raise InputError("`batch` holds no samples", "pass at least one sample")
+        raise InputError("batch holds no samples", "pass at least one sample")
     uneven = [k for k in keys if tensors[k].dim() == 0 or int(tensors[k].shape[0]) != size]
     if uneven:
         raise InputError(
-            f"`batch` entries {', '.join(uneven)} do not have the {size} samples of {main!r}",
+            f"batch entries {', '.join(uneven)} do not have the {size} samples of {main!r}",
             "pass tensors with the samples along the first dimension",
         )
     inputs = {k: tensors[k][:max_samples] for k in keys}
@@ -84,7 +84,7 @@ def _lengths(mask: torch.Tensor | None, main: torch.Tensor, adapter: Adapter) ->
         return None
     if mask.dim() != 2 or tuple(mask.shape) != tuple(main.shape[:2]):
         raise InputError(
-            f"`batch` attention_mask has shape {tuple(mask.shape)}, not (samples, tokens) "
+            f"batch attention_mask has shape {tuple(mask.shape)}, not (samples, tokens) "
             f"{tuple(main.shape[:2])}",
             "pass the tokenizer's 2-D attention mask",
         )
@@ -93,11 +93,11 @@ def _lengths(mask: torch.Tensor | None, main: torch.Tensor, adapter: Adapter) ->
     prefix = torch.arange(mask.shape[1], device=mask.device)[None, :] < lengths[:, None]
     if not torch.equal(real, prefix):
         raise InputError(
-            "`batch` is not padded on the right: a sample's attention mask has a 0 before a 1",
+            "batch is not padded on the right: a sample's attention mask has a 0 before a 1",
             "pad the probe batch on the right (tokenizer.padding_side = 'right')",
         )
     if int(lengths.min()) < 1:
-        raise InputError("`batch` has a sample with no tokens (its attention mask is all 0)", "drop it")
+        raise InputError("batch has a sample with no tokens (its attention mask is all 0)", "drop it")
     return lengths.cpu()
 
 

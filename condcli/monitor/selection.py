@@ -16,7 +16,7 @@ from condcli.metrics import ALL, EMBEDDING, FORWARD, WEIGHTS
 PREFIX = "condcli"
 FLOOR = "floor"  # the 0/1 key beside a value that may be a floor: 1 where the median is only a floor
 DEFAULT_METRICS: tuple[str, ...] = ("kappa", "mu_la", "attention_entropy")  # κ(X), κ(X_l), μ(LA), H(P)
-NAMES: tuple[str, ...] = tuple(dict.fromkeys(m.key for m in ALL))  # every name `metrics` accepts
+NAMES: tuple[str, ...] = tuple(dict.fromkeys(m.key for m in ALL))  # every name ``metrics`` accepts
 # the embedding metrics' keys: X is named in them, so they read apart from the per-layer κ(X_l)
 EMBEDDING_KEYS: dict[str, str] = {
     "kappa": "kappa_x",
@@ -72,15 +72,15 @@ def select(metrics: Iterable[str] | str | None, conditioned: bool) -> Selection:
             names = list(metrics)
         except TypeError:
             raise UsageError(
-                f"`metrics` must be a list of metric names, got {type(metrics).__name__}",
-                f"e.g. `metrics=['kappa', 'mu_la']`; names: {', '.join(NAMES)}",
+                f"metrics must be a list of metric names, got {type(metrics).__name__}",
+                f"e.g. metrics=['kappa', 'mu_la']; names: {', '.join(NAMES)}",
             ) from None
     if not names:
-        raise UsageError("`metrics` is empty", f"name at least one of {', '.join(NAMES)}")
+        raise UsageError("metrics is empty", f"name at least one of {', '.join(NAMES)}")
     unknown = [n for n in names if not isinstance(n, str) or n not in NAMES]
     if unknown:
         raise InputError(
-            f"`metrics` names unknown metric(s) {', '.join(repr(n) for n in unknown)}",
+            f"metrics names unknown metric(s) {', '.join(repr(n) for n in unknown)}",
             f"the metrics are: {', '.join(NAMES)}",
         )
     wanted = set(names) | ({"kappa_conditioned"} if conditioned else set())

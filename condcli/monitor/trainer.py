@@ -59,7 +59,7 @@ def probe_inputs(trainer: Trainer, max_samples: int, fallback: Any = None) -> An
     if dataset is None or collator is None:
         raise UsageError(
             "ConditioningCallback needs samples to measure: the Trainer has no eval or train dataset",
-            "give the Trainer an `eval_dataset` (its first samples are the probe batch) or a `train_dataset`",
+            "give the Trainer an eval_dataset (its first samples are the probe batch) or a train_dataset",
         )
     datasets = sys.modules.get("datasets")
     if datasets is not None and isinstance(dataset, datasets.Dataset):
@@ -107,7 +107,8 @@ class ConditioningCallback(TrainerCallback):  # type: ignore[misc]
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
         self._trainer = find_trainer(self)
-        model = kwargs.get("model") or self._trainer.model
+        model = kwargs.get("model")
+        model = self._trainer.model if model is None else model
         self.monitor = Monitor(
             model, layers=self.layers, metrics=self.metrics, lam=self.lam, max_samples=self.max_samples
         )
