@@ -60,6 +60,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "condcli.outpaths",
             "condcli.parsing",
             "condcli.distributed",
+            "condcli.numbers",
             "condcli",
         ),
     ),

@@ -6,10 +6,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from condcli.cli.tables import WARN, header
+from condcli.cli.tables import header
 from condcli.gate.compare import SEEN
 from condcli.gate.report import CompareReport, CompareRow, fmt
 from condcli.metrics import FORWARD, WEIGHTS, MetricDef
+from condcli.numbers import WARN
 
 
 def _value(v: float, floor: bool) -> str:

@@ -6,7 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from condcli.cli.tables import header, num
+from condcli.cli.tables import header
+from condcli.numbers import num
 from condcli.rank_report import MatrixAggregate, RankDecayReport, RankDecayResult, RankLayer
 
 

@@ -6,8 +6,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from condcli.cli.tables import WARN, header, median, num, stat
+from condcli.cli.tables import header, median, stat
 from condcli.metrics import FORWARD, WEIGHTS, MetricDef, forward
+from condcli.numbers import WARN, num
 from condcli.report import LayerReport, SpectrumReport
 from condcli.spectra import Aggregate
 

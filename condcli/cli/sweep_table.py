@@ -8,7 +8,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from condcli.cli.tables import WARN, header, num
+from condcli.cli.tables import header
+from condcli.numbers import WARN, num
 from condcli.report import SweepReport
 
 

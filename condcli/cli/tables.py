@@ -2,30 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
 from rich.console import Console
 from rich.markup import escape
 
 from condcli.big_model import describe as placed
+from condcli.numbers import WARN, floor_num, num
 from condcli.report import InputsInfo, ModelInfo
 from condcli.spectra import Aggregate
-
-WARN = "⚠"
-
-
-def num(v: float | None) -> str:
-    """Three significant digits; inf stays "inf"; None (not observable) is a dash."""
-    if v is None:
-        return "—"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return f"{v:.3g}"
-
-
-def floor_num(v: float) -> str:
-    """A floor: "≥ 3.1e+04" — two significant digits, the true value is at least this (SPEC §2)."""
-    return "≥ inf" if math.isinf(v) else f"≥ {v:.2g}"
 
 
 def stat(a: Aggregate, statistic: str) -> str:

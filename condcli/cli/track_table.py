@@ -12,8 +12,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from condcli.cli.tables import WARN, header, median
+from condcli.cli.tables import header, median
 from condcli.metrics import EMBEDDING, MetricDef, forward
+from condcli.numbers import WARN
 from condcli.report import LayerReport, SpectrumReport
 from condcli.track_report import TrackReport
 

@@ -1,5 +1,6 @@
-"""Numbers of a report as the page shows them: the CLI's rounding (three significant digits, "≥ x ⚠" for
-floors), and the full-precision text that ``data-value`` attributes and hover titles carry."""
+"""Numbers of a report as the page shows them: the rounding of :mod:`condcli.numbers` (shared with the CLI
+tables: three significant digits, "≥ x ⚠" for floors), and the full-precision text that ``data-value``
+attributes and hover titles carry."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-WARN = "⚠"
+from condcli.numbers import WARN, floor_num
+from condcli.numbers import num as shared_num
+
+__all__ = ["WARN", "floats", "floor_num", "full", "is_floor", "num", "stat", "to_float"]
 
 
 def to_float(value: object) -> float | None:
@@ -47,17 +51,9 @@ def full(v: float | None) -> str:
 
 
 def num(v: float | None, digits: int = 3) -> str:
-    """Significant digits as the CLI tables print them; inf stays "inf"; None or NaN is a dash."""
-    if v is None or math.isnan(v):
-        return "—"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return f"{v:.{digits}g}"
-
-
-def floor_num(v: float) -> str:
-    """A floor: "≥ 3.1e+04" — two significant digits, the true value is at least this."""
-    return "≥ inf" if math.isinf(v) else f"≥ {v:.2g}"
+    """:func:`condcli.numbers.num` (the CLI tables' rounding), NaN a dash as None is (a page shows JSON
+    nulls and gaps as NaN)."""
+    return shared_num(None if v is not None and math.isnan(v) else v, digits)
 
 
 def is_floor(agg: Mapping[str, Any], statistic: str) -> bool:
