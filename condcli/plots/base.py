@@ -101,7 +101,11 @@ def _title(report: Report, what: str) -> str:
     """A title naming the model spec and the input count."""
     inputs = report.get("inputs", {})
     count = inputs.get("count")
-    suffix = f" ({count} {inputs.get('kind', 'inputs')} samples)" if count is not None else ""
+    kind = inputs.get("kind")
+    what_of = (
+        "images" if kind == "images" else f"{kind} samples" if kind else "samples"
+    )  # not "images samples"
+    suffix = f" ({count} {what_of})" if count is not None else ""
     return f"{what}\n{report['model']['spec']}{suffix}"
 
 
