@@ -3,9 +3,10 @@ a parsed JSON report (SPEC §7) of any command, older schemas included. Like :mo
 only reports.
 
 Each command's sections live in their own module, imported when a report of that command is rendered; a
-module exposes ``sections(report) -> list[Section]``. Shared building blocks: :mod:`.page` (shell, header,
-navigation), :mod:`.svg` (charts), :mod:`.tables` (sortable tables), :mod:`.glossary` (from the metric
-registry), :mod:`.numbers` (the CLI's rounding and full-precision values).
+module exposes ``sections(report) -> list[Section]``. Shared building blocks: :mod:`.page` (shell, compact
+header, navigation), :mod:`.headline` (the κ(X) numbers in the header of every page with an embedding),
+:mod:`.svg` (charts), :mod:`.tables` (sortable tables), :mod:`.glossary` (from the metric registry),
+:mod:`.numbers` (:mod:`condcli.numbers`' rounding, shared with the CLI, and full-precision values).
 """
 
 from __future__ import annotations

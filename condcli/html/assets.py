@@ -9,8 +9,13 @@ CSS = """
 *{box-sizing:border-box}
 body{margin:0;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;
 color:var(--fg);background:var(--bg)}
-header.top{padding:18px 28px 10px;border-bottom:1px solid var(--line);background:var(--soft)}
-header.top h1{margin:0 0 6px;font-size:22px}
+header.top{padding:12px 28px 6px;border-bottom:1px solid var(--line);background:var(--soft)}
+header.top h1{margin:0 0 4px;font-size:21px}
+.top-row{display:flex;flex-wrap:wrap;align-items:flex-start;gap:4px 24px}
+.top-text{flex:1 1 560px;min-width:0}
+header.top .kv{font-size:13px;gap:0 12px;margin:2px 0}
+header.top .headline{margin:2px 0}
+details.more{margin:2px 0 0;font-size:13px}
 .kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:6px 0;font-size:13.5px}
 .kv dt{color:var(--muted)}.kv dd{margin:0;overflow-wrap:anywhere}
 .layout{display:flex;align-items:flex-start}
@@ -23,10 +28,13 @@ h2{font-size:19px;border-bottom:1px solid var(--line);padding-bottom:4px}
 h3{font-size:16px;margin:18px 0 6px}
 .lead{color:var(--muted);margin:4px 0 10px}
 .headline{display:flex;flex-wrap:wrap;gap:12px;margin:10px 0}
-.headline div{border:1px solid var(--line);border-radius:6px;padding:8px 14px;background:var(--soft)}
+.headline>div{border:1px solid var(--line);border-radius:6px;padding:6px 14px;background:#fff}
 .headline b{display:block;font-size:20px}
 .headline span{color:var(--muted);font-size:13px}
-div.pair{display:flex;flex-wrap:wrap;gap:8px}
+div.pair{display:flex;flex-wrap:wrap;gap:8px 24px;align-items:flex-start}
+div.pair>figure.fig{flex:1 1 440px;min-width:0}
+div.pair>figure.heat{flex:0 1 auto}
+div.pair>.table-wrap{flex:0 1 auto}
 .meta{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:10px;margin:8px 0}
 .meta>div{border:1px solid var(--line);border-radius:6px;padding:2px 12px;background:#fff}
 .meta h3{margin:6px 0 2px;font-size:14px}
@@ -34,10 +42,11 @@ figure.fig{margin:8px 0;overflow-x:auto}
 svg{font-family:inherit;max-width:100%;height:auto}
 svg .plotbg{fill:#fff;stroke:#999}
 svg .grid{stroke:#e3e3e3;stroke-width:1}
-svg .tick{font-size:11px;fill:#444}
-svg .label{font-size:12.5px;fill:#222}
+svg .tick{font-size:12px;fill:#444}
+svg .label{font-size:13px;fill:#222}
 svg .ctitle{font-size:13.5px;font-weight:600;fill:#222}
-svg .leg{font-size:11.5px;fill:#222}
+svg .leg{font-size:12px;fill:#222}
+svg .reflabel{font-size:12px;font-weight:600;paint-order:stroke;stroke:#fff;stroke-width:3px}
 svg .cellv{font-size:9.5px;pointer-events:none}
 svg .cell:hover rect{stroke:#09f;stroke-width:2}
 svg polyline.line:hover{stroke-width:3.5}
@@ -45,8 +54,14 @@ svg polyline.line:hover{stroke-width:3.5}
 .table-wrap{overflow-x:auto;margin:8px 0}
 table{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}
 caption{text-align:left;color:var(--muted);padding:4px 0;caption-side:top}
-th,td{border:1px solid var(--line);padding:3px 8px;text-align:left;white-space:nowrap}
+th,td{border:1px solid var(--line);padding:3px 8px;text-align:left}
+th,td.num{white-space:nowrap}
+td{white-space:normal;overflow-wrap:break-word}
 td.num{text-align:right}
+.pass{color:#1a7f37;font-weight:600}.fail{color:#b42318;font-weight:600}
+p.verdict{padding:8px 14px;border-radius:6px;font-size:17px;color:var(--fg);font-weight:400}
+p.verdict.pass{background:#e6f4ea;border:1px solid #1a7f37}
+p.verdict.fail{background:#fdecea;border:1px solid #b42318}
 th{background:var(--soft);position:sticky;top:0}
 .js table.sortable th{cursor:pointer}
 .js table.sortable th:after{content:" \\2195";color:#aaa;font-size:11px}

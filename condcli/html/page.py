@@ -42,14 +42,57 @@ def _dl(pairs: Sequence[tuple[str, str | None]]) -> str:
     return f'<dl class="kv">{items}</dl>' if items else ""
 
 
-def header(report: Report) -> str:
-    """The model (spec, where it came from, family, source, weights, layers), the inputs, the settings, the
-    tool and schema versions and where X was taken; keys a report lacks are left out."""
-    model, inputs, settings = _m(report.get("model")), _m(report.get("inputs")), _m(report.get("settings"))
-    tool, emb = _m(report.get("tool")), _m(report.get("embedding"))
-    command = _text(report.get("command")) or "report"
+def _model_line(model: Mapping[str, Any]) -> str | None:
+    """ "vit-plain — the shipped sample ViT; timm-vit, pretrained weights (local), 6 layers"."""
     spec = _text(model.get("spec"))
-    title = TITLES.get(command, f"{command} report") + (f": {spec}" if spec else "")
+    if spec is None:
+        return None
+    where = _text(model.get("from"))
+    weights = _text(model.get("weights"))
+    source = _text(model.get("source"))
+    layers = _text(model.get("num_layers"))
+    facts = [
+        _text(model.get("family")),
+        f"{weights} weights" + (f" ({source})" if source else "") if weights else source,
+        f"{layers} layers" if layers else None,
+    ]
+    return spec + (f" — {where}" if where else "") + "; " * any(facts) + ", ".join(f for f in facts if f)
+
+
+def _inputs_line(inputs: Mapping[str, Any]) -> str | None:
+    """ "16 synthetic samples, up to 65 tokens × d 96" (and how many files were skipped)."""
+    count, kind = inputs.get("count"), _text(inputs.get("kind"))
+    what = f"{count} {kind or ''} samples".replace("  ", " ") if count is not None else kind
+    shape = (
+        f"up to {inputs['tokens']} tokens × d {inputs['dim']}"
+        if inputs.get("tokens") is not None and inputs.get("dim") is not None
+        else None
+    )
+    skipped = f"{inputs['skipped']} unreadable file(s) skipped" if inputs.get("skipped") else None
+    parts = [p for p in (what, shape, skipped) if p]
+    return ", ".join(parts) if parts else None
+
+
+def _x_line(emb: Mapping[str, Any]) -> str | None:
+    where = _text(emb.get("where"))
+    if where is None:
+        return None
+    return where + ("; position encoding not in X" if emb.get("after_position_encoding") is False else "")
+
+
+def _versions(report: Report) -> list[tuple[str, str | None]]:
+    tool = _m(report.get("tool"))
+    return [
+        ("tool", " ".join(x for x in (_text(tool.get("name")), _text(tool.get("version"))) if x) or None),
+        ("torch", _text(tool.get("torch"))),
+        ("schema_version", _text(report.get("schema_version"))),
+        ("command", _text(report.get("command"))),
+    ]
+
+
+def _cards(report: Report) -> list[tuple[str, str]]:
+    """Everything the report says about the model, inputs, settings and X, one card each (in full)."""
+    model, inputs, emb = _m(report.get("model")), _m(report.get("inputs")), _m(report.get("embedding"))
     model_pairs = _pairs(
         model,
         (
@@ -61,48 +104,72 @@ def header(report: Report) -> str:
             ("num_layers", "layers"),
         ),
     )
-    count = inputs.get("count")
-    shape = (
-        f"up to {inputs['tokens']} tokens × d {inputs['dim']}"
-        if inputs.get("tokens") is not None and inputs.get("dim") is not None
-        else None
-    )
     input_pairs = [
-        (
-            "inputs",
-            f"{count} {_text(inputs.get('kind')) or ''} samples".replace("  ", " ")
-            if count is not None
-            else _text(inputs.get("kind")),
-        ),
+        ("inputs", _inputs_line(inputs)),
         ("described", _text(inputs.get("description"))),
-        ("shape", shape),
         ("preprocessing", _text(inputs.get("preprocessing"))),
-        ("skipped", _text(inputs.get("skipped")) if inputs.get("skipped") else None),
-    ]
-    where = _text(emb.get("where"))
-    x_pairs = [
-        (
-            "X taken at",
-            where + (f" — {emb['description']}" if _text(emb.get("description")) else "") if where else None,
-        )
+        ("X taken at", _text(emb.get("where"))),
+        ("X is", _text(emb.get("description"))),
     ]
     if emb.get("after_position_encoding") is False:
-        x_pairs.append(("position encoding", "not in X"))
-    setting_pairs = [(str(k), _text(v)) for k, v in settings.items()]
-    version = [
-        ("tool", " ".join(x for x in (_text(tool.get("name")), _text(tool.get("version"))) if x) or None),
-        ("torch", _text(tool.get("torch"))),
-        ("schema_version", _text(report.get("schema_version"))),
-        ("command", command),
-    ]
-    blocks = [
-        ("Model", _dl(model_pairs)),
-        ("Inputs", _dl(input_pairs + x_pairs)),
-        ("Settings", _dl(setting_pairs)),
-        ("Versions", _dl(version)),
-    ]
-    cols = "".join(f"<div><h3>{escape(k)}</h3>{v}</div>" for k, v in blocks if v)
-    return f'<header class="top"><h1>{escape(title)}</h1><div class="meta">{cols}</div></header>'
+        input_pairs.append(("position encoding", "not in X"))
+    settings = [(str(k), _text(v)) for k, v in _m(report.get("settings")).items()]
+    return [("Model", _dl(model_pairs)), ("Inputs and X", _dl(input_pairs)), ("Settings", _dl(settings))]
+
+
+def _summary(report: Report) -> list[tuple[str, str | None]]:
+    """The header's short lines: one per model (A and B for compare), its inputs, where X was taken, the
+    settings and the versions."""
+    if report.get("command") == "compare":
+        rows: list[tuple[str, str | None]] = []
+        for side in ("a", "b"):
+            part = _m(report.get(side))
+            x = _x_line(_m(part.get("embedding")))
+            line = [_model_line(_m(part.get("model"))), _inputs_line(_m(part.get("inputs")))]
+            line.append(f"X taken at {x}" if x else None)
+            rows.append((side.upper(), "; ".join(p for p in line if p) or None))
+        rows.append(("statistic", _text(report.get("statistic"))))
+    else:
+        settings = _m(report.get("settings"))
+        rows = [
+            ("model", _model_line(_m(report.get("model")))),
+            ("inputs", _inputs_line(_m(report.get("inputs")))),
+            ("X taken at", _x_line(_m(report.get("embedding")))),
+            ("settings", ", ".join(f"{k} {_text(v)}" for k, v in settings.items() if _text(v)) or None),
+        ]
+    versions = [(k, v) for k, v in _versions(report)[:3] if v is not None]
+    rows.append(("versions", ", ".join(v if k == "tool" else f"{k} {v}" for k, v in versions) or None))
+    return rows
+
+
+def title_of(report: Report) -> str:
+    """ "Spectrum report: vit-plain"; "Compare report: vit-plain vs vit-conditioned"."""
+    command = _text(report.get("command")) or "report"
+    if command == "compare":
+        specs = [_text(_m(_m(report.get(s)).get("model")).get("spec")) for s in ("a", "b")]
+        spec = " vs ".join(s or "?" for s in specs) if any(specs) else None
+    else:
+        spec = _text(_m(report.get("model")).get("spec"))
+    return TITLES.get(command, f"{command} report") + (f": {spec}" if spec else "")
+
+
+def header(report: Report) -> str:
+    """The title, one short line each for the model (both, for compare), the inputs, where X was taken,
+    the settings and the versions, and the headline numbers; the long descriptions (preprocessing, what X
+    is) in full behind a disclosure. Keys a report lacks are left out."""
+    from condcli.html.headline import headline
+
+    cards = [] if report.get("command") == "compare" else _cards(report)
+    cards.append(("Versions", _dl(_versions(report))))
+    cols = "".join(f"<div><h3>{escape(k)}</h3>{v}</div>" for k, v in cards if v)
+    more = (
+        '<details class="more"><summary>model, inputs, X, settings and versions in full</summary>'
+        f'<div class="meta">{cols}</div></details>'
+    )
+    return (
+        f'<header class="top"><div class="top-row"><div class="top-text"><h1>{escape(title_of(report))}</h1>'
+        f"{_dl(_summary(report))}</div>{headline(report)}</div>{more}</header>"
+    )
 
 
 def nav(sections: Sequence[Section]) -> str:
@@ -113,9 +180,7 @@ def nav(sections: Sequence[Section]) -> str:
 
 def page(report: Report, sections: Sequence[Section]) -> str:
     """The whole self-contained page."""
-    spec = _text(_m(report.get("model")).get("spec"))
-    command = _text(report.get("command")) or "report"
-    title = f"condcli {command}" + (f" — {spec}" if spec else "")
+    title = "condcli " + title_of(report)
     body = "".join(
         f'<section id="{escape(s.id)}"><h2>{escape(s.title)}</h2>{s.html}</section>' for s in sections
     )

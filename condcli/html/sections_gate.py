@@ -48,29 +48,14 @@ def _checks(report: Report) -> list[Mapping[str, Any]]:
     return [c for c in checks if isinstance(c, Mapping)]
 
 
-VERDICT_STYLE = {
-    "pass": "padding:8px 14px;border-radius:6px;font-size:17px;background:#e6f4ea;border:1px solid #1a7f37",
-    "fail": "padding:8px 14px;border-radius:6px;font-size:17px;background:#fdecea;border:1px solid #b42318",
-}
-RESULT_STYLE = {  # the result cells, coloured
-    "<td>PASS</td>": '<td class="pass" style="color:#1a7f37;font-weight:600">PASS</td>',
-    "<td>FAIL</td>": '<td class="fail" style="color:#b42318;font-weight:600">FAIL</td>',
-}
-
-
-def _coloured(html: str) -> str:
-    for plain, styled in RESULT_STYLE.items():
-        html = html.replace(plain, styled)
-    return html
-
-
 def _result(passed: object, improved: object = False) -> Cell:
     if passed is True:
         return Cell(
             "improved" if improved is True else "PASS",
             title="improved by more than the tolerance" if improved is True else "",
+            cls="pass",
         )
-    return Cell("FAIL")
+    return Cell("FAIL", cls="fail")
 
 
 def _pair(value: float | None, limit: float | None) -> tuple[str, str]:
@@ -111,12 +96,11 @@ def verdict_html(report: Report) -> str:
     if isinstance(base, Mapping):
         parts.append(f"{base.get('regressed')} of {base.get('compared')} baseline metrics regressed")
     word, cls = ("check passed", "pass") if passed else ("check failed", "fail")
-    style = VERDICT_STYLE[cls]
     stat = report.get("statistic")
     count = report.get("inputs", {}).get("count") if isinstance(report.get("inputs"), Mapping) else None
     over = f"{stat} over {count} samples" if stat and count is not None else str(stat or "")
     return (
-        f'<p class="verdict {cls}" style="{style}" data-passed="{str(passed).lower()}">'
+        f'<p class="verdict {cls}" data-passed="{str(passed).lower()}">'
         f"<strong>{word}</strong>"
         f"{escape(': ' + '; '.join(parts)) if parts else ''}</p>"
         + (
@@ -155,7 +139,7 @@ def rules_html(report: Report) -> str:
             ]
         )
     columns = ["rule", "metric", "statistic", "value", "limit", "result", "worst layer", "note"]
-    return _coloured(table(columns, rows, table_id="check-rules-table"))
+    return table(columns, rows, table_id="check-rules-table")
 
 
 def _baseline_rows(checks: Sequence[Mapping[str, Any]]) -> list[list[Cell | str]]:
@@ -213,15 +197,13 @@ def baseline_html(report: Report) -> str:
     parts = [summary, f"<p>{escape(note)}</p>"]
     if bad or good:
         title = f"{len(bad)} regressed, {len(good)} improved"
-        parts.append(
-            _coloured(table(columns, _baseline_rows(bad + good), caption=title, table_id="check-regressed"))
-        )
+        parts.append(table(columns, _baseline_rows(bad + good), caption=title, table_id="check-regressed"))
     else:
         parts.append("<p>No metric regressed or improved by more than the tolerance.</p>")
     if checks:
         parts.append(
             f"<details><summary>all {len(checks)} compared metrics</summary>"
-            + _coloured(table(columns, _baseline_rows(checks), table_id="check-baseline-all"))
+            + table(columns, _baseline_rows(checks), table_id="check-baseline-all")
             + "</details>"
         )
     return "".join(parts)
@@ -425,11 +407,7 @@ def _charts(report: Report) -> str:
             refs=[RefLine(1.0, "B = A", "#555555")],
         )
         out.append(line_chart(chart, "compare-chart-ratios"))
-    return (
-        f'<div class="figs" style="display:flex;flex-wrap:wrap;gap:8px 24px">{"".join(out)}</div>'
-        if out
-        else ""
-    )
+    return f'<div class="pair">{"".join(out)}</div>' if out else ""
 
 
 def _within(r: Mapping[str, Any]) -> str:

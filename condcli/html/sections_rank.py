@@ -11,6 +11,7 @@ from html import escape
 from typing import Any
 
 from condcli.html.controls import picker
+from condcli.html.heatmap import depth_color
 from condcli.html.numbers import floats, full, num, stat, to_float
 from condcli.html.section import (
     Report,
@@ -23,7 +24,7 @@ from condcli.html.section import (
     missing,
     notes_html,
 )
-from condcli.html.svg import VIRIDIS, Chart, RefLine, Series, color_at, heatmap, line_chart
+from condcli.html.svg import Chart, RefLine, Series, heatmap, line_chart
 from condcli.html.tables import Cell, number, table
 
 Y_LABEL = "c_j: share of Σσ in the j largest σ of P"
@@ -92,7 +93,7 @@ def curves_chart(report: Report, section: Mapping[str, Any], title: str, chart_i
                 f"layer {layer.get('index')}",
                 [float(j) for j in range(1, len(median) + 1)],
                 median,
-                color_at(VIRIDIS, (index - lo) / (hi - lo)),
+                depth_color((index - lo) / (hi - lo)),
                 band=(p10, p90) if len(p10) == len(p90) == len(median) else None,
                 group=f"layer-{layer.get('index')}",
                 width=1.3,
@@ -126,7 +127,7 @@ def heat_rows(section: Mapping[str, Any]) -> list[list[float]]:
 
 
 def heatmaps(report: Report) -> str:
-    """The layers × heads heatmap of c_m per panel, on one colour scale."""
+    """The layers × heads heatmap of c_m per panel, on one colour scale (figures, side by side in a pair)."""
     ps = panels(report)
     tables = [heat_rows(s) for s, _, _ in ps]
     finite = [v for t in tables for row in t for v in row if math.isfinite(v)]
@@ -140,7 +141,21 @@ def heatmaps(report: Report) -> str:
         out.append(
             heatmap(rows, labels, cols, f"{title}: c_m, {_m_label(section)}", "c_m", f"heat-{suffix}", vrange)
         )
-    return '<div class="pair">' + "".join(out) + "</div>"
+    return "".join(out)
+
+
+def figures(report: Report) -> str:
+    """The curves of each panel and the heatmaps, two per row where they fit; a part that an older report
+    lacks is a note, the others still drawn."""
+    parts = []
+    for section, title, suffix in panels(report):
+
+        def curves(section: Mapping[str, Any] = section, title: str = title, suffix: str = suffix) -> str:
+            return curves_chart(report, section, title, f"curves-{suffix}")
+
+        parts.append(guarded("", title, curves).html)
+    parts.append(guarded("", "Layers × heads: c_m", lambda: heatmaps(report)).html)
+    return '<div class="pair">' + "".join(parts) + "</div>"
 
 
 def _rank(agg: object, n: object) -> Cell:
@@ -212,7 +227,7 @@ def _heads_chart(layer: Mapping[str, Any], title: str, chart_id: str, low: float
                 f"head {h.get('head')}",
                 [float(i) for i in range(1, len(median) + 1)],
                 median,
-                color_at(VIRIDIS, j / max(1.0, len(heads) - 1.0)),
+                depth_color(j / max(1.0, len(heads) - 1.0)),
                 width=1.2,
                 values=False,
             )
@@ -287,17 +302,7 @@ def sections(report: Report) -> list[Section]:
         return [Section("rank-decay", "Rank decay", missing("the rank decay of P"))]
     lacks = "" if ps[0][2] == "plain" else missing("the plain forward's rank decay")
     out = [
-        guarded(
-            "rank-curves",
-            "Rank decay of P per layer",
-            lambda: (
-                lacks
-                + '<div class="pair">'
-                + "".join(curves_chart(report, s, title, f"curves-{suffix}") for s, title, suffix in ps)
-                + "</div>"
-            ),
-        ),
-        guarded("rank-heatmap", "Layers × heads: c_m", lambda: heatmaps(report)),
+        Section("rank-curves", "Rank decay of P (Linformer, Figure 1)", lacks + figures(report)),
         guarded("rank-table", "Per-layer table", lambda: layer_table(report)),
     ]
     if any(as_maps(layer.get("heads_detail")) for s, _, _ in ps for layer in as_maps(s.get("layers"))):

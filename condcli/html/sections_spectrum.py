@@ -11,7 +11,7 @@ from html import escape
 from typing import Any
 
 from condcli.html.controls import picker, toggles
-from condcli.html.numbers import floats, full, num, stat, to_float
+from condcli.html.numbers import floats, num, stat, to_float
 from condcli.html.section import (
     Report,
     Section,
@@ -33,26 +33,6 @@ EMB = {m.key: m for m in EMBEDDING}
 def _kappa_text(agg: object) -> str:
     v = stat(agg)
     return num(v)
-
-
-def headline(report: Report) -> str:
-    """The three numbers a reader wants first: median κ(X), κ(X + λ·I_k), κ(X + C)."""
-    emb = as_map(report.get("embedding"))
-    lam = lam_text(report)
-    boxes = []
-    for key, label in (
-        ("kappa", EMB["kappa"].label),
-        ("kappa_conditioned", EMB["kappa_conditioned"].label.replace("λ", lam)),
-        ("kappa_corrected", EMB["kappa_corrected"].label),
-    ):
-        cell = agg_cell(emb.get(key))
-        if cell.value is None:
-            continue
-        boxes.append(
-            f'<div data-value="{full(cell.value)}" title="{full(cell.value)}">'
-            f"<b>{escape(cell.text)}</b><span>median {escape(label)}</span></div>"
-        )
-    return f'<div class="headline">{"".join(boxes)}</div>' if boxes else ""
 
 
 def embedding_table(report: Report) -> str:
@@ -327,9 +307,10 @@ def _footnotes(report: Report) -> str:
 
 
 def sections(report: Report) -> list[Section]:
-    """X (headline, table, Figure 1), the layers (curves and table), the heads, the notes."""
+    """X (table, Figure 1; its headline is in the page header), the layers (curves and table), the heads,
+    the notes."""
     out = [
-        guarded("embedding", "Embedded tokens X", lambda: headline(report) + embedding_table(report)),
+        guarded("embedding", "Embedded tokens X", lambda: embedding_table(report)),
         guarded("spectrum", "Spectrum of X (Figure 1)", lambda: spectrum_chart(report)),
     ]
     if as_maps(report.get("layers")):

@@ -13,6 +13,9 @@ from condcli.html.numbers import floats, full, num, to_float
 from condcli.html.section import Report, Section, as_map, as_maps, guarded, missing, notes_html
 from condcli.html.svg import CONDITIONED, PLAIN, VIRIDIS, Chart, RefLine, Series, color_at, line_chart
 from condcli.html.tables import Cell, number, table
+from condcli.metrics import EMBEDDING
+
+LABELS = {m.key: m.label for m in EMBEDDING}  # the registry's labels, as plots.sweep's legend
 
 WEYL = "Weyl bound (σ_1+λ)/(λ−σ_1)"
 
@@ -29,12 +32,11 @@ def _finite_only(values: list[float]) -> list[float]:
 
 
 def headline(sweep: Mapping[str, Any]) -> str:
+    """The recommended λ, the target and the Weyl λ (κ(X) and κ(X + C) are in the page header)."""
     boxes = []
     for key, label in (
         ("recommended_lambda", "recommended λ"),
         ("target_kappa", "target κ"),
-        ("kappa_plain", "median κ(X), no shift"),
-        ("kappa_corrected", "median κ(X + C)"),
         ("weyl_lambda_for_target", "Weyl λ for the target"),
     ):
         v = to_float(sweep.get(key))
@@ -59,7 +61,13 @@ def sweep_chart(sweep: Mapping[str, Any]) -> str:
     band = (p10, p90) if len(p10) == len(p90) == len(lambdas) else None
     series = [
         Series(
-            "κ(X + λ·I_k), median", lambdas, median, CONDITIONED, band=band, markers=True, band_name="p10–p90"
+            f"{LABELS['kappa_conditioned']}, median",
+            lambdas,
+            median,
+            CONDITIONED,
+            band=band,
+            markers=True,
+            band_name="p10–p90",
         )
     ]
     weyl = floats(sweep.get("weyl_bound"))
@@ -67,8 +75,8 @@ def sweep_chart(sweep: Mapping[str, Any]) -> str:
         series.append(Series(WEYL, lambdas, _finite_only(weyl), "#000000", dash="6 4"))
     refs = []
     for key, color, dash, name in (
-        ("kappa_plain", PLAIN, "", "κ(X)"),
-        ("kappa_corrected", "#1f77b4", "8 3 2 3", "κ(X + C)"),
+        ("kappa_plain", PLAIN, "", LABELS["kappa"]),
+        ("kappa_corrected", "#1f77b4", "8 3 2 3", LABELS["kappa_corrected"]),
         ("target_kappa", "#7f7f7f", "2 3", "target κ"),
     ):
         v = to_float(sweep.get(key))
@@ -76,15 +84,17 @@ def sweep_chart(sweep: Mapping[str, Any]) -> str:
             refs.append(RefLine(v, f"{name} = {num(v)}", color, "y", dash or "none"))
     rec = to_float(sweep.get("recommended_lambda"))
     if rec is not None:
-        refs.append(RefLine(rec, f"recommended λ = {num(rec)}", "#800080", "x", "2 3"))
+        refs.append(RefLine(rec, f"recommended λ = {num(rec)}", "#800080", "x", "2 3", label=True))
     chart = Chart("Condition number of X + λ·I_k", "λ", "κ", series, log_x=_log_x(lambdas), refs=refs)
     return line_chart(chart, "chart-sweep")
 
 
 def layers_chart(sweep: Mapping[str, Any]) -> str:
-    """One median κ(X_l) curve per layer against λ, coloured by depth (viridis)."""
+    """One median κ(X_l) curve per layer against λ, coloured by depth (viridis); "" without layers."""
     lambdas = floats(sweep.get("lambdas"))
     layers = as_maps(sweep.get("layers"))
+    if not layers:
+        return ""
     idx = [to_float(layer.get("index")) or 0.0 for layer in layers]
     lo, hi = min(idx), max(max(idx), min(idx) + 1)
     series = [
@@ -98,7 +108,16 @@ def layers_chart(sweep: Mapping[str, Any]) -> str:
         )
         for i, layer in zip(idx, layers, strict=True)
     ]
+    if not series:
+        return ""
     chart = Chart("Conditioned forward: κ per layer", "λ", "median κ(X_l)", series, log_x=_log_x(lambdas))
+    return line_chart(chart, "chart-sweep-layers")
+
+
+def layers_table(sweep: Mapping[str, Any]) -> str:
+    """Per layer: median κ(X_l) of the plain forward, then at each λ."""
+    lambdas = floats(sweep.get("lambdas"))
+    layers = as_maps(sweep.get("layers"))
     rows: list[list[Cell | str]] = []
     for layer in layers:
         values = floats(layer.get("kappa_median"))
@@ -109,7 +128,7 @@ def layers_chart(sweep: Mapping[str, Any]) -> str:
         ]
         rows.append(row + [number(v) for v in values])
     header = ["layer", "name", "plain", *(f"λ = {num(v)}" for v in lambdas)]
-    return line_chart(chart, "chart-sweep-layers") + table(
+    return table(
         header, rows, "median κ(X_l): plain forward, then with X + λ·I_k fed on", "table-sweep-layers"
     )
 
@@ -160,11 +179,15 @@ def sections(report: Report) -> list[Section]:
     if not sweep:
         return [Section("sweep", "λ sweep", missing("the λ sweep"))]
     out = [
-        guarded("sweep", "κ(X + λ·I_k) over λ", lambda: headline(sweep) + sweep_chart(sweep)),
+        guarded(
+            "sweep",
+            "κ(X + λ·I_k) over λ",
+            lambda: headline(sweep) + f'<div class="pair">{sweep_chart(sweep)}{layers_chart(sweep)}</div>',
+        ),
         guarded("sweep-table", "The λ grid", lambda: grid_table(sweep)),
     ]
     if as_maps(sweep.get("layers")):
-        out.append(guarded("sweep-layers", "Per-layer κ over λ", lambda: layers_chart(sweep)))
+        out.append(guarded("sweep-layers", "Per-layer κ over λ", lambda: layers_table(sweep)))
     notes = notes_html(report)
     if notes:
         out.append(Section("notes", "Notes", notes))

@@ -133,12 +133,11 @@ def _layers_html(report: Report) -> str:
     points = _points(report)
     if not _indices(points):
         return missing("layers (none were chosen)")
-    parts = []
-    for key, log in LAYER_METRICS:
-        parts.append(f"<h3>{escape(forward(key).label)}</h3>")
-        parts.append(_layer_chart(points, key, log))
-        parts.append(_layer_table(points, key))
-    return "".join(parts)
+    charts = "".join(_layer_chart(points, key, log) for key, log in LAYER_METRICS)
+    tables = "".join(
+        f"<h3>{escape(forward(key).label)}</h3>{_layer_table(points, key)}" for key, _ in LAYER_METRICS
+    )
+    return f'<div class="pair">{charts}</div>{tables}'
 
 
 def sections(report: Report) -> list[Section]:

@@ -21,7 +21,7 @@ from condcli.html.numbers import full, num
 PLAIN = "#d62728"  # red, as plots.base.PLAIN ("red"): the plain X
 CONDITIONED = "#2ca02c"  # green, as plots.base.CONDITIONED: X + λ·I_k
 BAND_OPACITY = 0.2  # plots.base.BAND_ALPHA
-WIDTH, HEIGHT = 640, 360
+WIDTH, HEIGHT = 560, 340  # px of the viewBox; two charts share a row of the page where they fit
 MARGIN = (70, 30, 60, 56)  # left, top (title), bottom (legend), right: px
 MARKERS_MAX = 60  # a series with at most this many points gets a marker with a <title> per point
 
@@ -46,13 +46,15 @@ class Series:
 
 @dataclass
 class RefLine:
-    """A horizontal (``axis="y"``) or vertical (``axis="x"``) reference line at ``value`` with a legend."""
+    """A horizontal (``axis="y"``) or vertical (``axis="x"``) reference line at ``value`` with a legend;
+    ``label``: its name also written beside the line, in the plot (a marker the eye must find)."""
 
     value: float
     name: str
     color: str
     axis: str = "y"
     dash: str = "6 4"
+    label: bool = False
 
 
 @dataclass
@@ -95,6 +97,24 @@ def _domain(values: list[float], log: bool) -> tuple[float, float]:
         return 10.0**a, 10.0 ** max(b, a + 1)
     pad = (hi - lo) * 0.04 or max(abs(hi) * 0.05, 0.5)
     return lo - pad, hi + pad
+
+
+EDGE = 0.03  # a vertical reference line this close to an end of the x axis (share of its span) gets room
+
+
+def _edge_room(lo: float, hi: float, log: bool, marks: list[float]) -> tuple[float, float]:
+    """The x domain widened by :data:`EDGE` of its span on a side where a vertical reference line would
+    otherwise sit on the plot's frame (e.g. the recommended λ at the end of the grid)."""
+    if not marks or not hi > lo:
+        return lo, hi
+    a, b = _t(lo, log), _t(hi, log)
+    span = b - a
+    ts = [_t(v, log) for v in marks if _ok(v, log)]
+    if any(t - a < EDGE * span for t in ts):
+        a -= EDGE * span
+    if any(b - t < EDGE * span for t in ts):
+        b += EDGE * span
+    return (10.0**a, 10.0**b) if log else (a, b)
 
 
 def _ticks(lo: float, hi: float, log: bool, integer: bool = False) -> list[float]:
@@ -170,6 +190,8 @@ def line_chart(chart: Chart, chart_id: str) -> str:
     if not chart.log_x and not chart.x_range:
         ok = [v for v in xs if math.isfinite(v)]
         xlo, xhi = (min(ok), max(ok)) if ok and min(ok) < max(ok) else (xlo, xhi)
+    if not chart.x_range:
+        xlo, xhi = _edge_room(xlo, xhi, chart.log_x, [r.value for r in chart.refs if r.axis == "x"])
     ax = Axis(xlo, xhi, chart.log_x, left, left + pw)
     ay = Axis(ylo, yhi, chart.log_y, top + ph, top)
     out = [
@@ -203,6 +225,7 @@ def line_chart(chart: Chart, chart_id: str) -> str:
     for r in chart.refs:
         out.append(_ref(r, ax, ay, chart, inf_level, left, top, pw, ph))
     out.append("</svg>")
+    out += [_ref_label(r, ax, left, top, pw) for r in chart.refs if r.label and r.axis == "x"]
     out.append(
         f'<text x="{left + pw / 2:.1f}" y="{top + ph + 36}" class="label" text-anchor="middle">'
         f"{escape(chart.xlabel)}</text>"
@@ -312,6 +335,19 @@ def _ref(
     )
 
 
+def _ref_label(r: RefLine, ax: Axis, left: float, top: float, pw: float) -> str:
+    """A vertical line's name at its top, inside the plot, on the side with more room."""
+    if not _ok(r.value, ax.log):
+        return ""
+    p = ax(r.value)
+    right = p < left + pw / 2
+    x = p + 4 if right else p - 4
+    return (
+        f'<text x="{x:.2f}" y="{top + 13}" class="reflabel" fill="{r.color}" '
+        f'text-anchor="{"start" if right else "end"}">{escape(r.name)}</text>'
+    )
+
+
 Item = tuple[str, str, str, str, bool]  # name, color, dash, group, band
 
 
@@ -342,7 +378,7 @@ def _legend(items: list[Item], per_row: int, left: float, y0: float, pw: float) 
             f'fill-opacity="{BAND_OPACITY}"/>'
             if band
             else f'<line x1="{x:.1f}" x2="{x + 18:.1f}" y1="{y - 4:.1f}" y2="{y - 4:.1f}" stroke="{color}" '
-            f'stroke-width="2" stroke-dasharray="{dash}"/>'
+            f'stroke-width="3" stroke-dasharray="{dash}"/>'
         )
         out.append(
             f'<g class="item"{g}>{mark}<text x="{x + 22:.1f}" y="{y:.1f}" class="leg">'

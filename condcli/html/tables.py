@@ -23,12 +23,14 @@ FOOTNOTES: dict[str, str] = {
 @dataclass(frozen=True)
 class Cell:
     """One table cell: ``text`` as shown, ``value`` the full-precision number behind it (None: text only),
-    ``marks`` the footnote keys it carries (see :data:`FOOTNOTES`), ``title`` an extra hover text."""
+    ``marks`` the footnote keys it carries (see :data:`FOOTNOTES`), ``title`` an extra hover text, ``cls``
+    CSS classes of the page's stylesheet (e.g. "pass", "fail")."""
 
     text: str
     value: float | None = None
     marks: tuple[str, ...] = ()
     title: str = ""
+    cls: str = ""
 
 
 def number(v: float | None, digits: int = 3) -> Cell:
@@ -58,8 +60,11 @@ def _td(cell: Cell | str) -> str:
         return f"<td>{escape(cell)}</td>"
     title = cell.title or full(cell.value)
     attrs = ""
+    classes = " ".join(c for c in ("num" if cell.value is not None else "", cell.cls) if c)
     if cell.value is not None:
-        attrs += f' data-value="{full(cell.value)}" class="num"'
+        attrs += f' data-value="{full(cell.value)}"'
+    if classes:
+        attrs += f' class="{escape(classes)}"'
     if title:
         attrs += f' title="{escape(title)}"'
     return f"<td{attrs}>{escape(cell.text)}</td>"

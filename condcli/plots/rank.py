@@ -12,7 +12,7 @@ import matplotlib as mpl
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
-from matplotlib.colors import Normalize
+from matplotlib.colors import ListedColormap, Normalize
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -27,6 +27,7 @@ from condcli.plots.base import (
 )
 
 DEPTH_CMAP = "viridis"
+DEPTH_RANGE = (0.15, 0.9)  # the part of DEPTH_CMAP the layers span: its near-black start hid layer 0 from 1
 HEAT_CMAP = "magma"
 ANNOTATE_MAX_CELLS = 400  # write c_m into every cell up to this many cells
 
@@ -51,9 +52,14 @@ def _depth(layers: Sequence[Mapping[str, Any]]) -> Normalize:
     return Normalize(vmin=min(idx), vmax=max(max(idx), min(idx) + 1))
 
 
+def _depth_cmap() -> ListedColormap:
+    """DEPTH_CMAP restricted to DEPTH_RANGE, for the curves and their colour bar alike."""
+    return ListedColormap(mpl.colormaps[DEPTH_CMAP](np.linspace(*DEPTH_RANGE, 256)))
+
+
 def _curves(ax: Axes, section: Mapping[str, Any], norm: Normalize, title: str) -> None:
     """One median curve c_j per layer with its p10–p90 band; a dotted line at a common m."""
-    cmap = mpl.colormaps[DEPTH_CMAP]
+    cmap = _depth_cmap()
     n_max = 1
     for layer in section["layers"]:
         band = layer["cumulative"]
@@ -102,9 +108,7 @@ def rank_curves_figure(report: Report) -> Figure:
     low = min(float(np.min(json_floats(layer["cumulative"]["p10"]))) for layer in layers)
     axes[0].set_ylim(max(0.0, low - 0.05), 1.02)
     axes[0].set_ylabel("c_j: share of Σσ in the j largest σ of P")
-    bar = fig.colorbar(
-        ScalarMappable(norm=norm, cmap=mpl.colormaps[DEPTH_CMAP]), ax=list(axes), label="layer"
-    )
+    bar = fig.colorbar(ScalarMappable(norm=norm, cmap=_depth_cmap()), ax=list(axes), label="layer")
     bar.ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(_title(report, "Rank decay of the attention probabilities P"))
     return fig
