@@ -103,7 +103,7 @@ def test_header_is_short_and_the_long_descriptions_are_behind_a_disclosure(spect
 
 def test_compare_header_names_both_models_and_their_inputs() -> None:
     data = compare_report()
-    data["b"]["inputs"]["count"] = 7  # the two sides differ
+    data["b"]["inputs"].update(count=7, kind="images")  # the two sides differ
     for side, tokens in (("a", 65), ("b", 197)):
         data[side]["inputs"].update(tokens=tokens, dim=96)
     top = header(render_html(data))
@@ -114,7 +114,8 @@ def test_compare_header_names_both_models_and_their_inputs() -> None:
     for side, spec in (("A", a), ("B", b)):
         line = rows[side].text()
         inputs = data[side.lower()]["inputs"]
-        assert line.startswith(spec) and f"{inputs['count']} {inputs['kind']} samples" in line
+        what = "images" if inputs["kind"] == "images" else f"{inputs['kind']} samples"  # "7 images"
+        assert line.startswith(spec) and f"{inputs['count']} {what}," in line and "images samples" not in line
         assert f"up to {inputs['tokens']} tokens × d {inputs['dim']}" in line
 
 

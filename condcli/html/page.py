@@ -62,7 +62,8 @@ def _model_line(model: Mapping[str, Any]) -> str | None:
 def _inputs_line(inputs: Mapping[str, Any]) -> str | None:
     """ "16 synthetic samples, up to 65 tokens × d 96" (and how many files were skipped)."""
     count, kind = inputs.get("count"), _text(inputs.get("kind"))
-    what = f"{count} {kind or ''} samples".replace("  ", " ") if count is not None else kind
+    noun = "images" if kind == "images" else f"{kind} samples" if kind else "samples"  # not "images samples"
+    what = f"{count} {noun}" if count is not None else kind
     shape = (
         f"up to {inputs['tokens']} tokens × d {inputs['dim']}"
         if inputs.get("tokens") is not None and inputs.get("dim") is not None
