@@ -9,6 +9,8 @@ read the DOM it dumps, its console and a screenshot.
   rejections into an attribute of ``<html>``, and Chromium's own log (``--enable-logging=stderr``) is read
   for "Uncaught" lines; :func:`test_the_console_check_catches_broken_scripts` proves both catch a broken
   page;
+- the layout the probe measures (``getBoundingClientRect``): a compact header with the κ(X) headline above
+  the fold, related charts side by side;
 - the screenshot (1280 × 2000) is not blank: pixel variance and the area and height non-background pixels
   cover (:func:`test_the_blank_check_catches_blank_images` proves the check fails on blank images).
 
@@ -54,7 +56,11 @@ var orig=console.error;console.error=function(){
 window.addEventListener('error',function(e){var t=e.target;
  note(t&&t!==window&&(t.src||t.href)?'failed to load '+(t.src||t.href):'uncaught: '+e.message);},true);
 window.addEventListener('unhandledrejection',function(e){note('unhandled rejection: '+e.reason);});
-window.addEventListener('load',function(){d.setAttribute('data-probe-loaded','1');});
+window.addEventListener('load',function(){var boxes={};
+ ['header.top','header .headline','#chart-layers-kappa','#chart-layers-mu','#curves-plain','#heat-plain',
+  '#compare-chart-kappa','#compare-chart-mu_la'].forEach(function(s){var e=document.querySelector(s);
+  if(e){var b=e.getBoundingClientRect();boxes[s]=[b.left,b.top,b.width,b.height];}});
+ d.setAttribute('data-probe-boxes',JSON.stringify(boxes));d.setAttribute('data-probe-loaded','1');});
 })();</script>"""
 
 
@@ -66,6 +72,7 @@ class Loaded:
     text: str
     errors: list[str]
     screenshot: Path
+    boxes: dict[str, list[float]]  # CSS selector → [left, top, width, height] px of its first element
 
 
 class _Text(HTMLParser):
@@ -130,7 +137,9 @@ def load(browser: str, page: Path, work: Path) -> Loaded:
     assert 'data-probe-loaded="1"' in tag.group(0), "the page never finished loading"
     errors = [str(e) for e in json.loads(html.unescape(found.group(1)))]
     errors += [line for line in done.stderr.splitlines() if ":CONSOLE" in line and "Uncaught" in line]
-    return Loaded(dom, visible_text(dom), errors, shot)
+    boxes = re.search(r'data-probe-boxes="([^"]*)"', tag.group(0))
+    assert boxes is not None, "the probe measured nothing"
+    return Loaded(dom, visible_text(dom), errors, shot, json.loads(html.unescape(boxes.group(1))))
 
 
 def blank_problems(path: Path) -> list[str]:
@@ -257,6 +266,31 @@ def test_compare_page_shows_both_models_and_the_ratio(
     text = loaded["compare"].text
     assert f"{b / a:.3g}" in text  # κ(X)'s B/A, from the two medians
     assert data["a"]["model"]["spec"] in text and data["b"]["model"]["spec"] in text
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_the_header_is_compact_and_the_kappa_headline_above_the_fold(
+    command: str, loaded: dict[str, Loaded]
+) -> None:
+    """At 1280 px wide the header takes at most 260 px, and the headline numbers end within the first 800
+    (a laptop screen's first view)."""
+    boxes = loaded[command].boxes
+    assert boxes["header.top"][3] <= 260, boxes["header.top"]
+    _, top, width, height = boxes["header .headline"]
+    assert width > 0 and top + height <= 800
+
+
+@pytest.mark.parametrize(
+    ("command", "first", "second"),
+    [
+        ("spectrum", "#chart-layers-kappa", "#chart-layers-mu"),
+        ("rank-decay", "#curves-plain", "#heat-plain"),
+        ("compare", "#compare-chart-kappa", "#compare-chart-mu_la"),
+    ],
+)
+def test_related_charts_share_a_row(command: str, first: str, second: str, loaded: dict[str, Loaded]) -> None:
+    a, b = loaded[command].boxes[first], loaded[command].boxes[second]
+    assert abs(a[1] - b[1]) < 2 and b[0] >= a[0] + a[2], (a, b)  # same top, side by side
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))
