@@ -50,11 +50,6 @@ def json_floats(values: Sequence[object]) -> FloatArray:
     return np.array([json_to_float(v) for v in values], dtype=np.float64)
 
 
-def _fmt(value: float) -> str:
-    """A κ for a legend: three significant digits, or "inf"."""
-    return ("inf" if value > 0 else "-inf") if math.isinf(value) else f"{value:.3g}"
-
-
 def _positive(y: FloatArray) -> FloatArray:
     """``y`` with every value a log axis cannot show (≤ 0, ±inf, NaN) replaced by NaN."""
     return np.where(np.isfinite(y) & (y > 0), y, np.nan)

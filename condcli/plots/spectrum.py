@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from condcli.metrics import forward
+from condcli.numbers import num
 from condcli.plots.base import (
     CONDITIONED,
     PLAIN,
@@ -19,7 +20,6 @@ from condcli.plots.base import (
     Report,
     _band,
     _check_format,
-    _fmt,
     _inf_level,
     _median,
     _positive,
@@ -40,12 +40,12 @@ def spectrum_figure(report: Report) -> Figure:
     below = int(emb.get("below_precision", 0) or 0)
     warn = f", ⚠ {below} below precision" if below else ""
     curves = (
-        (emb["spectrum"], PLAIN, "X", f"median κ = {_fmt(_median(emb['kappa']))}{warn}"),
+        (emb["spectrum"], PLAIN, "X", f"median κ = {num(_median(emb['kappa']))}{warn}"),
         (
             emb["spectrum_conditioned"],
             CONDITIONED,
             f"X + λ·I_k, λ = {lam:g}",
-            f"median κ = {_fmt(_median(emb['kappa_conditioned']))}",
+            f"median κ = {num(_median(emb['kappa_conditioned']))}",
         ),
     )
     for band, color, name, kappa in curves:

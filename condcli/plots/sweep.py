@@ -15,6 +15,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from condcli.numbers import num
 from condcli.plots.base import (
     CONDITIONED,
     PLAIN,
@@ -22,7 +23,6 @@ from condcli.plots.base import (
     Report,
     _band,
     _check_format,
-    _fmt,
     _inf_level,
     _series,
     _title,
@@ -52,10 +52,10 @@ def sweep_figure(report: Report) -> Figure:
     for value, (color, style, name) in zip(refs, styles, strict=True):
         if not math.isnan(value):  # an infinite reference sits at the inf level, as the markers do
             y = level if math.isinf(value) else value
-            ax.axhline(y, color=color, linestyle=style, label=f"{name} = {_fmt(value)}")
+            ax.axhline(y, color=color, linestyle=style, label=f"{name} = {num(value)}")
     if sweep.get("recommended_lambda") is not None:
         rec = json_to_float(sweep["recommended_lambda"])
-        ax.axvline(rec, color="purple", linestyle=":", label=f"recommended λ = {_fmt(rec)}")
+        ax.axvline(rec, color="purple", linestyle=":", label=f"recommended λ = {num(rec)}")
     _lambda_axis(ax, lambdas)
     ax.set_ylabel("κ")
     ax.set_title("Condition number of X + λ·I_k")
