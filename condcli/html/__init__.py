@@ -23,8 +23,8 @@ SECTIONS: dict[str, str] = {
     "spectrum": "condcli.html.sections_spectrum",
     "sweep-lambda": "condcli.html.sections_sweep",
     "rank-decay": "condcli.html.sections_rank",
-    "check": "condcli.html.sections_gate",
-    "compare": "condcli.html.sections_gate",
+    "check": "condcli.html.sections_check",
+    "compare": "condcli.html.sections_compare",
     "track": "condcli.html.sections_track",
 }
 
