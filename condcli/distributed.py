@@ -214,15 +214,21 @@ def conclude(code: int, line: str | None) -> tuple[int, str | None]:
 
 def teardown() -> None:
     """Leave the process group (if one was made), in step: no rank destroys it before every rank is past
-    its last exchange, and rank 0 (whose process may host the rendezvous store) leaves last. A rank that
-    left while a peer still read its last message aborted that peer (SIGABRT) now and then."""
+    its last exchange, no two ranks destroy theirs at once (the other ranks first), and rank 0 (whose
+    process may host the rendezvous store) leaves last. A rank that left while a peer still read its last
+    message, or while the peer destroyed its own group, aborted that peer (SIGABRT) now and then."""
     import torch.distributed as dist
 
     if _group["ready"] and dist.is_initialized() and not _group["broken"]:
         store = _store()
+        w = world()
+        first = w is None or w.rank != 0
         _meet(store, "condcli/finished", everyone=True)
-        dist.destroy_process_group()
-        _meet(store, "condcli/left", everyone=False)
+        if first:
+            dist.destroy_process_group()
+        _meet(store, "condcli/left", everyone=False)  # rank 0 waits here until the others have left
+        if not first:
+            dist.destroy_process_group()
     _group["ready"] = False
 
 

@@ -166,7 +166,7 @@ def test_one_rank_failing_is_one_error_line_with_its_exit_code_on_every_rank(tmp
     fault = "from condcli.errors import InputError; raise InputError('rank one saw bad input', 'fix it')"
     args = ["spectrum", "vit-plain", *TINY, "--json"]
     (code0, out0, err0, _), (code1, out1, err1, _) = ranks(args, tmp_path, fault)
-    assert (code0, code1) == (2, 2)
+    assert (code0, code1) == (2, 2), (err0, err1)
     assert err0.strip() == "error: rank one saw bad input — fix it"
     assert out0 == out1 == err1 == ""
 
