@@ -82,9 +82,7 @@ class Monitor:
         max_samples: int = 16,
     ) -> None:
         if not isinstance(model, nn.Module):
-            raise UsageError(
-                f"model must be a torch nn.Module, got {type(model).__name__}", "pass the model"
-            )
+            raise UsageError(f"model must be a torch nn.Module, got {type(model).__name__}", "pass the model")
         self.max_samples = check_count(max_samples, "max_samples")
         self.model = model
         self.analysed = _analysed(model)
