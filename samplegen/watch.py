@@ -4,7 +4,8 @@ conditioned, with :class:`condcli.monitor.Monitor` measuring every few steps.
 ``python -m samplegen.watch [--epochs 1] [--every 6] [--out docs/watch-training.png]`` (about 3 minutes on
 2 cores). Both runs share the seed, initial weights, data, order and schedule (samplegen.train_vit); the
 probe is the first 16 held-out images, the same at every step. The figure is drawn from the logged values
-only; ``--json FILE`` also writes them.
+only; ``--json FILE`` also writes them, and ``--checkpoints DIR`` saves the plain run's checkpoints, on whose
+``condcli track DIR --images <the 16 probe images>`` gives the values the Monitor logged at those steps.
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ from samplegen import shapes, train_vit
 from samplegen.common import deterministic, fit
 
 PROBE = 16  # held-out images measured at every step
-Series = dict[str, list[float]]
 
 
 def run(
-    recipe: train_vit.VitRecipe, every: int, probe: torch.Tensor
+    recipe: train_vit.VitRecipe, every: int, probe: torch.Tensor, save: tuple[Path, int] | None = None
 ) -> tuple[list[int], list[dict[str, float]]]:
-    """Train one recipe; the Monitor's values at step 0 and every ``every`` optimizer steps (and the last)."""
+    """Train one recipe; the Monitor's values at step 0 and every ``every`` optimizer steps (and the last).
+
+    ``save`` (folder, n): also save the model as ``folder/checkpoint-<step>`` every n steps and at the
+    last (for ``condcli track``)."""
     deterministic(recipe.seed)
     model = train_vit.create(recipe)
     if recipe.lam is not None:
@@ -46,6 +49,8 @@ def run(
         if step % every == 0 or step == total:
             steps.append(step)
             values.append(monitor.measure(probe) | {"loss": loss})
+        if save is not None and (step % save[1] == 0 or step == total):
+            train_vit.save(model, save[0] / f"checkpoint-{step}")
 
     def batch_loss(idx: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         return F.cross_entropy(model(x[idx]), y[idx])
@@ -113,6 +118,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("docs/watch-training.png"))
     parser.add_argument("--train-size", type=int, default=train_vit.VitRecipe.train_size)
     parser.add_argument("--json", type=Path, default=None, help="also write the logged values here")
+    parser.add_argument(
+        "--checkpoints", type=Path, default=None, help="save the plain run's checkpoints here"
+    )
+    parser.add_argument("--save-every", type=int, default=48, help="steps between saved checkpoints")
     args = parser.parse_args(argv)
     base = replace(train_vit.VitRecipe(), epochs=args.epochs, train_size=args.train_size)
     pixels, _, _ = train_vit.heldout(base)
@@ -120,7 +129,8 @@ def main(argv: list[str] | None = None) -> None:
     runs: dict[str, Any] = {}
     for name, lam in (("plain", None), ("conditioned", 10.0)):
         print(f"{name} run")
-        runs[name] = run(replace(base, lam=lam), args.every, probe)
+        save = (args.checkpoints, args.save_every) if args.checkpoints is not None and lam is None else None
+        runs[name] = run(replace(base, lam=lam), args.every, probe, save)
     figure(runs, base.depth, args.out)
     if args.json is not None:
         args.json.write_text(json.dumps(runs, indent=1, allow_nan=True) + "\n", encoding="utf-8")
