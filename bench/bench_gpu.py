@@ -28,10 +28,11 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import torch
 
-from bench.bench_long_sequence import Llama, prompt
+from bench.bench_long_sequence import Llama, build, prompt
 from bench.bench_spectrum import Verdict, forward, machine, make_batches, print_verdicts, replay, sync, timed
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.inputs import Batch
@@ -179,20 +180,8 @@ def compare_strategies(cfg: Config, loaded: LoadedModel, device: torch.device) -
 
 def llm(shape: Llama, device: torch.device, repeats: int) -> dict[str, float]:
     """Part 3: the Llama-style decoder in bf16 on one prompt; time and peak GPU memory."""
-    from transformers import LlamaConfig
-
     with tempfile.TemporaryDirectory(prefix="condcli-bench-gpu-llama-") as folder:
-        LlamaConfig(
-            hidden_size=shape.hidden,
-            num_hidden_layers=shape.layers,
-            num_attention_heads=shape.heads,
-            num_key_value_heads=shape.kv_heads,
-            intermediate_size=shape.mlp,
-            vocab_size=shape.vocab,
-            max_position_embeddings=max(shape.tokens, 2048),
-            architectures=["LlamaModel"],
-        ).save_pretrained(folder)
-        loaded = load(folder, LoadOptions(weights="random", device=str(device), dtype="bfloat16", seed=0))
+        loaded = build(shape, Path(folder), str(device), dtype="bfloat16")
     params = sum(p.numel() for p in loaded.model.parameters())
     batch = prompt(shape, loaded.device)
     short = prompt(replace(shape, tokens=min(shape.tokens, 16)), loaded.device)

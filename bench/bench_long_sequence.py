@@ -62,8 +62,9 @@ class Llama:
 TINY = Llama(hidden=64, layers=2, heads=4, kv_heads=2, mlp=128, vocab=1000, tokens=64)
 
 
-def build(shape: Llama, folder: Path, device: str) -> LoadedModel:
-    """config.json of a LlamaModel in ``folder``, loaded through condcli (random init, seed 0)."""
+def build(shape: Llama, folder: Path, device: str, dtype: str | None = None) -> LoadedModel:
+    """config.json of a LlamaModel in ``folder``, loaded through condcli (random init, seed 0; ``dtype``:
+    the model's own when None)."""
     from transformers import LlamaConfig
 
     config = LlamaConfig(
@@ -77,7 +78,7 @@ def build(shape: Llama, folder: Path, device: str) -> LoadedModel:
         architectures=["LlamaModel"],
     )
     config.save_pretrained(folder)
-    return load(str(folder), LoadOptions(weights="random", device=device, seed=0))
+    return load(str(folder), LoadOptions(weights="random", device=device, dtype=dtype, seed=0))
 
 
 def prompt(shape: Llama, device: torch.device) -> Batch:

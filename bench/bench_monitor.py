@@ -39,11 +39,17 @@ TARGET = 1.05  # ≤ 5% more time per step
 
 
 class Tokens(Dataset):  # type: ignore[type-arg]
-    def __init__(self, n: int, vocab: int, seed: int = 0) -> None:
+    """``n`` samples of random token ids (1 … vocab−1) of ``lengths`` lo…hi tokens, each with a label of
+    ``classes`` (also the tests' training data)."""
+
+    def __init__(
+        self, n: int, vocab: int, seed: int = 0, lengths: tuple[int, int] = (64, 128), classes: int = 2
+    ) -> None:
         gen = torch.Generator().manual_seed(seed)
-        self.lengths = torch.randint(64, 129, (n,), generator=gen).tolist()
-        self.ids = torch.randint(1, vocab, (n, 128), generator=gen)
-        self.labels = torch.randint(0, 2, (n,), generator=gen).tolist()
+        lo, hi = lengths
+        self.lengths = torch.randint(lo, hi + 1, (n,), generator=gen).tolist()
+        self.ids = torch.randint(1, vocab, (n, hi), generator=gen)
+        self.labels = torch.randint(0, classes, (n,), generator=gen).tolist()
 
     def __len__(self) -> int:
         return len(self.lengths)

@@ -55,3 +55,25 @@ def hook_count() -> Callable[[nn.Module], int]:
     from tests.recording import hook_count as count
 
     return count
+
+
+# Real reports for the HTML tests (tests/html_reports.py), made once per session.
+@pytest.fixture(scope="session")
+def spectrum(cli_json: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+    from tests.html_reports import made, spectrum_args
+
+    return made(cli_json, spectrum_args())
+
+
+@pytest.fixture(scope="session")
+def sweep(cli_json: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+    from tests.html_reports import made, sweep_args
+
+    return made(cli_json, sweep_args())
+
+
+@pytest.fixture(scope="session")
+def rank(cli_json: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+    from tests.html_reports import made, rank_args
+
+    return made(cli_json, rank_args())

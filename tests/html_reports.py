@@ -1,5 +1,7 @@
 """Real reports for the HTML report tests (made once per session by the in-process CLI), and reading a
-report's JSON floats independently of condcli."""
+report's JSON floats independently of condcli.
+
+The fixtures ``spectrum``, ``sweep`` and ``rank`` (in conftest.py) serve them."""
 
 from __future__ import annotations
 

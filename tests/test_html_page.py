@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import math
 import re
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,26 +18,11 @@ from condcli import plots
 from condcli.html import render_html
 from condcli.metrics import EMBEDDING
 from tests.html_dom import Node, parse
-from tests.html_reports import jf, made, rank_args, sig3, spectrum_args, sweep_args
+from tests.html_reports import jf, sig3
 from tests.test_report_cmd import check_report, compare_report
 
 Report = dict[str, Any]
 LABEL = {m.key: m.label for m in EMBEDDING}
-
-
-@pytest.fixture(scope="module")
-def spectrum(cli_json: Callable[..., Report]) -> Report:
-    return made(cli_json, spectrum_args())
-
-
-@pytest.fixture(scope="module")
-def sweep(cli_json: Callable[..., Report]) -> Report:
-    return made(cli_json, sweep_args())
-
-
-@pytest.fixture(scope="module")
-def rank(cli_json: Callable[..., Report]) -> Report:
-    return made(cli_json, rank_args())
 
 
 def header(page: str) -> Node:

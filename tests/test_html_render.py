@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,24 +17,9 @@ from condcli.errors import InputError
 from condcli.html import SECTIONS, render_html
 from condcli.metrics import FORWARD, WEIGHTS
 from tests.html_dom import Node, parse
-from tests.html_reports import LAM, jf, made, rank_args, sig3, spectrum_args, sweep_args
+from tests.html_reports import LAM, jf, sig3
 
 Report = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def spectrum(cli_json: Callable[..., Report]) -> Report:
-    return made(cli_json, spectrum_args())
-
-
-@pytest.fixture(scope="module")
-def sweep(cli_json: Callable[..., Report]) -> Report:
-    return made(cli_json, sweep_args())
-
-
-@pytest.fixture(scope="module")
-def rank(cli_json: Callable[..., Report]) -> Report:
-    return made(cli_json, rank_args())
 
 
 @pytest.fixture(scope="module")

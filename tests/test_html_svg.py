@@ -6,34 +6,16 @@ finite values, and each chart has the series, labels and scales of the matching 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from condcli import plots
 from condcli.html import render_html
 from condcli.html.svg import Chart, RefLine, Series, line_chart
 from tests.html_dom import Node, parse
-from tests.html_reports import jf, made, rank_args, spectrum_args, sweep_args
+from tests.html_reports import jf
 
 Report = dict[str, Any]
 TOL = 0.051  # points are written with one decimal
-
-
-@pytest.fixture(scope="module")
-def spectrum(cli_json: Callable[..., Report]) -> Report:
-    return made(cli_json, spectrum_args())
-
-
-@pytest.fixture(scope="module")
-def sweep(cli_json: Callable[..., Report]) -> Report:
-    return made(cli_json, sweep_args())
-
-
-@pytest.fixture(scope="module")
-def rank(cli_json: Callable[..., Report]) -> Report:
-    return made(cli_json, rank_args())
 
 
 class Transform:

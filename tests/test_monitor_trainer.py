@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from torch.utils.data import Dataset
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
+from bench.bench_monitor import Tokens as BenchTokens
+from bench.bench_monitor import pad_right
 from condcli.errors import InputError, UsageError
 from condcli.monitor import ConditioningCallback
 from tests.helpers import DTYPE_EPS, np_reported_kappa, np_shifted_kappa
@@ -20,30 +21,9 @@ from tests.test_monitor import bert_reference, np_entropy, tiny_bert
 STEPS, EVERY, PROBE = 24, 10, 6
 
 
-class Tokens(Dataset):
-    """Random token ids of lengths 3…16, with a label each."""
-
-    def __init__(self, n: int, seed: int) -> None:
-        gen = torch.Generator().manual_seed(seed)
-        self.lengths = torch.randint(3, 17, (n,), generator=gen).tolist()
-        self.ids = torch.randint(1, 97, (n, 16), generator=gen)
-        self.labels = torch.randint(0, 3, (n,), generator=gen).tolist()
-
-    def __len__(self) -> int:
-        return len(self.lengths)
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        return {"input_ids": self.ids[i, : self.lengths[i]].tolist(), "labels": self.labels[i]}
-
-
-def pad_right(samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-    width = max(len(s["input_ids"]) for s in samples)
-    rows = [s["input_ids"] for s in samples]
-    return {
-        "input_ids": torch.tensor([r + [0] * (width - len(r)) for r in rows]),
-        "attention_mask": torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows]),
-        "labels": torch.tensor([s["labels"] for s in samples]),
-    }
+def Tokens(n: int, seed: int) -> BenchTokens:
+    """Random token ids of lengths 3…16, with a label of 3 classes each."""
+    return BenchTokens(n, 97, seed, lengths=(3, 16), classes=3)
 
 
 class Recorder(TrainerCallback):  # type: ignore[misc]
