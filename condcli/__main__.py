@@ -6,7 +6,10 @@ typer, rich and torch are imported (seconds): at any moment
 - Ctrl-C (SIGINT) raises KeyboardInterrupt and SIGTERM raises :class:`condcli.errors.Stopped` where the
   program is, so that ``finally`` blocks run (an --out staging folder, a temporary file are removed); the
   process prints one line (``error: interrupted`` / ``error: terminated``) and exits 128 + the signal
-  (130, 143). A second signal while the first one unwinds exits at once, with the same code.
+  (130, 143). A second signal while the first one unwinds exits at once, with the same code. Once a signal's
+  unwinding has run and its line is printed, the process ends at once (``os._exit``): the interpreter's own
+  shutdown, which resets the signal handlers and joins worker threads, is no second chance for a signal to
+  end it otherwise (a child that had printed its line was once seen to die by SIGINT there, exit −2).
 - a stdout closed by its reader (``condcli spectrum | head -1``) ends the run silently with 141, the code of
   a process killed by SIGPIPE, as a shell pipeline expects (see :func:`condcli.cli.main.main`).
 """
@@ -45,7 +48,19 @@ def _exit(line: str, code: int) -> NoReturn:
         sys.stderr.flush()
     except OSError:  # stderr is closed too: the exit code says it
         pass
-    sys.exit(code)
+    _end(code)
+
+
+def _end(code: int) -> NoReturn:
+    """Exit with ``code``: after a signal at once, the streams flushed (see the module docstring)."""
+    if not _stopping:
+        sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed: nothing left to say
+            pass
+    os._exit(code)
 
 
 def run() -> NoReturn:
@@ -60,7 +75,10 @@ def run() -> NoReturn:
                 raise
             out = isinstance(e, MemoryError)
             _exit(f"{'out of memory' if out else 'cannot start'} ({type(e).__name__}: {e})", 2 if out else 3)
-        finish(main())
+        code = main()
+        if _stopping:  # the run was stopped by a signal and has said so: end now
+            _end(code)
+        finish(code)
     except KeyboardInterrupt:  # before main() took over (imports), or after it returned
         stop = Stopped(signal.SIGINT)
         _exit(stop.message, stop.exit_code)
