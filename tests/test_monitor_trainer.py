@@ -36,21 +36,26 @@ class Recorder(TrainerCallback):  # type: ignore[misc]
         self.logs.append((state.global_step, dict(logs)))
 
 
-def train(tmp_path: Any, callback: ConditioningCallback | None, eval_dataset: Any = "tokens") -> tuple:
-    model = tiny_bert(seed=0, layers=2)
-    recorder = Recorder()
-    args = TrainingArguments(
-        str(tmp_path),
-        max_steps=STEPS,
+def training_args(folder: str, steps: int, **more: Any) -> TrainingArguments:
+    """A short, seeded CPU run of batch 8 that reports to no integration and saves nothing."""
+    return TrainingArguments(
+        folder,
+        max_steps=steps,
         per_device_train_batch_size=8,
         learning_rate=1e-3,
-        logging_steps=5,
         report_to=[],
         seed=0,
         use_cpu=True,
         save_strategy="no",
         disable_tqdm=True,
+        **more,
     )
+
+
+def train(tmp_path: Any, callback: ConditioningCallback | None, eval_dataset: Any = "tokens") -> tuple:
+    model = tiny_bert(seed=0, layers=2)
+    recorder = Recorder()
+    args = training_args(str(tmp_path), STEPS, logging_steps=5)
     trainer = Trainer(
         model=model,
         args=args,

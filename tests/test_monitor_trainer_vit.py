@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 import torch
 from torch.utils.data import Dataset
-from transformers import Trainer, TrainingArguments, ViTConfig, ViTForImageClassification
+from transformers import Trainer, ViTConfig, ViTForImageClassification
 
 from condcli.monitor import ConditioningCallback
 from tests.helpers import DTYPE_EPS, np_reported_kappa
 from tests.test_monitor import np_entropy
+from tests.test_monitor_trainer import training_args
 
 STEPS, EVERY, PROBE = 12, 5, 4
 
@@ -42,17 +43,7 @@ def train(folder: str, callback: ConditioningCallback | None) -> tuple[ViTForIma
         intermediate_size=64, num_labels=3, attn_implementation="eager",
     )  # fmt: skip
     model = ViTForImageClassification(config)
-    args = TrainingArguments(
-        folder,
-        max_steps=STEPS,
-        per_device_train_batch_size=8,
-        learning_rate=1e-3,
-        report_to=[],
-        seed=0,
-        use_cpu=True,
-        save_strategy="no",
-        disable_tqdm=True,
-    )
+    args = training_args(folder, STEPS)
     trainer = Trainer(
         model=model,
         args=args,
