@@ -37,7 +37,7 @@ samples: $(STAMP)
 	$(BIN)/python -m samplegen.build
 
 # The main job on the embedded default (the shipped sample ViT): the table on stdout; report.json and the
-# Figure-1-style plots (spectrum.png, layers.png) in demo-output/.
+# Figure-1-style plots (spectrum.png, layers.png) and the self-contained report.html in demo-output/.
 demo: $(STAMP)
 	$(BIN)/condcli spectrum --out demo-output
 
