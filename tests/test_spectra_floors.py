@@ -170,6 +170,24 @@ def test_gate_a_floor_above_the_limit_fails_as_at_least_and_below_it_cannot_pass
     assert not under.passed and "below float32 resolution" in (under.reason or "")
     clean = kappa_rule(_gate_report([40.0, 50.0, 60.0], [False, False, False]), 1e3, "median", "kappa", "t")
     assert clean.passed
+    # the value a rule reports is marked a floor where the statistic is one (SPEC §2: where raising a
+    # floor sample could move it), in the JSON and as "≥ x ⚠" in the tables
+    assert over.floor and over.to_json()["floor"] is True and over.shown() == ("≥ 5e+04 ⚠", "1000")
+    assert under.floor and under.shown()[0] == "≥ 50 ⚠"  # raising the floor 40 can move the median
+    top = kappa_rule(_gate_report([40.0, 50.0, 60.0], [False, False, True]), 1e3, "median", "kappa", "t")
+    assert not top.floor and top.to_json()["floor"] is False and top.shown()[0] == "50"  # it cannot here
+    assert not clean.floor
+
+
+def test_the_check_page_shows_a_floored_rule_value_as_at_least() -> None:
+    from condcli.gate.rules import kappa_rule
+    from condcli.html.sections_check import rules_html
+
+    rule = kappa_rule(_gate_report([4e4, 5e4, 6e4], [True, True, True]), 1e3, "median", "kappa", "test")
+    page = rules_html({"checks": [rule.to_json()]})
+    assert "≥ 5e+04 ⚠" in page
+    plain = kappa_rule(_gate_report([40.0, 50.0, 60.0], [False] * 3), 1e3, "median", "kappa", "t")
+    assert "≥" not in rules_html({"checks": [plain.to_json()]})
 
 
 @pytest.mark.parametrize("model", ["vit-plain", "bert-docstrings"])

@@ -29,7 +29,7 @@ def rules_table(report: CheckReport) -> Table:
         title_justify="left",
     )
     for c in report.rules:
-        value, limit = fmt_pair(c.value, c.limit)
+        value, limit = c.shown()
         metric = c.label if c.layer is None else f"{c.label.split(',')[0]}, {_where(c)}"
         source = "" if c.source == "command line" else f"limit from {c.source}"
         note = "; ".join(p for p in (c.reason or "", source) if p)

@@ -12,17 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from condcli.gate.metrics import stable_label
+from condcli.numbers import WARN, num
 from condcli.report import SpectrumReport, envelope
 from condcli.spectra import json_float
 
-
-def fmt(v: float | None, digits: int = 3) -> str:
-    """Significant digits; inf stays "inf"; None is a dash."""
-    if v is None:
-        return "—"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return f"{v:.{digits}g}"
+fmt = num  # significant digits; inf stays "inf"; None is a dash (the one formatter, condcli.numbers)
 
 
 def fmt_pair(value: float, limit: float) -> tuple[str, str]:
@@ -64,6 +58,12 @@ class CheckResult:
     layer_name: str | None = None
     baseline: float | None = None  # baseline metrics: the baseline's value (limit = it × (1 + tolerance))
     improved: bool = False  # baseline metrics: better than the baseline by more than the tolerance
+    floor: bool = False  # the value is only a floor σ_1/tol (SPEC §2): the true value is at least this
+
+    def shown(self) -> tuple[str, str]:
+        """(value, limit) as tables print them: told apart (:func:`fmt_pair`), a floor as "≥ x ⚠"."""
+        value, limit = fmt_pair(self.value, self.limit)
+        return (f"≥ {value} {WARN}" if self.floor else value), limit
 
     @property
     def title(self) -> str:
@@ -87,6 +87,7 @@ class CheckResult:
             "reason": self.reason,
             "source": self.source,
             "layer": None if self.layer is None else {"index": self.layer, "name": self.layer_name},
+            "floor": self.floor,
         }
         if self.rule == "baseline":
             out["baseline"] = _opt(self.baseline)

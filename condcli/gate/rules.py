@@ -97,6 +97,7 @@ def kappa_rule(
         passed=not reasons,
         reason="; ".join(reasons) or None,
         source=source,
+        floor=statistic_is_floor(agg, statistic),
     )
 
 
@@ -188,6 +189,7 @@ def layer_rule(
         source=source,
         layer=worst.index,
         layer_name=worst.name,
+        floor=worst.floor,
     )
 
 

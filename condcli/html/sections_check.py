@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from condcli.html.numbers import num, to_float
+from condcli.gate.report import fmt_pair
+from condcli.html.numbers import WARN, num, to_float
 from condcli.html.section import Report, Section, guarded
 from condcli.html.tables import Cell, key_values, number, table
 
@@ -35,13 +36,10 @@ def _result(passed: object, improved: object = False) -> Cell:
 
 
 def _pair(value: float | None, limit: float | None) -> tuple[str, str]:
-    """Value and limit printed so that they never look equal unless they are (as the CLI's table)."""
-    if value is None or limit is None or value == limit:
-        return num(value, 6 if value == limit else 3), num(limit, 6)
-    for digits in range(3, 18):
-        if num(value, digits) != num(limit, digits):
-            return num(value, digits), num(limit, max(digits, 6) if digits == 3 else digits)
-    return repr(value), repr(limit)
+    """Value and limit printed so that they never look equal unless they are (the CLI table's rule)."""
+    if value is None or limit is None:
+        return num(value), num(limit)
+    return fmt_pair(value, limit)
 
 
 def layer_text(layer: object) -> str:
@@ -96,6 +94,8 @@ def rules_html(report: Report) -> str:
     for c in rules:
         value, limit = to_float(c.get("value")), to_float(c.get("limit"))
         shown_value, shown_limit = _pair(value, limit)
+        if c.get("floor") is True:  # only a floor σ_1/tol (SPEC §2): the true value is at least this
+            shown_value = f"≥ {shown_value} {WARN}"
         source = c.get("source")
         note = "; ".join(
             str(p)
