@@ -14,13 +14,12 @@ training batch uses the steps before it, one less).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable
 from typing import Any
 
 import torch
 
-from condcli.errors import InputError, UsageError
+from condcli.errors import UsageError
 
 
 class MissingExtra(UsageError, ImportError):
@@ -35,10 +34,8 @@ except ImportError:
         "pip install condcli[lightning]",
     ) from None
 
-from condcli.analysis.common import check_lambda  # noqa: E402 (after the guarded import)
-from condcli.monitor.monitor import Monitor, check_count  # noqa: E402
-from condcli.monitor.probe import seeded  # noqa: E402
-from condcli.monitor.selection import select  # noqa: E402
+from condcli.monitor.monitor import CallbackSettings, Monitor  # noqa: E402
+from condcli.monitor.probe import first_samples, seeded  # noqa: E402
 
 
 def _first_loader(loaders: Any) -> Any:
@@ -59,12 +56,7 @@ def loader_probe(trainer: pl.Trainer, max_samples: int) -> Any:
             continue
         collate = getattr(loader, "collate_fn", None)
         with seeded(0):
-            if hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__"):
-                samples = [dataset[i] for i in range(min(max_samples, len(dataset)))]
-            else:
-                samples = list(itertools.islice(iter(dataset), max_samples))
-            if not samples:
-                raise InputError("the dataloader's dataset is empty", "give it at least one sample")
+            samples = first_samples(dataset, max_samples, "the dataloader's dataset")
             batch = collate(samples) if collate is not None else samples
         return batch[0] if isinstance(batch, tuple | list) else batch
     raise UsageError(
@@ -88,12 +80,7 @@ class ConditioningLightningCallback(pl.Callback):
         probe: Any = None,
         module: str | None = "model",
     ) -> None:
-        self.every_n_steps = check_count(every_n_steps, "every_n_steps", 100)
-        self.max_samples = check_count(max_samples, "max_samples")
-        self.layers = None if layers is None else list(layers)
-        self.metrics = metrics if metrics is None or isinstance(metrics, str) else list(metrics)
-        select(self.metrics, False)  # unknown names: one error now
-        self.lam = None if lam is None else check_lambda(lam, "lam")
+        self.settings = CallbackSettings.checked(every_n_steps, layers, max_samples, metrics, lam)
         self.probe = probe
         self.module = module
         self.monitor: Monitor | None = None
@@ -109,17 +96,15 @@ class ConditioningLightningCallback(pl.Callback):
                     f"module={self.module!r}: the LightningModule has no such submodule",
                     "name the attribute holding the network, or module=None for the LightningModule",
                 ) from None
-        self.monitor = Monitor(
-            network, layers=self.layers, metrics=self.metrics, lam=self.lam, max_samples=self.max_samples
-        )
+        self.monitor = self.settings.monitor(network)
         if self.probe is None:
-            self.probe = loader_probe(trainer, self.max_samples)
+            self.probe = loader_probe(trainer, self.settings.max_samples)
         self._logged = -1
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if trainer.global_step % self.every_n_steps == 0:
+        if trainer.global_step % self.settings.every_n_steps == 0:
             self.log_now(trainer)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from torch import nn
 
 from condcli.adapters import adapter_for
-from condcli.analysis.common import resolve_lambda
+from condcli.analysis.common import check_lambda, resolve_lambda
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.layers import ForwardAccumulator, weight_kappas
 from condcli.analysis.persample import trim
@@ -154,3 +155,40 @@ class Monitor:
 
 def _floored(key: str) -> bool:
     return forward(key).flag is not None
+
+
+@dataclass(frozen=True)
+class CallbackSettings:
+    """What a training callback (Trainer, Lightning) measures and how often: its arguments, checked when the
+    callback is made (one error then, not at the first logged step)."""
+
+    every_n_steps: int
+    layers: list[int] | None
+    max_samples: int
+    metrics: list[str] | str | None
+    lam: float | None
+
+    @classmethod
+    def checked(
+        cls,
+        every_n_steps: Any,
+        layers: Iterable[int] | None,
+        max_samples: Any,
+        metrics: Iterable[str] | str | None,
+        lam: float | None,
+    ) -> CallbackSettings:
+        names = metrics if metrics is None or isinstance(metrics, str) else list(metrics)
+        select(names, False)  # unknown names: one error now
+        return cls(
+            every_n_steps=check_count(every_n_steps, "every_n_steps", 100),
+            layers=None if layers is None else list(layers),
+            max_samples=check_count(max_samples, "max_samples"),
+            metrics=names,
+            lam=None if lam is None else check_lambda(lam, "lam"),
+        )
+
+    def monitor(self, model: nn.Module) -> Monitor:
+        """The :class:`Monitor` of ``model`` with these settings."""
+        return Monitor(
+            model, layers=self.layers, metrics=self.metrics, lam=self.lam, max_samples=self.max_samples
+        )

@@ -10,6 +10,7 @@ and the random number generators (torch CPU and CUDA, NumPy, Python) after the m
 from __future__ import annotations
 
 import inspect
+import itertools
 import random
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -155,3 +156,16 @@ def seeded(seed: int) -> Iterator[None]:
         yield
     finally:
         _set_rng_state(rng)
+
+
+def first_samples(dataset: Any, count: int, what: str) -> list[Any]:
+    """Samples ``0 … count-1`` of ``dataset`` in its order (an iterable dataset: its first ``count`` items);
+    an empty one is one :class:`InputError` naming ``what`` (e.g. "the evaluation dataset")."""
+    indexable = hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")
+    if indexable and not isinstance(dataset, torch.utils.data.IterableDataset):
+        samples = [dataset[i] for i in range(min(count, len(dataset)))]
+    else:
+        samples = list(itertools.islice(iter(dataset), count))
+    if not samples:
+        raise InputError(f"{what} is empty", "give it at least one sample")
+    return samples

@@ -12,19 +12,15 @@ the progress printer. Each process measures its own replica; the integrations wr
 from __future__ import annotations
 
 import inspect
-import itertools
 import sys
 from collections.abc import Iterable
 from typing import Any
 
-import torch
 from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from condcli.analysis.common import check_lambda
-from condcli.errors import InputError, UsageError
-from condcli.monitor.monitor import Monitor, check_count
-from condcli.monitor.probe import seeded
-from condcli.monitor.selection import select
+from condcli.errors import UsageError
+from condcli.monitor.monitor import CallbackSettings, Monitor
+from condcli.monitor.probe import first_samples, seeded
 
 
 def find_trainer(callback: TrainerCallback) -> Trainer:
@@ -67,13 +63,7 @@ def probe_inputs(trainer: Trainer, max_samples: int, fallback: Any = None) -> An
     elif collator is trainer.data_collator:
         collator = trainer._get_collator_with_removed_columns(collator, description=description)
     with seeded(trainer.args.seed):
-        if isinstance(dataset, torch.utils.data.IterableDataset) or not hasattr(dataset, "__len__"):
-            samples = list(itertools.islice(iter(dataset), max_samples))
-        else:
-            samples = [dataset[i] for i in range(min(max_samples, len(dataset)))]
-        if not samples:
-            raise InputError(f"the {description.lower()} dataset is empty", "give it at least one sample")
-        return collator(samples)
+        return collator(first_samples(dataset, max_samples, f"the {description.lower()} dataset"))
 
 
 class ConditioningCallback(TrainerCallback):  # type: ignore[misc]
@@ -92,12 +82,7 @@ class ConditioningCallback(TrainerCallback):  # type: ignore[misc]
         metrics: Iterable[str] | str | None = None,
         lam: float | None = None,
     ) -> None:
-        self.every_n_steps = check_count(every_n_steps, "every_n_steps", 100)
-        self.max_samples = check_count(max_samples, "max_samples")
-        self.layers = None if layers is None else list(layers)
-        self.metrics = metrics if metrics is None or isinstance(metrics, str) else list(metrics)
-        select(self.metrics, False)  # unknown names: one error now, not at the first step
-        self.lam = None if lam is None else check_lambda(lam, "lam")
+        self.settings = CallbackSettings.checked(every_n_steps, layers, max_samples, metrics, lam)
         self.monitor: Monitor | None = None
         self.probe: Any = None
         self._trainer: Trainer | None = None
@@ -109,17 +94,15 @@ class ConditioningCallback(TrainerCallback):  # type: ignore[misc]
         self._trainer = find_trainer(self)
         model = kwargs.get("model")
         model = self._trainer.model if model is None else model
-        self.monitor = Monitor(
-            model, layers=self.layers, metrics=self.metrics, lam=self.lam, max_samples=self.max_samples
-        )
-        self.probe = probe_inputs(self._trainer, self.max_samples, kwargs.get("train_dataloader"))
+        self.monitor = self.settings.monitor(model)
+        self.probe = probe_inputs(self._trainer, self.settings.max_samples, kwargs.get("train_dataloader"))
         self._logged = -1
 
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
         step = state.global_step
-        if step % self.every_n_steps == 0 or step >= state.max_steps:
+        if step % self.settings.every_n_steps == 0 or step >= state.max_steps:
             self.log(state)
 
     def on_train_end(
