@@ -36,7 +36,7 @@ from condcli.analysis.sweep import SweepOptions, analyse_sweep, lambda_grid
 from condcli.capture import LayerCapture, capture
 from condcli.inputs import Batch, InputSpec, InputStream, stream
 from condcli.sources import LoadedModel, LoadOptions, load
-from condcli.spectra import GRAM_MAX_KAPPA
+from condcli.spectra import GRAM_MAX_KAPPA, strategies
 from condcli.spectra.core import Method
 
 MODEL = "vit_base_patch16_224"
@@ -163,6 +163,7 @@ LABELS = {
     "e": "(e) capture only: hooks + eager, no-op sink",
     "f": "(f) spectrum --layers none (embedding, one λ)",
     "g": "(g) sweep-lambda: 20 λ (1…20), no --layers",
+    "h": "(h) = (d), MKL threads inside each decomposition",
 }
 
 
@@ -393,16 +394,35 @@ def bench_device(cfg: Config, device: torch.device) -> list[Verdict]:
     return verdicts
 
 
+def spectrum_mkl_threaded(loaded: LoadedModel, batches: list[Batch]) -> None:
+    """(d) with each small decomposition on MKL's own thread count instead of one MKL thread per call
+    (:func:`condcli.spectra.strategies.one_blas_thread` switched off): what that choice saves."""
+    saved = strategies._MKL_THREADS
+    strategies._MKL_THREADS = None
+    try:
+        spectrum(loaded, batches, layers=None, conditioned=False)
+    finally:
+        strategies._MKL_THREADS = saved
+
+
 def bench_plain(cfg: Config, device: torch.device) -> list[Verdict]:
-    """Issue 18 item 5 alone: the forward (a) and the full plain spectrum (d), interleaved side by side."""
+    """Issue 18 item 5 alone: the forward (a) and the full plain spectrum (d), interleaved side by side; on
+    CPU also (h), (d) with MKL threads inside each small decomposition."""
     loaded = load(cfg.model, LoadOptions(weights="random", device=str(device)))
     batches = make_batches(loaded, cfg.samples, cfg.batch_size)
-    pick = {k: v for k, v in contenders(loaded, batches).items() if k in "ad"}
-    timed({k: v for k, v in contenders(loaded, batches[:1]).items() if k in "ad"}, 1, device)  # warm-up
-    raw = timed(pick, cfg.repeats, device)
+    keys = "adh" if device.type == "cpu" and strategies._MKL_THREADS is not None else "ad"
+
+    def pick(b: list[Batch]) -> dict[str, Callable[[], object]]:
+        fns = {k: v for k, v in contenders(loaded, b).items() if k in keys}
+        if "h" in keys:
+            fns["h"] = lambda: spectrum_mkl_threaded(loaded, b)
+        return fns
+
+    timed(pick(batches[:1]), 1, device)  # warm-up
+    raw = timed(pick(batches), cfg.repeats, device)
     n = sum(b.size for b in batches)
     print(f"\n=== {device}: {cfg.model} (random init), {n} synthetic images, batch {cfg.batch_size} ===")
-    _table(raw, [(LABELS[k], raw[k], "a") for k in "ad"])
+    _table(raw, [(LABELS[k], raw[k], "a") for k in keys])
     t = {k: statistics.median(v) for k, v in raw.items()}
     m = {k: min(v) for k, v in raw.items()}
     what = f"{device} full plain spectrum (d)/(a), issue 18"
