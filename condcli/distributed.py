@@ -116,7 +116,7 @@ def check_readable_by_all(text: Path | None) -> None:
         )
 
 
-_group: dict[str, bool] = {"ready": False, "broken": False}
+_group: dict[str, bool] = {"ready": False, "broken": False, "left_as_peer": False}
 
 
 def start() -> None:
@@ -229,7 +229,16 @@ def teardown() -> None:
         _meet(store, "condcli/left", everyone=False)  # rank 0 waits here until the others have left
         if not first:
             dist.destroy_process_group()
+        _group["left_as_peer"] = first
     _group["ready"] = False
+
+
+def left_as_peer() -> bool:
+    """Whether this process left a process group as a rank other than 0. Such a process should end at once
+    (:func:`condcli.cli.main.finish`): rank 0 leaves as soon as the others have, and takes the rendezvous
+    store it may host with it; a peer still in the interpreter's shutdown then, with torch's C++ objects
+    being torn down, was seen to abort now and then (SIGABRT, exit −6: three times in full suites)."""
+    return _group["left_as_peer"]
 
 
 def _store() -> Any:

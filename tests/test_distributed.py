@@ -74,3 +74,38 @@ def test_standard_input_and_pipes_are_refused_under_torchrun_only(
         assert e.value.hint == "save the text to a file and give `text=FILE`"
     distributed.check_readable_by_all(text)
     distributed.check_readable_by_all(tmp_path / "missing.txt")  # said where it is read
+
+
+PEER_END = """
+import sys, threading, weakref
+from pathlib import Path
+from condcli import distributed
+from condcli.cli.main import finish
+
+class Folder:
+    pass
+
+kept = Folder()
+weakref.finalize(kept, Path(sys.argv[1]).write_text, "finalized")  # as big_model's offload folders
+if sys.argv[2] == "peer":
+    distributed._group["left_as_peer"] = True
+    threading.Thread(target=threading.Event().wait, daemon=False).start()  # shutdown would join it forever
+print("said", end="")
+finish(7)
+"""
+
+
+@pytest.mark.parametrize("role", ["peer", "alone"])
+def test_a_rank_that_left_as_peer_ends_at_once_after_the_exit_handlers(tmp_path: Path, role: str) -> None:
+    """A torchrun rank other than 0 ends with os._exit once its group is left (no interpreter shutdown, where
+    a peer was seen to abort as rank 0 went away); stdout is flushed, the exit handlers (temporary folders'
+    finalizers) still run, and the exit code is the run's."""
+    import subprocess
+    import sys
+
+    mark = tmp_path / "mark"
+    got = subprocess.run(
+        [sys.executable, "-c", PEER_END, str(mark), role], capture_output=True, text=True, timeout=60
+    )
+    assert (got.returncode, got.stdout, got.stderr) == (7, "said", "")
+    assert mark.read_text() == "finalized"

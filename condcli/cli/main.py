@@ -7,6 +7,7 @@ asked for more than fits) · 3 internal error · 128 + N a signal: 130 Ctrl-C, 1
 
 from __future__ import annotations
 
+import atexit
 import errno
 import functools
 import os
@@ -260,11 +261,23 @@ def _run(application: typer.Typer, args: list[str], debug: bool) -> int:
 
 
 def finish(code: int) -> NoReturn:
-    """Exit with ``code`` after flushing stdout (a reader that has gone: 141, silently)."""
+    """Exit with ``code`` after flushing stdout (a reader that has gone: 141, silently).
+
+    A torchrun rank other than 0 that has left its process group ends at once after the Python exit handlers
+    (temporary folders' finalizers among them), without the interpreter's shutdown
+    (:func:`condcli.distributed.left_as_peer`)."""
     try:
         sys.stdout.flush()
     except OSError as e:
         code = _silence_stdout() if stdout_closed(e) else code
+    distributed = sys.modules.get("condcli.distributed")
+    if distributed is not None and distributed.left_as_peer():
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        getattr(atexit, "_run_exitfuncs")()  # noqa: B009 (private: the handlers os._exit would skip)
+        os._exit(code)
     sys.exit(code)
 
 
