@@ -422,7 +422,8 @@ def bench_plain(cfg: Config, device: torch.device) -> list[Verdict]:
     raw = timed(pick(batches), cfg.repeats, device)
     n = sum(b.size for b in batches)
     print(f"\n=== {device}: {cfg.model} (random init), {n} synthetic images, batch {cfg.batch_size} ===")
-    _table(raw, [({**LABELS, "h": LABEL_MKL}[k], raw[k], "a") for k in keys])
+    labels = {**LABELS, "h": LABEL_MKL}
+    _table(raw, [(labels[k], raw[k], "a") for k in keys])
     t = {k: statistics.median(v) for k, v in raw.items()}
     m = {k: min(v) for k, v in raw.items()}
     what = f"{device} full plain spectrum (d)/(a), issue 18"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -126,7 +125,7 @@ def two_threads() -> Iterator[None]:
 
 def _mkl_max_threads() -> int:
     """MKL's thread count as the calling thread sees it (MKL_Get_Max_Threads from torch's library)."""
-    lib = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"))
+    lib = ctypes.CDLL(str(strategies.TORCH_CPU_LIBRARY))
     return int(lib.MKL_Get_Max_Threads())
 
 

@@ -60,13 +60,16 @@ _POOL: dict[int, ThreadPoolExecutor] = {}
 _worker = threading.local()
 
 
+# the library torch links MKL into on Linux x86 wheels (where MKL's C API is exported)
+TORCH_CPU_LIBRARY = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
+
+
 def _mkl_threads_setter() -> Callable[[int], int] | None:
-    """MKL's ``mkl_set_num_threads_local`` from the library torch links it into (x86 wheels), or None (a
-    build without MKL: OpenBLAS, Accelerate). It sets the calling thread's MKL thread count and returns the
-    previous one (0: the global setting)."""
-    lib = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
+    """MKL's ``MKL_Set_Num_Threads_Local`` from :data:`TORCH_CPU_LIBRARY`, or None (a build without MKL:
+    OpenBLAS, Accelerate). It sets the calling thread's MKL thread count and returns the previous one (0: the
+    global setting)."""
     try:
-        fn = ctypes.CDLL(str(lib)).MKL_Set_Num_Threads_Local  # the C API (the lowercase name is Fortran)
+        fn = ctypes.CDLL(str(TORCH_CPU_LIBRARY)).MKL_Set_Num_Threads_Local  # C API (lowercase: Fortran)
     except (OSError, AttributeError):
         return None
     fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
