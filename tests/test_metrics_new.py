@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
+from condcli.errors import InputError
 from condcli.inputs import Batch, InputSpec, InputStream, stream
 from condcli.report import SpectrumReport
 from condcli.samples import samples_dir
@@ -127,3 +128,24 @@ def test_support_follows_the_masks_structure() -> None:
     for i in range(5):
         p[i, max(0, i - 1) : i + 1] = 1.0 / min(i + 1, 2)
     np.testing.assert_allclose(float(attention_entropy(p, causal=True, window=2)), 1.0, rtol=1e-12)
+
+
+def test_entropy_terms_match_xlogy_and_refuse_negative_probabilities() -> None:
+    """H(P)'s p·log p (log and product in one buffer) is torch's xlogy to within an ulp of the log, with
+    0·log 0 = 0 and an overflowing term left infinite; a negative entry is one clear error."""
+    from condcli.spectra.entropy import _plogp
+
+    g = torch.Generator().manual_seed(3)
+    p = torch.softmax(torch.randn(4, 3, 50, 50, generator=g, dtype=torch.float64) * 6, -1)
+    p[0, 0, :, :7] = 0.0  # exact zeros, as a collapsed float32 softmax gives
+    ref = torch.special.xlogy(p, p)
+    got = _plogp(p.clone())
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=4e-16, atol=0)
+    assert bool((got[0, 0, :, :7] == 0).all())
+    np.testing.assert_allclose(
+        attention_entropy(p).numpy(), (-ref.sum(-1) / np.log(50)).mean(-1).numpy(), rtol=1e-14
+    )
+    huge = torch.tensor([[1e308, 0.0]], dtype=torch.float64)
+    assert torch.equal(_plogp(huge.clone()), torch.special.xlogy(huge, huge))  # [inf, 0]
+    with pytest.raises(InputError, match="negative entries"):
+        attention_entropy(torch.tensor([[0.5, 0.6, -0.1]]))

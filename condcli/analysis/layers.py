@@ -26,6 +26,7 @@ from condcli.spectra import (
     stable_rank_of_spectrum,
 )
 from condcli.spectra.core import Method, gram_decides_floors
+from condcli.spectra.strategies import thread_map
 
 PROJECTIONS: tuple[Literal["q", "k", "v"], ...] = ("q", "k", "v")
 
@@ -41,19 +42,25 @@ def weight_kappas(w: HeadWeights) -> WeightKappas:
 
 
 def weight_kappas_of(weights: Mapping[int, HeadWeights]) -> dict[int, WeightKappas]:
-    """:func:`weight_kappas` of every layer, the full projections of all layers in one SVD call per shape:
-    one thread pool over a whole model's d×d matrices (ViT-B: 36) rather than three at a time. Each matrix
-    is still its own decomposition, so every κ is the one :func:`weight_kappas` gives."""
-    by_shape: dict[tuple[int, ...], list[tuple[int, int, torch.Tensor]]] = {}
-    for i, w in weights.items():
-        for j, name in enumerate(PROJECTIONS):
-            f = w.full(name)
-            by_shape.setdefault(tuple(f.shape), []).append((i, j, f))
-    full: dict[tuple[int, int], float] = {}
-    for mats in by_shape.values():
-        got = condition_number(torch.stack([f for _, _, f in mats]), method="svd").tolist()
-        full.update({(i, j): k for (i, j, _), k in zip(mats, got, strict=True)})
+    """:func:`weight_kappas` of every layer, the full projections of all layers over one thread pool (ViT-B:
+    36 d×d SVDs) rather than three at a time. Each matrix is still its own decomposition, so every κ is the
+    one :func:`weight_kappas` gives; each is assembled from its heads inside the task that decomposes it, so
+    no stack of them all is built first (ViT-B: 170 MB of float64 copied on one thread while the pool
+    waited)."""
+    jobs = [(i, j, getattr(w, f"w{name}")) for i, w in weights.items() for j, name in enumerate(PROJECTIONS)]
+    mats = [m for _, _, m in jobs]
+    if all(m.device.type == "cpu" for m in mats):
+        got = thread_map(_full_kappa, mats)
+    else:
+        got = [_full_kappa(m) for m in mats]
+    full = {(i, j): float(k) for (i, j, _), k in zip(jobs, got, strict=True)}
     return {i: _with_heads(w, (full[i, 0], full[i, 1], full[i, 2])) for i, w in weights.items()}
+
+
+def _full_kappa(heads: torch.Tensor) -> torch.Tensor:
+    """κ (0-d) of the whole projection whose heads are ``heads`` (H, d, d_h), by SVD: the matrix
+    :meth:`HeadWeights.full` builds, heads side by side."""
+    return condition_number(heads.permute(1, 0, 2).reshape(heads.shape[1], -1), method="svd")
 
 
 def _with_heads(w: HeadWeights, full: tuple[float, float, float]) -> WeightKappas:
