@@ -9,8 +9,9 @@ With CUDA (``python -m bench.bench_gpu``):
      scaled linearly to the full count; the output says so.
   2. The linear-algebra strategies (condcli.spectra.strategies: loop, threads, batched) on the device: the
      same spectrum on ``--strategy-images`` images under each, and the bare decompositions of one batch's
-     P-shaped stack (samples × 12 heads × 197 × 197, float64) by each. The CUDA default is the one to
-     confirm or change from these numbers.
+     P-shaped stack (samples × 12 heads × 197 × 197, float64) by each; the spectrum both with every head's
+     P decomposed and with the maxima over heads pruned (condcli.analysis.headmax). The CUDA defaults of
+     both (strategies.DEFAULTS, headmax.DEFAULTS) are the ones to confirm or change from these numbers.
   3. A ~1.03B-parameter Llama-style decoder (random init, TinyLlama-1.1B's shape: d 2048, 22 layers, 32 query
      / 4 KV heads, MLP 5632, vocab 32000), bf16, one prompt of 2,048 tokens: forward and full plain
      `spectrum` time, and the peak GPU memory of each (torch.cuda.max_memory_allocated).
@@ -34,6 +35,7 @@ import torch
 
 from bench.bench_long_sequence import Llama, build, prompt
 from bench.bench_spectrum import Verdict, forward, machine, make_batches, print_verdicts, replay, sync, timed
+from condcli.analysis import headmax
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.inputs import Batch
 from condcli.sources import LoadedModel, LoadOptions, load
@@ -137,6 +139,11 @@ def cpu_path(cfg: Config, device_seconds: float) -> list[Verdict]:
     return [AtLeast(f"GPU spectrum vs CPU path (CPU scaled from {count} images)", speedup, TARGET_SPEEDUP)]
 
 
+def _spectrum_pruned(loaded: LoadedModel, batches: list[Batch], on: bool) -> None:
+    with headmax.forced(on):
+        spectrum(loaded, batches)
+
+
 def p_stack(samples: int, device: torch.device, heads: int = 12, n: int = 197) -> torch.Tensor:
     """A P-shaped float64 stack (samples, heads, n, n): softmax rows of random logits, seed 0."""
     g = torch.Generator().manual_seed(0)
@@ -150,30 +157,42 @@ def compare_strategies(cfg: Config, loaded: LoadedModel, device: torch.device) -
     batches = make_batches(loaded, count, min(cfg.batch_size, count))
     x = p_stack(min(cfg.batch_size, count), device)
     gram = x @ x.mT
-    rows: dict[str, tuple[float, float, float]] = {}
+    rows: dict[str, tuple[float, float, float, float]] = {}
     for name in strategies.STRATEGIES:
         with strategies.using(name):
             fns: dict[str, Callable[[], object]] = {
-                "spectrum": lambda: spectrum(loaded, batches),
+                "spectrum": lambda: _spectrum_pruned(loaded, batches, False),
+                "pruned": lambda: _spectrum_pruned(loaded, batches, True),
                 "svdvals": lambda: strategies.run_grouped(torch.linalg.svdvals, x),
                 "eigvalsh": lambda: strategies.run_grouped(torch.linalg.eigvalsh, gram),
             }
             timed(fns, 1, device)  # warm-up (cuSOLVER handles, the thread pool)
             raw = timed(fns, cfg.repeats, device)
-        rows[name] = (_median(raw["spectrum"]), _median(raw["svdvals"]), _median(raw["eigvalsh"]))
+        spec, pruned, svd, eig = (_median(raw[k]) for k in ("spectrum", "pruned", "svdvals", "eigvalsh"))
+        rows[name] = (spec, pruned, svd, eig)
     default = strategies.DEFAULTS.get(device.type, "loop")
+    prune = headmax.DEFAULTS.get(device.type, False)
     print(
-        f"\nlinear-algebra strategies on {device} (default here: {default}); spectrum over {count} images, "
-        f"bare decompositions of one {tuple(x.shape)} float64 P stack"
+        f"\nlinear-algebra strategies on {device} (default here: {default}, pruned maxima over heads: "
+        f"{'on' if prune else 'off'}); spectrum over {count} images with every head's P decomposed and "
+        f"pruned (condcli.analysis.headmax), bare decompositions of one {tuple(x.shape)} float64 P stack"
     )
-    header = f"{'strategy':<10} {'spectrum s':>11} {'svdvals s':>10} {'Gram eigvalsh s':>16}  what"
+    header = (
+        f"{'strategy':<10} {'spectrum s':>11} {'pruned s':>9} {'svdvals s':>10} {'Gram eigvalsh s':>16}  what"
+    )
     print(header)
     print("-" * len(header))
-    for name, (spec, svd, eig) in rows.items():
-        print(f"{name:<10} {spec:>11.2f} {svd:>10.3f} {eig:>16.3f}  {strategies.STRATEGIES[name].summary}")
-    best = min(rows, key=lambda k: rows[k][0])
+    for name, (spec, pruned, svd, eig) in rows.items():
+        print(
+            f"{name:<10} {spec:>11.2f} {pruned:>9.2f} {svd:>10.3f} {eig:>16.3f}  "
+            + strategies.STRATEGIES[name].summary
+        )
+    best = min(rows, key=lambda k: min(rows[k][:2]))
+    best_prune = rows[best][1] < rows[best][0]
     print(
-        f"fastest spectrum: {best}" + ("" if best == default else f" (not the default {default}: change it)")
+        f"fastest spectrum: {best}, {'pruned' if best_prune else 'every head'}"
+        + ("" if best == default else f" (not the default {default}: change strategies.DEFAULTS)")
+        + ("" if best_prune == prune else " (not headmax.DEFAULTS: change it)")
     )
     return {name: r[0] for name, r in rows.items()}
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from condcli.analysis import headmax
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.layers import ForwardAccumulator, weight_kappas_of
 from condcli.analysis.persample import summarize_samples, trim
@@ -165,6 +166,7 @@ LABELS = {
     "g": "(g) sweep-lambda: 20 λ (1…20), no --layers",
 }
 LABEL_MKL = "(h) = (d), MKL threads inside each decomposition"  # --plain-only, CPU
+LABEL_PRUNED = "(i) = (d), only the heads that decide the maxima"  # --plain-only, CPU (headmax: off there)
 
 
 # ---------------------------------------------------------------- where the time goes
@@ -405,24 +407,35 @@ def spectrum_mkl_threaded(loaded: LoadedModel, batches: list[Batch]) -> None:
         strategies._MKL_THREADS = saved
 
 
+def spectrum_pruned(loaded: LoadedModel, batches: list[Batch]) -> None:
+    """(d) with the maxima over heads taken from the heads that can decide them
+    (:mod:`condcli.analysis.headmax`, off by default on CPU): what that would save here."""
+    with headmax.forced(True):
+        spectrum(loaded, batches, layers=None, conditioned=False)
+
+
 def bench_plain(cfg: Config, device: torch.device) -> list[Verdict]:
     """Issue 18 item 5 alone: the forward (a) and the full plain spectrum (d), interleaved side by side; on
-    CPU also (h), (d) with MKL threads inside each small decomposition."""
+    CPU also (h), (d) with MKL threads inside each small decomposition, and (i), (d) pruned over heads."""
     loaded = load(cfg.model, LoadOptions(weights="random", device=str(device)))
     batches = make_batches(loaded, cfg.samples, cfg.batch_size)
-    keys = "adh" if device.type == "cpu" and strategies._MKL_THREADS is not None else "ad"
+    keys = "ad"
+    if device.type == "cpu":
+        keys += ("h" if strategies._MKL_THREADS is not None else "") + "i"
 
     def pick(b: list[Batch]) -> dict[str, Callable[[], object]]:
         fns = {k: v for k, v in contenders(loaded, b).items() if k in keys}
         if "h" in keys:
             fns["h"] = lambda: spectrum_mkl_threaded(loaded, b)
+        if "i" in keys:
+            fns["i"] = lambda: spectrum_pruned(loaded, b)
         return fns
 
     timed(pick(batches[:1]), 1, device)  # warm-up
     raw = timed(pick(batches), cfg.repeats, device)
     n = sum(b.size for b in batches)
     print(f"\n=== {device}: {cfg.model} (random init), {n} synthetic images, batch {cfg.batch_size} ===")
-    labels = {**LABELS, "h": LABEL_MKL}
+    labels = {**LABELS, "h": LABEL_MKL, "i": LABEL_PRUNED}
     _table(raw, [(labels[k], raw[k], "a") for k in keys])
     t = {k: statistics.median(v) for k, v in raw.items()}
     m = {k: min(v) for k, v in raw.items()}

@@ -44,6 +44,7 @@ def test_plain_only_times_the_forward_and_the_plain_spectrum(capsys: pytest.Capt
     out = capsys.readouterr().out
     assert bs.LABELS["a"] in out and bs.LABELS["d"] in out and bs.LABELS["c"] not in out
     assert bs.LABEL_MKL in out  # MKL threads inside each decomposition, for comparison (x86 wheels: MKL)
+    assert bs.LABEL_PRUNED in out  # the maxima over heads pruned, off by default on CPU
     assert [v.target for v in verdicts] == [bs.TARGET_PLAIN] and "issue 18" in verdicts[0].what
     assert math.isfinite(verdicts[0].value) and verdicts[0].line() in out
 

@@ -46,7 +46,9 @@ def test_every_part_runs_on_cpu_with_tiny_sizes(capsys: pytest.CaptureFixture[st
     assert "2 images, scaled × 4/2" in out and "measured on a subset and scaled" in out
     for name, s in strategies.STRATEGIES.items():
         assert any(line.startswith(name) and s.summary in line for line in out.splitlines()), name
-    assert "fastest spectrum:" in out
+    assert "fastest spectrum:" in out and "pruned maxima over heads: off" in out  # CPU's default
+    header = next(line for line in out.splitlines() if line.startswith("strategy"))
+    assert "spectrum s" in header and "pruned s" in header
     assert "Llama-style decoder" in out and "torch.bfloat16" in out and "1 prompt of 32 tokens" in out
     assert "full plain spectrum (all layers" in out and "peak GPU MiB" in out
     assert [v.target for v in verdicts] == [bg.TARGET_FORWARD, bg.TARGET_SPEEDUP]

@@ -12,6 +12,7 @@ from typing import Literal
 import torch
 
 from condcli.adapters.base import HeadWeights, LayerSpec, Rotation
+from condcli.analysis import headmax
 from condcli.analysis.persample import head_chunks, summarize_heads, summarize_samples, trim
 from condcli.capture import LayerCapture
 from condcli.errors import InternalError
@@ -140,28 +141,47 @@ class ForwardAccumulator:
         probs = None
         if layer.probs is not None:
             p = trim(layer.probs, lengths, (2, 3))  # per sample (G, H, q, k)
-            # a few heads at a time, since a long sequence's P is H × n² numbers per sample
-            sp = summarize_heads(p, layer.probs.dtype, _probs_method(p, layer.probs.dtype))
-            kp, p_floor = sp.reported, sp.below  # (S, G, H): floors σ_1/tol where P is below resolution
-            km, m_floor = kp, p_floor  # κ of the matrix that mixes the tokens: P, or the layer's M
-            if self.spec.mixing is not None:
-                mixes = [self._mixing(m) for m in p]
-                sm = summarize_heads(mixes, layer.probs.dtype, _probs_method(mixes, layer.probs.dtype))
-                km, m_floor = sm.reported, sm.below
-                self.below[MIXING_FLAG] += int(m_floor.flatten(1).any(-1).sum())
-                put["kappa_mixing"].extend(km.flatten(1).amax(-1), m_floor.flatten(1).any(-1))
-            mu_a = mu_softmax_attention(km, ka[..., None], self.kv)  # (S, G, H)
-            mu_a_floor = m_floor | sa.below[..., None]  # (S, G, H) either factor a floor
-            put["mu_a"].extend(mu_a.flatten(1).amax(-1), mu_a_floor.flatten(1).any(-1))
-            put["kappa_probs"].extend(kp.flatten(1).amax(-1), p_floor.flatten(1).any(-1))
-            self.below["probs"] += int(p_floor.flatten(1).any(-1).sum())
+            probs = self._add_probs(p, layer.probs.dtype, ka, sa.below)
             entropy = torch.stack([_head_entropy(m, self.spec) for m in p]).cpu()  # (S, H)
             put["attention_entropy"].extend(entropy.amin(-1))
             for h, stream in enumerate(self.head_entropy):
                 stream.extend(entropy[:, h])
-            probs = (kp, mu_a, km, p_floor, mu_a_floor, m_floor)
         if self.per_head:
             self._add_heads(attn, (mu_la, a_floor), probs)
+
+    def _add_probs(
+        self, p: list[torch.Tensor], dtype: torch.dtype, ka: torch.Tensor, a_below: torch.Tensor
+    ) -> tuple[torch.Tensor, ...] | None:
+        """κ(P), κ(M) and μ(A) of one batch into the streams, from P per sample (G, H, q, k), κ(A_l) (S, G)
+        and A_l's floors; returns the per-head values ``_add_heads`` needs (None where it gets none).
+
+        Only the maxima over heads are reported without ``--heads``: where :mod:`condcli.analysis.headmax`
+        is on, they come from the heads that can decide them, the same numbers as decomposing every head."""
+        put = self.streams
+        method = _probs_method(p, dtype)
+        if not self.per_head and self.spec.mixing is None and p and headmax.enabled(p[0].device):
+            hm = headmax.head_maxima(p, dtype, method, ka, self.kv)
+            if hm is not None:
+                put["mu_a"].extend(hm.mu, hm.floor | a_below.any(-1))
+                put["kappa_probs"].extend(hm.kappa, hm.floor)
+                self.below["probs"] += int(hm.floor.sum())
+                return None
+        # a few heads at a time, since a long sequence's P is H × n² numbers per sample
+        sp = summarize_heads(p, dtype, method)
+        kp, p_floor = sp.reported, sp.below  # (S, G, H): floors σ_1/tol where P is below resolution
+        km, m_floor = kp, p_floor  # κ of the matrix that mixes the tokens: P, or the layer's M
+        if self.spec.mixing is not None:
+            mixes = [self._mixing(m) for m in p]
+            sm = summarize_heads(mixes, dtype, _probs_method(mixes, dtype))
+            km, m_floor = sm.reported, sm.below
+            self.below[MIXING_FLAG] += int(m_floor.flatten(1).any(-1).sum())
+            put["kappa_mixing"].extend(km.flatten(1).amax(-1), m_floor.flatten(1).any(-1))
+        mu_a = mu_softmax_attention(km, ka[..., None], self.kv)  # (S, G, H)
+        mu_a_floor = m_floor | a_below[..., None]  # (S, G, H) either factor a floor
+        put["mu_a"].extend(mu_a.flatten(1).amax(-1), mu_a_floor.flatten(1).any(-1))
+        put["kappa_probs"].extend(kp.flatten(1).amax(-1), p_floor.flatten(1).any(-1))
+        self.below["probs"] += int(p_floor.flatten(1).any(-1).sum())
+        return (kp, mu_a, km, p_floor, mu_a_floor, m_floor)
 
     def _add_heads(
         self,

@@ -1,0 +1,171 @@
+"""A layer's largest κ(P) and μ(A) over its heads, per sample, decomposing only the heads that decide them.
+
+Without ``--heads`` a layer reports, per sample, the largest κ(P) and μ(A) over its groups and heads and
+whether any head is a floor (SPEC §3). Every head gets proven bounds first
+(:mod:`condcli.spectra.certify`, about half an SVD); a head whose bound proves it is no floor and cannot
+exceed a maximum already measured needs no SVD. The heads decomposed are the unproven ones and, round by
+round, the one with the highest bound on κ and the one with the highest bound on μ that could still beat the
+maxima so far. Each is decomposed exactly as :func:`condcli.analysis.persample.summarize_heads` does, so the
+maxima and the floor flags are those of decomposing every head (bitwise, with one decomposition per call: the
+CPU default), and which heads are decomposed depends on the sample alone (SPEC §6).
+
+Where it runs (:data:`DEFAULTS`, per device kind of the captured P; :func:`forced` overrides it):
+
+- CPU: off. Measured here (ViT-B, 12 layers × 8 samples × 12 heads, 2 cores) it is no faster: the proof
+  costs 0.68 of a 197×197 SVD on one core (Gram 0.40 ms, Cholesky 0.23, its inverse 0.43, σ_1 0.23, against
+  2.10 for the SVD) and 23% of the heads still need their SVD (the unproven ones, σ_k within √c of tol,
+  and the maxima): 1.40 s against 1.39 s.
+- CUDA: on, *to be confirmed by bench_gpu on a real GPU*: the proof is a few batched kernels per sample,
+  while PyTorch runs the SVD of a matrix above 32×32 one matrix at a time (strategies), so sparing 77% of
+  them is the larger part of κ(P)'s cost there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from condcli.analysis.persample import head_chunks, summarize_samples
+from condcli.spectra import mu_softmax_attention, strategies
+from condcli.spectra.certify import bound_terms, kappa_bounds
+from condcli.spectra.core import Method, upcast
+
+# Whether a layer's maxima over heads prune on the captured P's device kind (the module docstring says why)
+DEFAULTS: dict[str, bool] = {"cpu": False, "cuda": True}
+_forced: list[bool] = []  # innermost `forced` last
+
+
+def enabled(device: torch.device) -> bool:
+    """Whether :func:`head_maxima` runs for P on ``device``: the innermost :func:`forced`, else
+    :data:`DEFAULTS` (off for a kind with none)."""
+    return _forced[-1] if _forced else DEFAULTS.get(device.type, False)
+
+
+@contextmanager
+def forced(on: bool) -> Iterator[None]:
+    """Prune (or not) on every device inside (tests and benches compare both ways)."""
+    _forced.append(on)
+    try:
+        yield
+    finally:
+        _forced.pop()
+
+
+@dataclass(frozen=True)
+class HeadMaxima:
+    """Per sample (S,): the largest reported κ(P) and μ(A) over groups and heads, and any floor among them."""
+
+    kappa: torch.Tensor  # (S,) float64
+    floor: torch.Tensor  # (S,) bool
+    mu: torch.Tensor  # (S,) float64: max of μ(A) = κ(P)·κ(A_l)·κ(W_V) (mu_softmax_attention)
+    decomposed: int  # heads given an SVD (or Gram path), of S·G·H
+
+
+def head_maxima(
+    mats: Sequence[torch.Tensor],
+    capture_dtype: torch.dtype,
+    method: Method,
+    kappa_attn: torch.Tensor,
+    kappa_wv: torch.Tensor,
+) -> HeadMaxima | None:
+    """Maxima over heads of one layer's P, per sample: ``mats`` per sample (G, H, n, n); ``kappa_attn`` (S, G)
+    the reported κ(A_l); ``kappa_wv`` (H,) per query head. None where the bounds do not apply (P not square):
+    the caller decomposes every head."""
+    if not mats or any(m.shape[-1] != m.shape[-2] for m in mats):
+        return None
+    hi = _bounds(mats, capture_dtype)  # per sample (G, H): κ̂ ≤ hi, inf where unproven (floor or not)
+    wv = kappa_wv.to(torch.float64)
+    hiw = [mu_softmax_attention(h, kappa_attn[s][:, None], wv) for s, h in enumerate(hi)]
+    rep = [torch.full_like(h, torch.nan) for h in hi]  # reported κ of the heads decomposed so far
+    below = [torch.zeros(h.shape, dtype=torch.bool) for h in hi]
+    done = [torch.zeros(h.shape, dtype=torch.bool) for h in hi]
+    # first round: every unproven head (its floor flag is unknown) and the highest bounds on κ and μ
+    none = torch.tensor(-torch.inf, dtype=torch.float64)
+    todo = [
+        set(torch.nonzero(~torch.isfinite(h).flatten()).flatten().tolist()) | _next(d, ((h, none), (w, none)))
+        for h, w, d in zip(hi, hiw, done, strict=True)
+    ]
+    while any(todo):
+        _decompose(mats, capture_dtype, method, todo, rep, below, done)
+        todo = []
+        for s in range(len(mats)):
+            mu = _mu(rep[s], done[s], kappa_attn[s], wv)
+            todo.append(_next(done[s], ((hi[s], _max(rep[s], done[s])), (hiw[s], _max(mu, done[s])))))
+    kappa = torch.stack([_max(r, d) for r, d in zip(rep, done, strict=True)])
+    mus = [_mu(r, d, kappa_attn[s], wv) for s, (r, d) in enumerate(zip(rep, done, strict=True))]
+    return HeadMaxima(
+        kappa=kappa,
+        floor=torch.stack([(b & d).any() for b, d in zip(below, done, strict=True)]),
+        mu=torch.stack([_max(m, d) for m, d in zip(mus, done, strict=True)]),
+        decomposed=sum(int(d.sum()) for d in done),
+    )
+
+
+def _bounds(mats: Sequence[torch.Tensor], capture_dtype: torch.dtype) -> list[torch.Tensor]:
+    """Per sample (G, H): the proven bound on each head's reported κ, inf where none (a few heads at a time,
+    as summarize_heads): one task per sample on the CPU thread pool where that strategy is in force (a CUDA
+    stack copied to the host, as it does for decompositions), else one batched call per sample on its
+    device."""
+    n_heads = int(mats[0].shape[1])
+    parts: list[list[torch.Tensor]] = [[] for _ in mats]
+    for chunk in head_chunks(mats):
+        if strategies.strategy_for(chunk[0].device) is strategies.THREADS:
+            terms = strategies.thread_map(_terms, [m.cpu() for m in chunk])
+        else:
+            terms = [_terms(m) for m in chunk]  # batched kernels over the sample's heads on its device
+        for s, t in enumerate(terms):
+            n = int(chunk[s].shape[-1])
+            parts[s].append(kappa_bounds(t, n, capture_dtype).kappa_hi.cpu())
+    out = [torch.cat(p, dim=1) for p in parts]
+    assert all(int(o.shape[1]) == n_heads for o in out)
+    return out
+
+
+def _terms(m: torch.Tensor) -> torch.Tensor:
+    return bound_terms(upcast(m)[0])  # κ and the floor verdict are scale-invariant: a rescale changes nothing
+
+
+def _decompose(
+    mats: Sequence[torch.Tensor],
+    capture_dtype: torch.dtype,
+    method: Method,
+    todo: list[set[int]],
+    rep: list[torch.Tensor],
+    below: list[torch.Tensor],
+    done: list[torch.Tensor],
+) -> None:
+    """Decompose the heads ``todo`` (flat (G, H) indices per sample), all samples in one call, as
+    summarize_heads does (one matrix per decomposition on the CPU), and record their reported κ and flag."""
+    picked = [(s, i) for s, idx in enumerate(todo) for i in sorted(idx)]
+    if not picked:
+        return
+    one = [mats[s].flatten(0, -3)[i] for s, i in picked]
+    got = summarize_samples(one, capture_dtype, method, exact_spectrum=False)
+    for j, (s, i) in enumerate(picked):
+        rep[s].view(-1)[i] = got.reported[j]
+        below[s].view(-1)[i] = got.below[j]
+        done[s].view(-1)[i] = True
+
+
+def _mu(rep: torch.Tensor, done: torch.Tensor, kappa_attn: torch.Tensor, wv: torch.Tensor) -> torch.Tensor:
+    """μ(A) of the heads decomposed (NaN elsewhere), by the formula the full path uses."""
+    mu = mu_softmax_attention(torch.where(done, rep, torch.ones_like(rep)), kappa_attn[:, None], wv)
+    return torch.where(done, mu, torch.full_like(mu, torch.nan))
+
+
+def _max(values: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+    """The largest of ``values`` where ``done`` (−inf where none)."""
+    return torch.where(done, values, torch.full_like(values, -torch.inf)).amax()
+
+
+def _next(done: torch.Tensor, targets: tuple[tuple[torch.Tensor, torch.Tensor], ...]) -> set[int]:
+    """For each (bounds, maximum so far): the undecomposed head with the highest bound above that maximum."""
+    picks: set[int] = set()
+    for bound, best in targets:
+        open_ = ~done & (bound > best)
+        if bool(open_.any()):
+            picks.add(int(torch.where(open_, bound, torch.full_like(bound, -torch.inf)).flatten().argmax()))
+    return picks

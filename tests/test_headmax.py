@@ -1,0 +1,227 @@
+"""Pruned maxima over heads (analysis.headmax, spectra.certify) against decomposing every head.
+
+The bounds are checked against float64 SVD on softmax matrices of every sharpness, causal and collapsed ones,
+prescribed spectra up to κ = 1e12, and degenerate matrices; the maxima and floor flags against the full path,
+bitwise; and whole reports of real models with pruning forced on against the same reports with it off.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from condcli.analysis import headmax
+from condcli.analysis.headmax import head_maxima
+from condcli.analysis.persample import summarize_heads
+from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
+from condcli.inputs import Batch, InputSpec, stream
+from condcli.sources import LoadOptions, load
+from condcli.spectra import mu_softmax_attention, summarize
+from condcli.spectra.certify import bound_terms, kappa_bounds
+from condcli.spectra.core import upcast
+from tests.recording import replay
+
+G = torch.Generator().manual_seed(18)
+
+
+def softmax_heads(count: int, n: int, scale: float, *, causal: bool = False) -> torch.Tensor:
+    """``count`` float32 attention matrices n×n: softmax of random logits times ``scale`` (0.1: nearly
+    uniform, rank-one-like and below float32's resolution; 30: collapsed onto a few keys, exact zeros)."""
+    logits = torch.randn(count, n, n, generator=G) * scale
+    if causal:
+        logits = logits.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), -torch.inf)
+    return torch.softmax(logits, -1)
+
+
+def prescribed(count: int, n: int, kappa: float) -> torch.Tensor:
+    """Signed float64 matrices U diag(σ) Vᵀ with σ log-spaced from 1 to 1/κ."""
+    u = torch.linalg.qr(torch.randn(count, n, n, generator=G, dtype=torch.float64))[0]
+    v = torch.linalg.qr(torch.randn(count, n, n, generator=G, dtype=torch.float64))[0]
+    s = torch.logspace(0, -np.log10(kappa), n, dtype=torch.float64)
+    return u @ torch.diag_embed(s.expand(count, n)) @ v.mT
+
+
+def cases() -> list[torch.Tensor]:
+    out = [softmax_heads(6, n, scale) for n in (1, 2, 7, 50) for scale in (0.1, 1.0, 3.0, 30.0)]
+    out += [softmax_heads(6, 64, 0.5, causal=True), softmax_heads(4, 197, 0.02), softmax_heads(4, 197, 2.0)]
+    out += [prescribed(4, 40, k).float() for k in (1.0, 1e3, 1e6)]
+    out += [prescribed(4, 40, k) for k in (1e3, 1e8, 1e12)]
+    eye, perm = torch.eye(9), torch.eye(9)[torch.randperm(9, generator=G)]
+    singular = softmax_heads(1, 9, 1.0)[0].clone()
+    singular[3] = singular[5]  # two equal rows
+    out += [torch.stack([eye, perm, torch.zeros(9, 9), singular])]
+    return out
+
+
+@pytest.mark.parametrize("mats", cases(), ids=lambda m: f"{m.dtype}-{tuple(m.shape)}")
+def test_bounds_hold_and_resolved_heads_are_what_the_svd_reports(mats: torch.Tensor) -> None:
+    x, _ = upcast(mats)
+    n = int(x.shape[-1])
+    terms = bound_terms(x)
+    sigma = torch.linalg.svdvals(x)
+    fro2, lo, s1 = terms.unbind(-1)
+    np.testing.assert_allclose(fro2.numpy(), x.square().sum((-2, -1)).numpy(), rtol=1e-13)
+    assert bool((s1 >= sigma[..., 0] * (1 - 1e-14)).all()), (s1, sigma[..., 0])
+    assert bool((lo <= sigma[..., -1] + 4 * n * 2.2e-16 * sigma[..., 0]).all()), (lo, sigma[..., -1])
+    bounds = kappa_bounds(terms, n, mats.dtype)
+    ref = summarize(mats, mats.dtype, method="svd", floors=True)
+    assert not bool((bounds.resolved & ref.below_precision).any())  # a proven head is never a floor
+    assert bool((ref.reported[bounds.resolved] <= bounds.kappa_hi[bounds.resolved]).all())
+    assert bool(torch.isinf(bounds.kappa_hi[~bounds.resolved]).all())
+
+
+def test_the_bounds_prove_most_heads_of_ordinary_attention() -> None:
+    """Not vacuous: on softmax matrices of moderate sharpness nearly every head is proven, within a few
+    times its κ; a singular P (below resolution) never is."""
+    for scale in (1.0, 3.0):
+        mats = softmax_heads(16, 50, scale)
+        terms = bound_terms(upcast(mats)[0])
+        bounds = kappa_bounds(terms, 50, torch.float32)
+        assert float(bounds.resolved.float().mean()) >= 0.9
+        ref = summarize(mats, torch.float32, method="svd", floors=True).reported
+        assert float((bounds.kappa_hi[bounds.resolved] / ref[bounds.resolved]).max()) < 3.0
+    flat = softmax_heads(8, 50, 1.0)
+    flat[:, 7] = flat[:, 9]  # two equal rows: σ_k is rounding noise, a floor
+    assert bool(summarize(flat, torch.float32, method="svd", floors=True).below_precision.all())
+    assert not bool(kappa_bounds(bound_terms(upcast(flat)[0]), 50, torch.float32).resolved.any())
+
+
+def full_path(
+    mats: list[torch.Tensor], dtype: torch.dtype, method: Any, ka: torch.Tensor, kv: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What ForwardAccumulator computes without pruning: every head decomposed, then the maxima."""
+    sp = summarize_heads(mats, dtype, method)
+    mu = mu_softmax_attention(sp.reported, ka[..., None], kv)
+    return sp.reported.flatten(1).amax(-1), sp.below.flatten(1).any(-1), mu.flatten(1).amax(-1)
+
+
+def batch(samples: int, groups: int, heads: int, n: int, scales: list[float]) -> list[torch.Tensor]:
+    return [
+        torch.stack([softmax_heads(heads, n, scales[(s + g) % len(scales)]) for g in range(groups)])
+        for s in range(samples)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "mats", "dtype"),
+    [
+        ("vit-like", batch(6, 1, 8, 40, [0.3, 1.0, 3.0]), torch.float32),
+        ("windows", batch(4, 3, 4, 16, [1.0, 5.0]), torch.float32),
+        ("floors", batch(3, 1, 6, 30, [0.3, 3.0]), torch.float32),
+        ("bf16", [m.to(torch.bfloat16) for m in batch(4, 1, 6, 24, [0.5, 2.0])], torch.bfloat16),
+        ("ragged", [softmax_heads(5, n, 2.0)[None] for n in (12, 30, 7, 30)], torch.float32),
+    ],
+)
+def test_maxima_and_floors_equal_decomposing_every_head(
+    name: str, mats: list[torch.Tensor], dtype: Any
+) -> None:
+    method = "auto" if dtype == torch.bfloat16 else "svd"
+    groups, heads = int(mats[0].shape[0]), int(mats[0].shape[1])
+    ka = 1 + torch.rand(len(mats), groups, generator=G, dtype=torch.float64) * 100
+    ka[0, 0] = torch.inf if name == "windows" else ka[0, 0]  # a zero A_l: μ is inf whatever P is
+    kv = 1 + torch.rand(heads, generator=G, dtype=torch.float64) * 30
+    if name == "vit-like":
+        mats[1][0, 5] = mats[1][0, 2]  # a tie between two heads of one sample
+    if name == "floors":
+        for s in (0, 2):
+            mats[s][0, 1 + s, 3] = mats[s][0, 1 + s, 4]  # two equal rows: that head is a floor
+    got = head_maxima(mats, dtype, method, ka, kv)
+    assert got is not None
+    kappa, floor, mu = full_path(mats, dtype, method, ka, kv)
+    assert torch.equal(got.kappa, kappa)
+    assert torch.equal(got.floor, floor)
+    assert torch.equal(got.mu, mu)
+    total = sum(m.shape[0] * m.shape[1] for m in mats)
+    if name in ("vit-like", "windows", "ragged"):
+        assert got.decomposed < total / 2, (got.decomposed, total)  # it does prune
+    if name == "floors":
+        assert floor.tolist() == [True, False, True]
+
+
+def test_what_is_decomposed_depends_on_the_sample_alone() -> None:
+    mats = batch(5, 1, 8, 30, [0.5, 2.0, 8.0])
+    ka = 1 + torch.rand(5, 1, generator=G, dtype=torch.float64)
+    kv = 1 + torch.rand(8, generator=G, dtype=torch.float64)
+    whole = head_maxima(mats, torch.float32, "svd", ka, kv)
+    assert whole is not None
+    for s in range(5):
+        one = head_maxima(mats[s : s + 1], torch.float32, "svd", ka[s : s + 1], kv)
+        assert one is not None
+        assert torch.equal(one.kappa, whole.kappa[s : s + 1]) and torch.equal(one.mu, whole.mu[s : s + 1])
+
+
+def test_non_square_p_is_left_to_the_full_path() -> None:
+    p = torch.softmax(torch.randn(1, 2, 3, 5, generator=G), -1)
+    assert (
+        head_maxima([p], torch.float32, "svd", torch.ones(1, 1, dtype=torch.float64), torch.ones(2)) is None
+    )
+
+
+def _llama(folder: Path) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=512,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=24,
+    )
+    LlamaForCausalLM(config).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("name", ["vit-plain", "gpt2-docstrings", "bert-docstrings", "llama-gqa"])
+def test_reports_are_identical_with_pruning_forced_on(name: str, tmp_path: Path) -> None:
+    """The whole spectrum report (every number and flag) of real models: trained samples, padded text, and
+    a causal GQA decoder, with the maxima pruned and with every head decomposed."""
+    source = str(_llama(tmp_path / "llama")) if name == "llama-gqa" else name
+    loaded = load(source, LoadOptions(device="cpu"))
+    batches: list[Batch] = list(stream(loaded.preprocessing, InputSpec(max_samples=5, batch_size=3)))
+    reports = []
+    for on in (False, True):
+        with headmax.forced(on):
+            report = analyse_spectrum(loaded, replay(batches), SpectrumOptions(lam=10.0), "test")
+        reports.append(json.dumps(report.to_json(), sort_keys=True))
+    assert reports[0] == reports[1]
+    assert '"kappa_probs"' in reports[0]
+
+
+def test_pruning_is_off_on_cpu_and_on_for_cuda_unless_forced() -> None:
+    assert not headmax.enabled(torch.device("cpu"))
+    assert headmax.enabled(torch.device("cuda"))
+    with headmax.forced(True):
+        assert headmax.enabled(torch.device("cpu"))
+        with headmax.forced(False):
+            assert not headmax.enabled(torch.device("cuda"))
+        assert headmax.enabled(torch.device("cpu"))
+    assert not headmax.enabled(torch.device("cpu"))
+
+
+@pytest.mark.parametrize("strategy", ["loop", "batched"])
+def test_other_strategies_take_the_batched_bounds_and_agree(strategy: str) -> None:
+    """The path a CUDA P takes (bounds as one batched call per sample, on the device): the same maxima
+    and floors as decomposing every head under the same strategy (batched LAPACK may differ in the last
+    digits from one matrix per call, so to 1e-12 here)."""
+    from condcli.spectra import strategies
+
+    mats = batch(4, 1, 8, 30, [0.5, 2.0, 8.0])
+    mats[2][0, 3, 5] = mats[2][0, 3, 6]  # a floor
+    ka = 1 + torch.rand(4, 1, generator=G, dtype=torch.float64) * 10
+    kv = 1 + torch.rand(8, generator=G, dtype=torch.float64) * 10
+    with strategies.using(strategy):
+        got = head_maxima(mats, torch.float32, "svd", ka, kv)
+        kappa, floor, mu = full_path(mats, torch.float32, "svd", ka, kv)
+    assert got is not None and got.decomposed < 16
+    np.testing.assert_allclose(got.kappa.numpy(), kappa.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(got.mu.numpy(), mu.numpy(), rtol=1e-12)
+    assert torch.equal(got.floor, floor) and floor.tolist() == [False, False, True, False]
