@@ -49,6 +49,7 @@ def prescribed(count: int, n: int, kappa: float) -> torch.Tensor:
 def cases() -> list[torch.Tensor]:
     out = [softmax_heads(6, n, scale) for n in (1, 2, 7, 50) for scale in (0.1, 1.0, 3.0, 30.0)]
     out += [softmax_heads(6, 64, 0.5, causal=True), softmax_heads(4, 197, 0.02), softmax_heads(4, 197, 2.0)]
+    out += [softmax_heads(3, 16, 30.0, causal=True), torch.tril(prescribed(3, 30, 1e4))]
     out += [prescribed(4, 40, k).float() for k in (1.0, 1e3, 1e6)]
     out += [prescribed(4, 40, k) for k in (1e3, 1e8, 1e12)]
     eye, perm = torch.eye(9), torch.eye(9)[torch.randperm(9, generator=G)]
@@ -59,36 +60,46 @@ def cases() -> list[torch.Tensor]:
 
 
 @pytest.mark.parametrize("mats", cases(), ids=lambda m: f"{m.dtype}-{tuple(m.shape)}")
-def test_bounds_hold_and_resolved_heads_are_what_the_svd_reports(mats: torch.Tensor) -> None:
+def test_bounds_hold_and_proven_heads_are_what_the_svd_path_reports(mats: torch.Tensor) -> None:
     x, _ = upcast(mats)
     n = int(x.shape[-1])
-    terms = bound_terms(x)
+    terms = bound_terms(x, mats.dtype)
     sigma = torch.linalg.svdvals(x)
-    fro2, lo, s1 = terms.unbind(-1)
+    fro2, lo, hi, s1 = terms.unbind(-1)
+    slack = 4 * n * 2.2e-16 * sigma[..., 0]  # the reference SVD's own error
     np.testing.assert_allclose(fro2.numpy(), x.square().sum((-2, -1)).numpy(), rtol=1e-13)
     assert bool((s1 >= sigma[..., 0] * (1 - 1e-14)).all()), (s1, sigma[..., 0])
-    assert bool((lo <= sigma[..., -1] + 4 * n * 2.2e-16 * sigma[..., 0]).all()), (lo, sigma[..., -1])
+    assert bool((lo <= sigma[..., -1] + slack).all()), (lo, sigma[..., -1])
+    assert bool((hi >= sigma[..., -1] - slack).all()), (hi, sigma[..., -1])
     bounds = kappa_bounds(terms, n, mats.dtype)
     ref = summarize(mats, mats.dtype, method="svd", floors=True)
-    assert not bool((bounds.resolved & ref.below_precision).any())  # a proven head is never a floor
-    assert bool((ref.reported[bounds.resolved] <= bounds.kappa_hi[bounds.resolved]).all())
-    assert bool(torch.isinf(bounds.kappa_hi[~bounds.resolved]).all())
+    assert not bool((bounds.resolved & ref.below_precision).any())  # a measurement is never a floor
+    assert bool(ref.below_precision[bounds.floor].all())  # a proven floor is one
+    assert not bool((bounds.resolved & bounds.floor).any())
+    proven = bounds.resolved | bounds.floor
+    assert bool((ref.reported[proven] <= bounds.kappa_hi[proven]).all())
+    assert bool(torch.isinf(bounds.kappa_hi[~proven]).all())
 
 
 def test_the_bounds_prove_most_heads_of_ordinary_attention() -> None:
-    """Not vacuous: on softmax matrices of moderate sharpness nearly every head is proven, within a few
-    times its κ; a singular P (below resolution) never is."""
+    """Not vacuous: on softmax matrices of moderate sharpness nearly every head is proven a measurement,
+    within a few times its κ; causal P, far below resolution, is proven a floor."""
     for scale in (1.0, 3.0):
         mats = softmax_heads(16, 50, scale)
-        terms = bound_terms(upcast(mats)[0])
-        bounds = kappa_bounds(terms, 50, torch.float32)
+        bounds = kappa_bounds(bound_terms(upcast(mats)[0], torch.float32), 50, torch.float32)
         assert float(bounds.resolved.float().mean()) >= 0.9
         ref = summarize(mats, torch.float32, method="svd", floors=True).reported
         assert float((bounds.kappa_hi[bounds.resolved] / ref[bounds.resolved]).max()) < 3.0
+    causal = softmax_heads(8, 300, 1.0, causal=True)
+    ref = summarize(causal, torch.float32, method="svd", floors=True)
+    assert bool(ref.below_precision.all())
+    bounds = kappa_bounds(bound_terms(upcast(causal)[0], torch.float32), 300, torch.float32)
+    assert bool(bounds.floor.all()) and not bool(bounds.resolved.any())
+    assert float((bounds.kappa_hi / ref.reported).max()) < 1.001  # σ_1/tol, to its bounds' slack
     flat = softmax_heads(8, 50, 1.0)
-    flat[:, 7] = flat[:, 9]  # two equal rows: σ_k is rounding noise, a floor
-    assert bool(summarize(flat, torch.float32, method="svd", floors=True).below_precision.all())
-    assert not bool(kappa_bounds(bound_terms(upcast(flat)[0]), 50, torch.float32).resolved.any())
+    flat[:, 7] = flat[:, 9]  # two equal rows, not triangular: a floor left to the SVD
+    bounds = kappa_bounds(bound_terms(upcast(flat)[0], torch.float32), 50, torch.float32)
+    assert not bool((bounds.resolved | bounds.floor).any())
 
 
 def full_path(
@@ -115,6 +126,7 @@ def batch(samples: int, groups: int, heads: int, n: int, scales: list[float]) ->
         ("floors", batch(3, 1, 6, 30, [0.3, 3.0]), torch.float32),
         ("bf16", [m.to(torch.bfloat16) for m in batch(4, 1, 6, 24, [0.5, 2.0])], torch.bfloat16),
         ("ragged", [softmax_heads(5, n, 2.0)[None] for n in (12, 30, 7, 30)], torch.float32),
+        ("causal", [softmax_heads(6, n, 1.0, causal=True)[None] for n in (40, 80, 80)], torch.float32),
     ],
 )
 def test_maxima_and_floors_equal_decomposing_every_head(
@@ -137,10 +149,12 @@ def test_maxima_and_floors_equal_decomposing_every_head(
     assert torch.equal(got.floor, floor)
     assert torch.equal(got.mu, mu)
     total = sum(m.shape[0] * m.shape[1] for m in mats)
-    if name in ("vit-like", "windows", "ragged"):
+    if name in ("vit-like", "windows", "ragged", "causal"):
         assert got.decomposed < total / 2, (got.decomposed, total)  # it does prune
     if name == "floors":
         assert floor.tolist() == [True, False, True]
+    if name == "causal":  # every head a floor, proven without its SVD but for the maxima's
+        assert bool(floor.all()) and got.decomposed <= 2 * len(mats)
 
 
 def test_what_is_decomposed_depends_on_the_sample_alone() -> None:
@@ -196,32 +210,14 @@ def test_reports_are_identical_with_pruning_forced_on(name: str, tmp_path: Path)
     assert '"kappa_probs"' in reports[0]
 
 
-def test_pruning_is_off_on_cpu_and_on_for_cuda_unless_forced() -> None:
-    assert not headmax.enabled(torch.device("cpu"))
-    assert headmax.enabled(torch.device("cuda"))
+def test_pruning_runs_for_causal_p_on_cpu_and_always_on_cuda_unless_forced() -> None:
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert headmax.enabled(cpu, causal=True) and not headmax.enabled(cpu, causal=False)
+    assert headmax.enabled(cuda, causal=False) and headmax.enabled(cuda, causal=True)
+    assert not headmax.enabled(torch.device("mps"), causal=True)  # a kind with no default: never
     with headmax.forced(True):
-        assert headmax.enabled(torch.device("cpu"))
+        assert headmax.enabled(cpu, causal=False)
         with headmax.forced(False):
-            assert not headmax.enabled(torch.device("cuda"))
-        assert headmax.enabled(torch.device("cpu"))
-    assert not headmax.enabled(torch.device("cpu"))
-
-
-@pytest.mark.parametrize("strategy", ["loop", "batched"])
-def test_other_strategies_take_the_batched_bounds_and_agree(strategy: str) -> None:
-    """The path a CUDA P takes (bounds as one batched call per sample, on the device): the same maxima
-    and floors as decomposing every head under the same strategy (batched LAPACK may differ in the last
-    digits from one matrix per call, so to 1e-12 here)."""
-    from condcli.spectra import strategies
-
-    mats = batch(4, 1, 8, 30, [0.5, 2.0, 8.0])
-    mats[2][0, 3, 5] = mats[2][0, 3, 6]  # a floor
-    ka = 1 + torch.rand(4, 1, generator=G, dtype=torch.float64) * 10
-    kv = 1 + torch.rand(8, generator=G, dtype=torch.float64) * 10
-    with strategies.using(strategy):
-        got = head_maxima(mats, torch.float32, "svd", ka, kv)
-        kappa, floor, mu = full_path(mats, torch.float32, "svd", ka, kv)
-    assert got is not None and got.decomposed < 16
-    np.testing.assert_allclose(got.kappa.numpy(), kappa.numpy(), rtol=1e-12)
-    np.testing.assert_allclose(got.mu.numpy(), mu.numpy(), rtol=1e-12)
-    assert torch.equal(got.floor, floor) and floor.tolist() == [False, False, True, False]
+            assert not headmax.enabled(cuda, causal=True)
+        assert headmax.enabled(cpu, causal=False)
+    assert not headmax.enabled(cpu, causal=False)

@@ -11,12 +11,15 @@ CPU default), and which heads are decomposed depends on the sample alone (SPEC �
 
 Where it runs (:data:`DEFAULTS`, per device kind of the captured P; :func:`forced` overrides it):
 
-- CPU: off. Measured here (ViT-B, 12 layers × 8 samples × 12 heads, 2 cores) it is no faster: the proof
-  costs 0.68 of a 197×197 SVD on one core (Gram 0.40 ms, Cholesky 0.23, its inverse 0.43, σ_1 0.23, against
-  2.10 for the SVD) and 23% of the heads still need their SVD (the unproven ones, σ_k within √c of tol,
-  and the maxima): 1.40 s against 1.39 s.
+- CPU, causal attention (P lower triangular): on. Every head of a random-init Llama's P on 2,048 tokens is a
+  floor (σ_k ≈ 1e-20), proven by triangular solves in O(n²), so one 2048×2048 SVD a layer is left of 12:
+  measured here, `spectrum --layers 0` 12.5 s pruned against 23.6 s (the forward alone is about 11 s).
+- CPU, other attention: off. Measured here on ViT-B's P (197×197, 2 cores) the proof costs 0.75–0.85 of the
+  SVDs it may spare (Gram 0.40 ms, Cholesky 0.23, its inverse 0.43, σ_1 0.23, against 2.10 for an SVD on one
+  core), and 23% of the heads still need theirs (σ_k within √c of tol, and the maxima): no faster
+  (`bench_spectrum --plain-only`, contender (i)).
 - CUDA: on, *to be confirmed by bench_gpu on a real GPU*: the proof is a few batched kernels per sample,
-  while PyTorch runs the SVD of a matrix above 32×32 one matrix at a time (strategies), so sparing 77% of
+  while PyTorch runs the SVD of a matrix above 32×32 one matrix at a time (strategies), so sparing most of
   them is the larger part of κ(P)'s cost there.
 """
 
@@ -30,18 +33,22 @@ import torch
 
 from condcli.analysis.persample import head_chunks, summarize_samples
 from condcli.spectra import mu_softmax_attention, strategies
-from condcli.spectra.certify import bound_terms, kappa_bounds
+from condcli.spectra.certify import KappaBounds, bound_terms, kappa_bounds
 from condcli.spectra.core import Method, upcast
 
-# Whether a layer's maxima over heads prune on the captured P's device kind (the module docstring says why)
-DEFAULTS: dict[str, bool] = {"cpu": False, "cuda": True}
+# Where a layer's maxima over heads are pruned, per device kind of the captured P: "always", "causal" (only
+# for causal attention, whose P is lower triangular) or "never" (the module docstring says why)
+DEFAULTS: dict[str, str] = {"cpu": "causal", "cuda": "always"}
 _forced: list[bool] = []  # innermost `forced` last
 
 
-def enabled(device: torch.device) -> bool:
-    """Whether :func:`head_maxima` runs for P on ``device``: the innermost :func:`forced`, else
-    :data:`DEFAULTS` (off for a kind with none)."""
-    return _forced[-1] if _forced else DEFAULTS.get(device.type, False)
+def enabled(device: torch.device, *, causal: bool) -> bool:
+    """Whether :func:`head_maxima` runs for a layer's P on ``device`` (``causal``: the layer's attention is
+    causal): the innermost :func:`forced`, else :data:`DEFAULTS` ("never" for a kind with none)."""
+    if _forced:
+        return _forced[-1]
+    policy = DEFAULTS.get(device.type, "never")
+    return policy == "always" or (policy == "causal" and causal)
 
 
 @contextmanager
@@ -76,13 +83,13 @@ def head_maxima(
     the caller decomposes every head."""
     if not mats or any(m.shape[-1] != m.shape[-2] for m in mats):
         return None
-    hi = _bounds(mats, capture_dtype)  # per sample (G, H): κ̂ ≤ hi, inf where unproven (floor or not)
+    hi, proven_floor = _bounds(mats, capture_dtype)  # per sample (G, H): reported ≤ hi, inf where unproven
     wv = kappa_wv.to(torch.float64)
     hiw = [mu_softmax_attention(h, kappa_attn[s][:, None], wv) for s, h in enumerate(hi)]
     rep = [torch.full_like(h, torch.nan) for h in hi]  # reported κ of the heads decomposed so far
     below = [torch.zeros(h.shape, dtype=torch.bool) for h in hi]
     done = [torch.zeros(h.shape, dtype=torch.bool) for h in hi]
-    # first round: every unproven head (its floor flag is unknown) and the highest bounds on κ and μ
+    # first round: every unproven head (its value and flag are unknown) and the highest bounds on κ and μ
     none = torch.tensor(-torch.inf, dtype=torch.float64)
     todo = [
         set(torch.nonzero(~torch.isfinite(h).flatten()).flatten().tolist()) | _next(d, ((h, none), (w, none)))
@@ -98,34 +105,36 @@ def head_maxima(
     mus = [_mu(r, d, kappa_attn[s], wv) for s, (r, d) in enumerate(zip(rep, done, strict=True))]
     return HeadMaxima(
         kappa=kappa,
-        floor=torch.stack([(b & d).any() for b, d in zip(below, done, strict=True)]),
+        floor=torch.stack(
+            [((b & d) | (f & ~d)).any() for b, d, f in zip(below, done, proven_floor, strict=True)]
+        ),
         mu=torch.stack([_max(m, d) for m, d in zip(mus, done, strict=True)]),
         decomposed=sum(int(d.sum()) for d in done),
     )
 
 
-def _bounds(mats: Sequence[torch.Tensor], capture_dtype: torch.dtype) -> list[torch.Tensor]:
-    """Per sample (G, H): the proven bound on each head's reported κ, inf where none (a few heads at a time,
-    as summarize_heads): one task per sample on the CPU thread pool where that strategy is in force (a CUDA
-    stack copied to the host, as it does for decompositions), else one batched call per sample on its
-    device."""
-    n_heads = int(mats[0].shape[1])
-    parts: list[list[torch.Tensor]] = [[] for _ in mats]
+def _bounds(
+    mats: Sequence[torch.Tensor], capture_dtype: torch.dtype
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Per sample (G, H): the proven bound on each head's reported κ (inf where nothing is proven) and
+    whether the head is a proven floor (a few heads at a time, as summarize_heads): one task per sample on
+    the CPU thread pool where that strategy is in force (a CUDA stack copied to the host, as it does for
+    decompositions), else one batched call per sample on its device."""
+    parts: list[list[KappaBounds]] = [[] for _ in mats]
+
+    def terms(m: torch.Tensor) -> torch.Tensor:  # κ and the verdicts are scale-invariant: a rescale is moot
+        return bound_terms(upcast(m)[0], capture_dtype)
+
     for chunk in head_chunks(mats):
         if strategies.strategy_for(chunk[0].device) is strategies.THREADS:
-            terms = strategies.thread_map(_terms, [m.cpu() for m in chunk])
+            got = strategies.thread_map(terms, [m.cpu() for m in chunk])
         else:
-            terms = [_terms(m) for m in chunk]  # batched kernels over the sample's heads on its device
-        for s, t in enumerate(terms):
-            n = int(chunk[s].shape[-1])
-            parts[s].append(kappa_bounds(t, n, capture_dtype).kappa_hi.cpu())
-    out = [torch.cat(p, dim=1) for p in parts]
-    assert all(int(o.shape[1]) == n_heads for o in out)
-    return out
-
-
-def _terms(m: torch.Tensor) -> torch.Tensor:
-    return bound_terms(upcast(m)[0])  # κ and the floor verdict are scale-invariant: a rescale changes nothing
+            got = [terms(m) for m in chunk]  # batched kernels over the sample's heads on its device
+        for s, t in enumerate(got):
+            parts[s].append(kappa_bounds(t.cpu(), int(chunk[s].shape[-1]), capture_dtype))
+    hi = [torch.cat([b.kappa_hi for b in p], dim=1) for p in parts]
+    floor = [torch.cat([b.floor for b in p], dim=1) for p in parts]
+    return hi, floor
 
 
 def _decompose(

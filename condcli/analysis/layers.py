@@ -159,7 +159,8 @@ class ForwardAccumulator:
         is on, they come from the heads that can decide them, the same numbers as decomposing every head."""
         put = self.streams
         method = _probs_method(p, dtype)
-        if not self.per_head and self.spec.mixing is None and p and headmax.enabled(p[0].device):
+        prune = bool(p) and headmax.enabled(p[0].device, causal=self.spec.causal)
+        if not self.per_head and self.spec.mixing is None and prune:
             hm = headmax.head_maxima(p, dtype, method, ka, self.kv)
             if hm is not None:
                 put["mu_a"].extend(hm.mu, hm.floor | a_below.any(-1))

@@ -1,9 +1,10 @@
-"""Proven bounds on κ of square matrices, at about half the cost of their SVD (SPEC §2's precision budget).
+"""Proven bounds on κ of square matrices, cheaper than their SVD (SPEC §2's precision budget).
 
 A layer reports, per sample, the largest κ(P) over its heads (and the largest μ(A)) and whether any head is a
-floor. :func:`kappa_bounds` proves, for each head, that σ_k lies above the capture's resolution and that the κ
-its SVD would give is at most ``kappa_hi``; a head whose bound stays below a maximum already measured by SVD
-cannot change that maximum, so it needs no SVD (:mod:`condcli.analysis.headmax`). Every bound below is a
+floor. :func:`kappa_bounds` proves, for each head, either that σ_k lies above the capture's resolution or
+that it lies below (a floor), and that the κ its SVD path would report (the measurement, or the floor
+σ_1/tol) is at most ``kappa_hi``; a head whose bound stays below a maximum already measured by SVD cannot
+change that maximum, so it needs no SVD (:mod:`condcli.analysis.headmax`). Every bound below is a
 worst-case rounding-error bound (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.), not a
 measured constant: a head is spared its SVD only where the proof holds.
 
@@ -15,16 +16,23 @@ For one n×n matrix P (float64, upcast exactly from the capture), with u = eps64
   σ_min(L̂) ≥ 1/‖L̂⁻¹‖_F, where ‖L̂⁻¹‖_F² = trace(Ĝ⁻¹) is read off ``cholesky_inverse`` to relative error
   η = 4n·eps64·‖L̂‖_F·‖L̂⁻¹‖_F (triangular inversion, Thm 14.1 and §8.1). The Frobenius norm is within
   √(rank) of the 2-norm; on ViT-B's P it is 1.2× σ_k⁻¹ at the median.
+- **σ_k from above** (floors). For any x ≠ 0, σ_k ≤ ‖Px‖/‖x‖, and ‖Px‖ ≤ ‖fl(Px)‖ + γ_n·‖P‖_F·‖x‖
+  (Thm 3.5) whatever produced x: x = P⁻¹b for a fixed ±1 vector b, then a step of inverse iteration, by
+  triangular solves where P is lower triangular (causal attention: O(n²)); σ_k ≤ min|P_ii| there too (an
+  eigenvalue). A causal P far below resolution (σ_k ≈ 1e-20) is proven a floor at once.
 - **σ_1 from above.** ρ(PᵀP) ≤ ρ(|P|ᵀ|P|) ≤ maxᵢ (|P|ᵀ|P|v)ᵢ/vᵢ for every positive v (Collatz–Wielandt);
-  v is four steps of the power method from 1, and the products of non-negative numbers are within γ_n each.
-  Tight for attention probabilities (P ≥ 0: 1e-6 of σ_1 after four steps on ViT-B).
+  v is the power method from 1 (on Ĝ where it is formed and P ≥ 0, else on |P| by two products a step),
+  run until the bound is within 1e-4 of the Rayleigh quotient, and the products of non-negative numbers
+  are within γ_n each. Tight for attention probabilities (P ≥ 0).
 - **What the SVD would report.** Its σ̂ lie within 4n·eps64·σ_1 of the σ (LAPACK's backward error, with a
   margin), so σ̂_k > tol certainly where σ_k's lower bound less that exceeds tol's upper bound
   (:func:`condcli.spectra.core.precision_tolerance`): the head is no floor and its κ̂ = σ̂_1/σ̂_k is at most
   ``kappa_hi``, which also allows :data:`~condcli.spectra.core.MEASURE_RTOL` (a Gram-path measurement).
+  Likewise σ̂_k ≤ tol certainly where σ_k's upper bound plus that lies below tol's lower bound: the head is a
+  floor, reported as σ̂_1/tol ≤ ``kappa_hi``.
 
-A Cholesky that breaks down (σ_k near √c: rounding noise of the Gram matrix) gives no bound: ``kappa_hi`` is
-``inf`` and the caller decomposes the matrix. The bounds take square matrices, upcast (and rescaled into the
+A matrix proven neither way (σ_k within √c of tol, or below it and not triangular) gets ``kappa_hi`` = ``inf``
+and the caller decomposes it. The bounds take square matrices, upcast (and rescaled into the
 safe band) as :func:`~condcli.spectra.core.upcast` does: κ and the floor verdict are scale-invariant.
 """
 
@@ -37,53 +45,152 @@ import torch
 from condcli.spectra._tensor import EPS64, machine_eps
 from condcli.spectra.core import MEASURE_RTOL
 
-POWER_STEPS = 4  # Collatz–Wielandt steps for σ_1: the bound holds after any number; 4 make it tight for P
+POWER_STEPS = 32  # most Collatz–Wielandt steps for σ_1 (the bound holds after any number; 4 to 20 make it
+# tight to 1e-4 for attention probabilities: σ_2/σ_1 ≈ 0.3 for ViT-B's P, 0.72 for a causal P)
+INVERSE_STEPS = 1  # inverse-iteration steps after x = P⁻¹b, for a floor's x: the bound holds after any number
+
+# terms of bound_terms, in order
+FRO2, SIGMA_K_LO, SIGMA_K_HI, SIGMA_1_HI = range(4)
 
 
 @dataclass(frozen=True)
 class KappaBounds:
-    """Per matrix, over the leading dims: where the SVD's κ is proven at most ``kappa_hi`` and no floor."""
+    """Per matrix, over the leading dims: what its SVD path would report, proven without it."""
 
-    kappa_hi: torch.Tensor  # (...,) float64: κ̂ ≤ this where ``resolved``; inf elsewhere
-    resolved: torch.Tensor  # (...,) bool: σ̂_k > tol proven (the head is a measurement, not a floor)
+    kappa_hi: torch.Tensor  # (...,) float64: the reported κ (or floor) ≤ this; inf where nothing is proven
+    resolved: torch.Tensor  # (...,) bool: σ̂_k > tol proven (a measurement, no floor)
+    floor: torch.Tensor  # (...,) bool: σ̂_k ≤ tol proven (a floor σ̂_1/tol)
 
 
-def bound_terms(x: torch.Tensor) -> torch.Tensor:
-    """``x`` (..., n, n) float64 → (..., 3): ‖x‖_F², a lower bound on σ_k (0 where none), an upper bound on
-    σ_1 (see the module docstring). A batchable op: one matrix or a stack."""
+def bound_terms(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tensor:
+    """``x`` (..., n, n) float64, captured in ``capture_dtype`` → (..., 4): ‖x‖_F², a lower bound on σ_k (0
+    where none), an upper bound on σ_k (inf where none), an upper bound on σ_1 (the module docstring). A
+    batchable op: one matrix or a stack. For a stack of lower-triangular matrices (causal attention) the
+    floor test comes first, as it costs O(n²) there, and the Gram bound only where it proves no floor;
+    other matrices get the Gram bound alone (a floor test by LU costs more than the SVDs it spares on
+    ViT-B's P, where 5% of the heads are floors)."""
     n = x.shape[-1]
-    fro2 = x.square().sum((-2, -1))
+    u = machine_eps(capture_dtype) / 2
+    fro2 = torch.linalg.vector_norm(x, dim=(-2, -1)).square()  # no squared copy of x
+    lo = torch.zeros_like(fro2)
+    hi = torch.full_like(fro2, torch.inf)
+    if bool((x.triu(1) == 0).all()):
+        hi = _sigma_k_above(x)
+        s1 = _sigma_1_above(x, None)
+        rest = ~_floored(hi, s1, fro2, n, u)
+        if bool(rest.any()):
+            lo[rest] = _sigma_k_below(x[rest], fro2[rest])[0]
+    else:
+        lo, gram = _sigma_k_below(x, fro2)
+        s1 = _sigma_1_above(x, gram)
+    return torch.stack([fro2, lo, hi, s1], -1)
+
+
+def _sigma_k_below(x: torch.Tensor, fro2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A lower bound on σ_k (0 where the Cholesky of the Gram matrix breaks down or the bound is empty),
+    and the Gram matrix Ĝ."""
+    n = x.shape[-1]
     gram = x.mT @ x
     low, info = torch.linalg.cholesky_ex(gram)
     ok = info == 0
-    eye = torch.eye(n, dtype=x.dtype, device=x.device)
-    low = torch.where(ok[..., None, None], low, eye)  # a broken-down factor is replaced; its bound is dropped
+    if not bool(
+        ok.all()
+    ):  # a broken-down factor is replaced (its bound is dropped), so the inverse is finite
+        low = torch.where(ok[..., None, None], low, torch.eye(n, dtype=x.dtype, device=x.device))
     trace_inv = torch.cholesky_inverse(low).diagonal(dim1=-2, dim2=-1).sum(-1)  # ‖L̂⁻¹‖_F²
-    eta = 4 * n * EPS64 * (low.square().sum((-2, -1)) * trace_inv).sqrt()
+    # ‖L̂‖_F² = trace(Ĝ + ΔG) ≤ ‖P‖_F²·(1 + 2(n+1)·eps64) (Ĝ's and ΔG's diagonals: γ_n and γ_{n+1})
+    eta = 4 * n * EPS64 * (fro2 * (1 + 2 * (n + 1) * EPS64) * trace_inv).sqrt()
     s_low2 = 1 / (trace_inv * (1 + 2 * eta))  # σ_min(L̂)² ≥ this while η ≤ 0.1
     lo2 = s_low2 - 2 * (n + 1) * EPS64 * fro2
     good = ok & (eta <= 0.1) & torch.isfinite(lo2) & (lo2 > 0)
-    sigma_k_lo = torch.where(good, lo2.clamp_min(0).sqrt(), torch.zeros_like(lo2))
-    # ρ(PᵀP) ≤ ρ(|P|ᵀ|P|); for P ≥ 0 (attention probabilities) that is Ĝ's own, up to Ĝ's rounding
-    nonneg = bool(x.amin() >= 0)
-    a = gram if nonneg else x.abs().mT @ x.abs()
+    return torch.where(good, lo2.clamp_min(0).sqrt(), torch.zeros_like(lo2)), gram
+
+
+def _sigma_1_above(x: torch.Tensor, gram: torch.Tensor | None) -> torch.Tensor:
+    """An upper bound on σ_1: ρ(PᵀP) ≤ ρ(|P|ᵀ|P|), by Collatz–Wielandt on Ĝ where it is given and P ≥ 0
+    (attention probabilities: Ĝ ≥ 0 then), else on |P| by two matrix-vector products a step."""
+    n = x.shape[-1]
+    a = x.abs()
+    use_gram = gram is not None and bool(x.amin() >= 0)
+
+    def step(v: torch.Tensor) -> torch.Tensor:
+        if use_gram and gram is not None:
+            return gram @ v
+        return ((a @ v).mT @ a).mT  # |P|ᵀ(|P|v) as a row times |P|: no transposed copy of |P|
+
     v = torch.ones((*x.shape[:-1], 1), dtype=x.dtype, device=x.device)
-    for _ in range(POWER_STEPS):
-        y = a @ v
+    y = step(v)
+    for i in range(1, POWER_STEPS + 1):
         v = (y / y.amax(-2, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)).clamp_min(1e-30)
-    rho = (a @ v / v).amax((-2, -1))
-    sigma_1_hi = (rho * (1 + 2 * (n + 1) * EPS64)).sqrt() * (1 + EPS64)
-    return torch.stack([fro2, sigma_k_lo, sigma_1_hi], -1)
+        y = step(v)
+        if i >= 4 and i % 2 == 0:  # stop once the bound is within 1e-4 of the Rayleigh quotient (≤ ρ)
+            upper = (y / v).amax((-2, -1))
+            rayleigh = (v * y).sum((-2, -1)) / v.square().sum((-2, -1))
+            if bool((upper <= rayleigh * (1 + 1e-4)).all()):
+                break
+    rho = (y / v).amax((-2, -1))
+    return (rho * (1 + 2 * (n + 1) * EPS64)).sqrt() * (1 + EPS64)
+
+
+def _sigma_k_above(x: torch.Tensor) -> torch.Tensor:
+    """An upper bound on σ_k of lower-triangular matrices, from x = P⁻¹b and a step of inverse iteration
+    (triangular solves): σ_k ≤ ‖fl(Px)‖/‖x‖ + γ_n‖P‖_F whatever the solves' own error, and σ_k ≤ min|P_ii|
+    (an eigenvalue) where they overflow (the module docstring)."""
+    n = x.shape[-1]
+    sign = torch.Generator().manual_seed(0)
+    b = (torch.randint(0, 2, (n, 1), generator=sign) * 2 - 1).to(x.dtype).to(x.device)
+
+    def solve(r: torch.Tensor, adjoint: bool) -> torch.Tensor:
+        """P⁻¹r (or P⁻ᵀr), scaled to a largest entry of 1 so that the next solve does not overflow."""
+        out = torch.linalg.solve_triangular(x.mT if adjoint else x, r, upper=adjoint)
+        scaled: torch.Tensor = out / out.abs().amax(-2, keepdim=True)
+        return scaled
+
+    v = solve(b.expand(*x.shape[:-1], 1), False)  # ≈ σ_k's right singular vector: Σ (u_iᵀb/σ_i) v_i
+    for _ in range(INVERSE_STEPS):  # inverse iteration on PᵀP: v ← P⁻¹P⁻ᵀv
+        v = solve(solve(v, True), False)
+    norm_v = torch.linalg.vector_norm(v, dim=(-2, -1))
+    norm_pv = torch.linalg.vector_norm(x @ v, dim=(-2, -1))
+    fro = torch.linalg.vector_norm(x, dim=(-2, -1))
+    bound = norm_pv / norm_v * (1 + 4 * n * EPS64) + (n + 1) * EPS64 * fro
+    bound = torch.where(torch.isfinite(bound) & (norm_v > 0), bound, torch.full_like(bound, torch.inf))
+    return torch.minimum(bound, x.diagonal(dim1=-2, dim2=-1).abs().amin(-1))
 
 
 def kappa_bounds(terms: torch.Tensor, n: int, capture_dtype: torch.dtype | str) -> KappaBounds:
     """:class:`KappaBounds` from :func:`bound_terms` of n×n matrices captured in ``capture_dtype``."""
-    fro2, lo, s1 = terms.unbind(-1)
-    slack = 4 * n * EPS64 * s1  # how far the SVD's σ̂ may lie from σ
-    rounding = machine_eps(capture_dtype) / 2 * fro2.sqrt() * (1 + 2 * n * EPS64)
-    tol_hi = torch.maximum(rounding, n * EPS64 * s1 * (1 + 4 * n * EPS64))  # precision_tolerance, from above
-    sk_lo = lo - slack
-    resolved = (sk_lo > tol_hi * (1 + 1e-9)) & (sk_lo > 0) & torch.isfinite(s1)
-    hi = s1 * (1 + 4 * n * EPS64) / torch.where(resolved, sk_lo, torch.ones_like(sk_lo))
-    hi = hi * (1 + 4 * MEASURE_RTOL)
-    return KappaBounds(torch.where(resolved, hi, torch.full_like(hi, torch.inf)), resolved)
+    fro2, lo, sk_hi, s1 = terms.unbind(-1)
+    u = machine_eps(capture_dtype) / 2
+    resolved = _resolved(lo, s1, fro2, n, u)
+    floor = _floored(sk_hi, s1, fro2, n, u) & ~resolved
+    tol_lo, _, slack = _tolerance(fro2, s1, n, u)
+    top = s1 * (1 + 4 * n * EPS64) * (1 + 4 * MEASURE_RTOL)  # σ̂_1 (or a Gram path's σ̂_1) at most
+    one = torch.ones_like(top)
+    measured = top / torch.where(resolved, lo - slack, one)
+    floored = top / torch.where(floor, tol_lo, one)
+    inf = torch.full_like(top, torch.inf)
+    return KappaBounds(torch.where(resolved, measured, torch.where(floor, floored, inf)), resolved, floor)
+
+
+def _tolerance(
+    fro2: torch.Tensor, s1: torch.Tensor, n: int, u: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Bounds on the tol the SVD path computes (:func:`~condcli.spectra.core.precision_tolerance`, from its
+    σ̂) and the slack of its σ̂ (4n·eps64·σ_1): (tol_lo, tol_hi, slack)."""
+    slack = 4 * n * EPS64 * s1
+    fro = fro2.sqrt()
+    tol_hi = torch.maximum(u * fro * (1 + 2 * n * EPS64), n * EPS64 * s1 * (1 + 4 * n * EPS64))
+    tol_lo = u * (fro - n**0.5 * slack).clamp_min(0) * (1 - 4 * EPS64)
+    return tol_lo, tol_hi, slack
+
+
+def _resolved(lo: torch.Tensor, s1: torch.Tensor, fro2: torch.Tensor, n: int, u: float) -> torch.Tensor:
+    """Where σ̂_k > tol is proven from σ_k ≥ ``lo``: the SVD path reports a measurement."""
+    _, tol_hi, slack = _tolerance(fro2, s1, n, u)
+    return (lo - slack > tol_hi * (1 + 1e-9)) & (lo - slack > 0) & torch.isfinite(s1)
+
+
+def _floored(hi: torch.Tensor, s1: torch.Tensor, fro2: torch.Tensor, n: int, u: float) -> torch.Tensor:
+    """Where σ̂_k ≤ tol is proven from σ_k ≤ ``hi``: the SVD path reports the floor σ̂_1/tol."""
+    tol_lo, _, slack = _tolerance(fro2, s1, n, u)
+    return (hi + slack < tol_lo * (1 - 1e-9)) & (tol_lo > 0) & torch.isfinite(s1)
