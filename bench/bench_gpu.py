@@ -171,7 +171,7 @@ def compare_strategies(cfg: Config, loaded: LoadedModel, device: torch.device) -
         spec, pruned, svd, eig = (_median(raw[k]) for k in ("spectrum", "pruned", "svdvals", "eigvalsh"))
         rows[name] = (spec, pruned, svd, eig)
     default = strategies.DEFAULTS.get(device.type, "loop")
-    prune = headmax.enabled(device, causal=False)  # ViT-B's attention is not causal
+    prune = headmax.enabled(device, causal=False, tokens=197)  # ViT-B's attention is not causal
     print(
         f"\nlinear-algebra strategies on {device} (default here: {default}, pruned maxima over heads: "
         f"{'on' if prune else 'off'}); spectrum over {count} images with every head's P decomposed and "

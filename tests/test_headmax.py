@@ -210,14 +210,50 @@ def test_reports_are_identical_with_pruning_forced_on(name: str, tmp_path: Path)
     assert '"kappa_probs"' in reports[0]
 
 
-def test_pruning_runs_for_causal_p_on_cpu_and_always_on_cuda_unless_forced() -> None:
-    cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert headmax.enabled(cpu, causal=True) and not headmax.enabled(cpu, causal=False)
-    assert headmax.enabled(cuda, causal=False) and headmax.enabled(cuda, causal=True)
-    assert not headmax.enabled(torch.device("mps"), causal=True)  # a kind with no default: never
+def test_pruning_runs_for_long_causal_p_on_cpu_and_always_on_cuda_unless_forced() -> None:
+    cpu, cuda, long = torch.device("cpu"), torch.device("cuda"), headmax.MIN_TOKENS
+    assert headmax.enabled(cpu, causal=True, tokens=long)
+    assert not headmax.enabled(cpu, causal=True, tokens=long - 1)
+    assert not headmax.enabled(cpu, causal=False, tokens=4 * long)
+    assert headmax.enabled(cuda, causal=False, tokens=8) and headmax.enabled(cuda, causal=True, tokens=8)
+    assert not headmax.enabled(torch.device("mps"), causal=True, tokens=long)  # a kind with no default
     with headmax.forced(True):
-        assert headmax.enabled(cpu, causal=False)
+        assert headmax.enabled(cpu, causal=False, tokens=8)
         with headmax.forced(False):
-            assert not headmax.enabled(cuda, causal=True)
-        assert headmax.enabled(cpu, causal=False)
-    assert not headmax.enabled(cpu, causal=False)
+            assert not headmax.enabled(cuda, causal=True, tokens=long)
+        assert headmax.enabled(cpu, causal=False, tokens=8)
+    assert not headmax.enabled(cpu, causal=False, tokens=8)
+
+
+def test_a_long_causal_model_on_cpu_prunes_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default path of `spectrum` on a trained causal decoder (CPU): with its prompts counted long
+    enough, the maxima come from head_maxima, which spares most heads their SVD; at their own length (below
+    MIN_TOKENS) and for a ViT (not causal), from every head."""
+    calls: list[tuple[int, int]] = []
+    real = headmax.head_maxima
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        got = real(*args, **kwargs)
+        if got is not None:
+            calls.append((got.decomposed, sum(int(m.shape[0] * m.shape[1]) for m in args[0])))
+        return got
+
+    monkeypatch.setattr(headmax, "head_maxima", counting)
+    for source, causal, shortest in (("gpt2-docstrings", True, 1), ("gpt2-docstrings", False, None)):
+        calls.clear()
+        if shortest is not None:
+            monkeypatch.setattr(headmax, "MIN_TOKENS", shortest)
+        else:
+            monkeypatch.undo()
+            monkeypatch.setattr(headmax, "head_maxima", counting)
+        loaded = load(source, LoadOptions(device="cpu"))
+        batches = list(stream(loaded.preprocessing, InputSpec(max_samples=4, batch_size=4)))
+        analyse_spectrum(loaded, replay(batches), SpectrumOptions(lam=10.0, conditioned=False), "test")
+        assert bool(calls) == causal
+        if causal:
+            assert sum(d for d, _ in calls) < sum(t for _, t in calls) / 2, calls
+    monkeypatch.setattr(headmax, "MIN_TOKENS", 1)
+    loaded = load("vit-plain", LoadOptions(device="cpu"))
+    batches = list(stream(loaded.preprocessing, InputSpec(max_samples=2, batch_size=2)))
+    analyse_spectrum(loaded, replay(batches), SpectrumOptions(lam=10.0, conditioned=False), "test")
+    assert not calls  # not causal: every head

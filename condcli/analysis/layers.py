@@ -159,7 +159,8 @@ class ForwardAccumulator:
         is on, they come from the heads that can decide them, the same numbers as decomposing every head."""
         put = self.streams
         method = _probs_method(p, dtype)
-        prune = bool(p) and headmax.enabled(p[0].device, causal=self.spec.causal)
+        tokens = max((int(m.shape[-1]) for m in p), default=0)
+        prune = bool(p) and headmax.enabled(p[0].device, causal=self.spec.causal, tokens=tokens)
         if not self.per_head and self.spec.mixing is None and prune:
             hm = headmax.head_maxima(p, dtype, method, ka, self.kv)
             if hm is not None:
