@@ -25,6 +25,7 @@ from condcli.spectra import mu_softmax_attention, summarize
 from condcli.spectra.certify import bound_terms, kappa_bounds
 from condcli.spectra.core import upcast
 from tests.recording import replay
+from tests.test_big_model import _llama  # a tiny Llama (GQA: 4 query heads reading 2 KV heads)
 
 G = torch.Generator().manual_seed(18)
 
@@ -174,24 +175,6 @@ def test_non_square_p_is_left_to_the_full_path() -> None:
     assert (
         head_maxima([p], torch.float32, "svd", torch.ones(1, 1, dtype=torch.float64), torch.ones(2)) is None
     )
-
-
-def _llama(folder: Path) -> Path:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=512,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=24,
-    )
-    LlamaForCausalLM(config).save_pretrained(folder)
-    return folder
 
 
 @pytest.mark.parametrize("name", ["vit-plain", "gpt2-docstrings", "bert-docstrings", "llama-gqa"])
