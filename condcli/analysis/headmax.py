@@ -13,8 +13,8 @@ Where it runs (:data:`DEFAULTS`, per device kind of the captured P; :func:`force
 
 - CPU, causal attention (P lower triangular) on at least :data:`MIN_TOKENS` tokens: on. Every head of a
   random-init Llama's P on 2,048 tokens is a floor (σ_k ≈ 1e-20), proven by triangular solves in O(n²), so
-  one 2048×2048 SVD a layer is left of 12: measured here, `spectrum` of its 12 layers 72 s pruned against
-  219 s. The same model on 128, 256 and 512 tokens: 1.3 s against 1.2, 2.0 against 2.0, 4.8 against 5.4.
+  one 2048×2048 SVD a layer is left of 12: measured here, `spectrum` of its 12 layers 56 s pruned against
+  216 s. The same model on 128, 256 and 512 tokens: 1.3 s against 1.2, 2.0 against 2.0, 4.8 against 5.4.
 - CPU, other attention: off. Measured here on ViT-B's P (197×197, 2 cores) the proof costs 0.75–0.85 of the
   SVDs it may spare (Gram 0.40 ms, Cholesky 0.23, its inverse 0.43, σ_1 0.23, against 2.10 for an SVD on one
   core), and 23% of the heads still need theirs (σ_k within √c of tol, and the maxima): no faster
