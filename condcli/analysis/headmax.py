@@ -2,7 +2,7 @@
 
 Without ``--heads`` a layer reports, per sample, the largest κ(P) and μ(A) over its groups and heads and
 whether any head is a floor (SPEC §3). Every head gets proven bounds first
-(:mod:`condcli.spectra.certify`, about half an SVD); a head whose bound proves it is no floor and cannot
+(:mod:`condcli.spectra.certify`, cheaper than its SVD); a head whose bound proves it is no floor and cannot
 exceed a maximum already measured needs no SVD. The heads decomposed are the unproven ones and, round by
 round, the one with the highest bound on κ and the one with the highest bound on μ that could still beat the
 maxima so far. Each is decomposed exactly as :func:`condcli.analysis.persample.summarize_heads` does, so the

@@ -49,9 +49,6 @@ POWER_STEPS = 32  # most Collatz–Wielandt steps for σ_1 (the bound holds afte
 # tight to 1e-4 for attention probabilities: σ_2/σ_1 ≈ 0.3 for ViT-B's P, 0.72 for a causal P)
 INVERSE_STEPS = 1  # inverse-iteration steps after x = P⁻¹b, for a floor's x: the bound holds after any number
 
-# terms of bound_terms, in order
-FRO2, SIGMA_K_LO, SIGMA_K_HI, SIGMA_1_HI = range(4)
-
 
 @dataclass(frozen=True)
 class KappaBounds:
@@ -75,9 +72,9 @@ def bound_terms(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tens
     lo = torch.zeros_like(fro2)
     hi = torch.full_like(fro2, torch.inf)
     if bool((x.triu(1) == 0).all()):
-        hi = _sigma_k_above(x)
+        hi = _sigma_k_above(x, fro2)
         s1 = _sigma_1_above(x, None)
-        rest = ~_floored(hi, s1, fro2, n, u)
+        rest = ~_floored(hi, _tolerance(fro2, s1, n, u))
         if bool(rest.any()):
             lo[rest] = _sigma_k_below(x[rest], fro2[rest])[0]
     else:
@@ -93,9 +90,8 @@ def _sigma_k_below(x: torch.Tensor, fro2: torch.Tensor) -> tuple[torch.Tensor, t
     gram = x.mT @ x
     low, info = torch.linalg.cholesky_ex(gram)
     ok = info == 0
-    if not bool(
-        ok.all()
-    ):  # a broken-down factor is replaced (its bound is dropped), so the inverse is finite
+    # a broken-down factor is replaced (its bound is dropped), so that the inverse is finite
+    if not bool(ok.all()):
         low = torch.where(ok[..., None, None], low, torch.eye(n, dtype=x.dtype, device=x.device))
     trace_inv = torch.cholesky_inverse(low).diagonal(dim1=-2, dim2=-1).sum(-1)  # ‖L̂⁻¹‖_F²
     # ‖L̂‖_F² = trace(Ĝ + ΔG) ≤ ‖P‖_F²·(1 + 2(n+1)·eps64) (Ĝ's and ΔG's diagonals: γ_n and γ_{n+1})
@@ -132,7 +128,7 @@ def _sigma_1_above(x: torch.Tensor, gram: torch.Tensor | None) -> torch.Tensor:
     return (rho * (1 + 2 * (n + 1) * EPS64)).sqrt() * (1 + EPS64)
 
 
-def _sigma_k_above(x: torch.Tensor) -> torch.Tensor:
+def _sigma_k_above(x: torch.Tensor, fro2: torch.Tensor) -> torch.Tensor:
     """An upper bound on σ_k of lower-triangular matrices, from x = P⁻¹b and a step of inverse iteration
     (triangular solves): σ_k ≤ ‖fl(Px)‖/‖x‖ + γ_n‖P‖_F whatever the solves' own error, and σ_k ≤ min|P_ii|
     (an eigenvalue) where they overflow (the module docstring)."""
@@ -151,8 +147,7 @@ def _sigma_k_above(x: torch.Tensor) -> torch.Tensor:
         v = solve(solve(v, True), False)
     norm_v = torch.linalg.vector_norm(v, dim=(-2, -1))
     norm_pv = torch.linalg.vector_norm(x @ v, dim=(-2, -1))
-    fro = torch.linalg.vector_norm(x, dim=(-2, -1))
-    bound = norm_pv / norm_v * (1 + 4 * n * EPS64) + (n + 1) * EPS64 * fro
+    bound = norm_pv / norm_v * (1 + 4 * n * EPS64) + (n + 1) * EPS64 * fro2.sqrt()
     bound = torch.where(torch.isfinite(bound) & (norm_v > 0), bound, torch.full_like(bound, torch.inf))
     return torch.minimum(bound, x.diagonal(dim1=-2, dim2=-1).abs().amin(-1))
 
@@ -160,10 +155,10 @@ def _sigma_k_above(x: torch.Tensor) -> torch.Tensor:
 def kappa_bounds(terms: torch.Tensor, n: int, capture_dtype: torch.dtype | str) -> KappaBounds:
     """:class:`KappaBounds` from :func:`bound_terms` of n×n matrices captured in ``capture_dtype``."""
     fro2, lo, sk_hi, s1 = terms.unbind(-1)
-    u = machine_eps(capture_dtype) / 2
-    resolved = _resolved(lo, s1, fro2, n, u)
-    floor = _floored(sk_hi, s1, fro2, n, u) & ~resolved
-    tol_lo, _, slack = _tolerance(fro2, s1, n, u)
+    tolerance = _tolerance(fro2, s1, n, machine_eps(capture_dtype) / 2)
+    resolved = _resolved(lo, tolerance)
+    floor = _floored(sk_hi, tolerance) & ~resolved
+    tol_lo, _, slack = tolerance
     top = s1 * (1 + 4 * n * EPS64) * (1 + 4 * MEASURE_RTOL)  # σ̂_1 (or a Gram path's σ̂_1) at most
     one = torch.ones_like(top)
     measured = top / torch.where(resolved, lo - slack, one)
@@ -176,21 +171,23 @@ def _tolerance(
     fro2: torch.Tensor, s1: torch.Tensor, n: int, u: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Bounds on the tol the SVD path computes (:func:`~condcli.spectra.core.precision_tolerance`, from its
-    σ̂) and the slack of its σ̂ (4n·eps64·σ_1): (tol_lo, tol_hi, slack)."""
+    σ̂) and the slack of its σ̂ (4n·eps64·σ_1): (tol_lo, tol_hi, slack); where σ_1's bound is not finite,
+    tol_lo is 0 and tol_hi inf, so that nothing is proven."""
     slack = 4 * n * EPS64 * s1
     fro = fro2.sqrt()
     tol_hi = torch.maximum(u * fro * (1 + 2 * n * EPS64), n * EPS64 * s1 * (1 + 4 * n * EPS64))
     tol_lo = u * (fro - n**0.5 * slack).clamp_min(0) * (1 - 4 * EPS64)
-    return tol_lo, tol_hi, slack
+    finite = torch.isfinite(s1)
+    return torch.where(finite, tol_lo, 0.0), torch.where(finite, tol_hi, torch.inf), slack
 
 
-def _resolved(lo: torch.Tensor, s1: torch.Tensor, fro2: torch.Tensor, n: int, u: float) -> torch.Tensor:
+def _resolved(lo: torch.Tensor, tolerance: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """Where σ̂_k > tol is proven from σ_k ≥ ``lo``: the SVD path reports a measurement."""
-    _, tol_hi, slack = _tolerance(fro2, s1, n, u)
-    return (lo - slack > tol_hi * (1 + 1e-9)) & (lo - slack > 0) & torch.isfinite(s1)
+    _, tol_hi, slack = tolerance
+    return (lo - slack > tol_hi * (1 + 1e-9)) & (lo - slack > 0)
 
 
-def _floored(hi: torch.Tensor, s1: torch.Tensor, fro2: torch.Tensor, n: int, u: float) -> torch.Tensor:
+def _floored(hi: torch.Tensor, tolerance: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """Where σ̂_k ≤ tol is proven from σ_k ≤ ``hi``: the SVD path reports the floor σ̂_1/tol."""
-    tol_lo, _, slack = _tolerance(fro2, s1, n, u)
-    return (hi + slack < tol_lo * (1 - 1e-9)) & (tol_lo > 0) & torch.isfinite(s1)
+    tol_lo, _, slack = tolerance
+    return (hi + slack < tol_lo * (1 - 1e-9)) & (tol_lo > 0)
