@@ -328,6 +328,24 @@ def materialized(module: nn.Module, device: torch.device) -> Iterator[None]:
         yield
 
 
+def settle(model: nn.Module) -> None:
+    """Offload again what a forward that stopped early left loaded: accelerate loads an offloaded module's
+    weights before its forward and offloads them after it, so a forward left inside a block (condcli's early
+    stop, :func:`condcli.capture.capture`) leaves that block's weights on its device. Each such module is
+    offloaded as its own hook would have done (accelerate's ``align_module_device`` does the same); a model
+    that is not dispatched is left as it is."""
+    if not is_dispatched(model):
+        return
+    from accelerate.utils import has_offloaded_params
+
+    for sub in model.modules():
+        if not has_offloaded_params(sub):
+            continue
+        hook: Any = sub._hf_hook
+        if any(t.device.type != "meta" for t in sub.parameters(recurse=bool(hook.place_submodules))):
+            hook.post_forward(sub, None)
+
+
 def offloaded_weights(model: nn.Module, spec: LayerSpec, device: torch.device) -> Callable[[], HeadWeights]:
     """``spec.weights`` reading its block's weights back from where they were offloaded (CPU, disk): the
     block alone, else (weights that live outside it) the whole model."""

@@ -3,6 +3,8 @@
 Hooks (and the taps that watch inside an attention's call) live only inside :func:`capture` and are removed
 in a ``finally`` — also when the forward raises — and fused attention, switched off only where P is captured,
 is switched back on as it was.
+The forward stops once every asked-for tensor has been seen (the blocks after the last chosen layer, and the
+model's head, are not run), unless ``to_end`` asks for the model's own output.
 Captured tensors are detached, in the model's own dtype and on its math device (a model spread over devices
 with ``device_map``: its main device, :func:`condcli.big_model.main_device`; each tensor is moved there as it
 arrives); :mod:`condcli.spectra` upcasts them to float64 for the math.
@@ -20,7 +22,7 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from condcli.adapters.base import Adapter, LayerSpec, Probe, Tap, first_input
-from condcli.big_model import main_device, materialized
+from condcli.big_model import main_device, materialized, settle
 from condcli.conditioning import Conditioning
 from condcli.errors import InputError, InternalError, UsageError
 from condcli.inputs import Batch
@@ -47,7 +49,7 @@ class Capture:
     lengths: torch.Tensor | None  # (B,) tokens per sample without padding; None: no padding
     layers: dict[int, LayerCapture] = field(default_factory=dict)
     x_conditioned: torch.Tensor | None = None  # (B, N, d) what was fed on when conditioning was applied
-    output: Any = None  # the model's own output
+    output: Any = None  # the model's own output (``to_end``); None where the forward stopped early
 
     def samples(self, x: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Per-sample matrices with padding rows removed (SPEC §1): X by default, or any (B, N, ·)."""
@@ -58,6 +60,12 @@ class Capture:
 
 
 LayerSink = Callable[[LayerCapture], None]
+
+
+class _Seen(BaseException):
+    """Raised from a hook once X and every asked-for probe of every chosen layer have been seen: the rest of
+    the forward computes nothing condcli reads. A BaseException, so that a model's own ``except Exception``
+    does not swallow it; :func:`capture` catches it around the forward and nowhere else."""
 
 
 def exact_lookup(model: nn.Module, x: torch.Tensor, inputs: dict[str, torch.Tensor]) -> bool:
@@ -128,6 +136,8 @@ class _Recorder:
         self.sink = sink
         self.layers: dict[int, LayerCapture] = {}
         self.fired: dict[tuple[int, str], int] = {}
+        self.pending = {i for i, expect in self.expect.items() if expect}  # layers not yet complete
+        self.on_complete: Callable[[], None] | None = None  # called when the last pending layer completes
 
     def put(self, index: int, probe: str, value: torch.Tensor | None) -> None:
         key = (index, probe)
@@ -139,8 +149,13 @@ class _Recorder:
             )
         layer = self.layers.setdefault(index, LayerCapture(index))
         setattr(layer, probe, None if value is None else value.detach().to(self.device))
-        if self.sink is not None and all((index, p) in self.fired for p in self.expect[index]):
+        if not all((index, p) in self.fired for p in self.expect[index]):
+            return
+        if self.sink is not None:
             self.sink(self.layers.pop(index))
+        self.pending.discard(index)
+        if not self.pending and self.on_complete is not None:
+            self.on_complete()
 
 
 def _shared(adapter: Adapter, name: str) -> list[list[LayerSpec]]:
@@ -231,6 +246,7 @@ def capture(
     probes: Collection[str] = PROBES,
     conditioning: Conditioning | None = None,
     sink: LayerSink | None = None,
+    to_end: bool = False,
 ) -> Capture:
     """One forward pass of ``adapter.model`` on ``batch`` with hooks; returns what they saw.
 
@@ -239,6 +255,11 @@ def capture(
     model run on (the conditioned forward). ``sink``: receive each layer as soon as it is complete instead
     of keeping it (memory stays flat in depth). Fused attention is switched off only where "probs" is asked
     for: X, X_l and A_l are what the model computes in its own (fused) forward.
+
+    The forward stops as soon as X and every asked-for probe of every chosen layer have been seen: what comes
+    after (later blocks, the head) cannot change them. ViT-B on all layers skips its last MLP and head;
+    ``--layers 0`` of a 32-layer decoder runs one block. ``to_end``: run the whole model anyway, and keep its
+    output in :attr:`Capture.output` (None otherwise where the forward stopped).
     """
     unknown = set(probes) - set(PROBES)
     if unknown:
@@ -261,6 +282,12 @@ def capture(
     seen: dict[str, torch.Tensor] = {}
     point = adapter.embedding
 
+    def stop_if_seen() -> None:
+        if not to_end and "x" in seen and not recorder.pending:
+            raise _Seen
+
+    recorder.on_complete = stop_if_seen
+
     def condition(value: Any) -> torch.Tensor | None:
         """Record X at the embedding point's first call (a shared first block runs again later); return
         what the model should run on (None: unchanged)."""
@@ -270,10 +297,12 @@ def capture(
             raise InternalError(f"{point.name} gave {type(value).__name__}, not a tensor")
         seen["x"] = to_tokens(value, point.layout).detach().to(device)
         if conditioning is None:
+            stop_if_seen()
             return None
         here = None if lengths is None else lengths.to(value.device)
         fed = conditioning.apply_to_output(value, point.layout, here)
         seen["x_conditioned"] = to_tokens(fed, point.layout).detach().to(device)
+        stop_if_seen()
         return fed
 
     def on_output(module: nn.Module, args: tuple[Any, ...], output: Any) -> Any:
@@ -305,8 +334,11 @@ def capture(
         # runs its own (fused) attention, as a user's forward does
         needs_p = "probs" in recorder.wanted and any(adapter.layers[i].probs is not None for i in chosen)
         eager = adapter.eager_attention() if needs_p else nullcontext()
+        output = None
         with eager, torch.no_grad():
             output = adapter.run(inputs)
+    except _Seen:  # everything asked for was seen: the rest of the forward was not run
+        settle(adapter.model)  # a block it stopped in has its offloaded weights offloaded again
     finally:
         while taps:  # innermost first, as they were entered
             taps.pop().__exit__(None, None, None)

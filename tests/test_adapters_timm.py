@@ -43,7 +43,7 @@ def case(request: pytest.FixtureRequest) -> Case:
 def captured(case: Case) -> tuple[Capture, list[torch.Tensor | None]]:
     """One capture of every layer, with the test's own hooks recording each attention module's output."""
     with recording([r.attn for r in case.ref.layers]) as outs:
-        cap = capture(case.adapter, case.batch)
+        cap = capture(case.adapter, case.batch, to_end=True)  # every attention module's output recorded
     return cap, list(outs)
 
 
@@ -257,7 +257,7 @@ def test_conditioning_shifts_the_first_block_input(
 
     handle = case.ref.consumer.register_forward_pre_hook(grab)
     try:
-        cap = capture(case.adapter, case.batch, conditioning=Conditioning(LAM))
+        cap = capture(case.adapter, case.batch, conditioning=Conditioning(LAM), to_end=True)
     finally:
         handle.remove()
     assert len(consumed) == 1

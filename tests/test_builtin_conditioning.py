@@ -41,8 +41,8 @@ def test_x_is_taken_before_the_models_own_shift() -> None:
     assert adapter.builtin == Conditioning(7.0) and "X + 7·I_k" in adapter.notes[0]
     with pytest.raises(FrozenInstanceError):  # known when built, never patched in afterwards
         adapter.builtin = None  # type: ignore[misc]
-    got = capture(adapter, pixels(), probes=("x_in",))
-    ref = capture(adapter_for(plain), pixels(), probes=("x_in",))
+    got = capture(adapter, pixels(), probes=("x_in",), to_end=True)
+    ref = capture(adapter_for(plain), pixels(), probes=("x_in",), to_end=True)
     torch.testing.assert_close(got.x, ref.x, rtol=0, atol=0)  # X: the same tokens as the plain model's
     x0 = got.layers[0].x_in
     assert x0 is not None

@@ -97,7 +97,8 @@ def test_asking_for_p_switches_to_eager_and_back(vit: LoadedModel) -> None:
     assert all(b.attn.fused_attn for b in model.blocks)  # restored
     seen, handles = _seen_flags(model)
     try:
-        capture(vit.adapter, batch, probes=("x_in", "attn_in", "probs"), layers=[])  # no layer: X only
+        # no layer: X only (run to the end, so that the blocks' attention runs and shows its flag)
+        capture(vit.adapter, batch, probes=("x_in", "attn_in", "probs"), layers=[], to_end=True)
     finally:
         for h in handles:
             h.remove()

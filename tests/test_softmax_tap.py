@@ -166,7 +166,7 @@ def test_capture_observes_each_attentions_own_softmax_and_leaves_nothing_behind(
     for m in model.modules():
         if isinstance(m, Attention):
             m.stack_depth.clear()
-    cap = capture(adapter, batch())
+    cap = capture(adapter, batch(), to_end=True)
     for i, block in enumerate(model.blocks):
         got, a = cap.layers[i].probs, cap.layers[i].attn_in
         assert got is not None and a is not None
