@@ -312,3 +312,31 @@ def test_no_hooks_left_and_output_unchanged_after_a_forward_that_raised(
     with torch.no_grad():
         after = main_output(adapter.run(run.batch.inputs))
     assert torch.equal(before, after)
+
+
+def test_an_early_stop_captures_what_the_whole_forward_does(
+    run: Run, hook_count: Callable[[nn.Module], int]
+) -> None:
+    """The forward stops once every asked-for layer is captured: for the first layer, the middle one and
+    all of them, every tensor is bitwise the one of running the model to its end, and nothing is left on the
+    model (hooks, switches, the output of a forward after it)."""
+    model = run.case.build()
+    adapter, before_switches = adapter_for(model), switches(model)
+    with torch.no_grad():
+        before = main_output(adapter.run(run.batch.inputs))
+    count = len(adapter.layers)
+    for layers in ([0], [count // 2], None):
+        early = capture(adapter, run.batch, layers=layers)
+        whole = capture(adapter, run.batch, layers=layers, to_end=True)
+        assert early.output is None and whole.output is not None
+        assert torch.equal(early.x, whole.x)
+        assert sorted(early.layers) == sorted(whole.layers)
+        for i, layer in early.layers.items():
+            for probe in ("x_in", "attn_in", "probs"):
+                got, want = getattr(layer, probe), getattr(whole.layers[i], probe)
+                assert (got is None) == (want is None), (i, probe)
+                assert got is None or torch.equal(got, want), (i, probe)
+    assert hook_count(model) == 0
+    assert switches(model) == before_switches
+    with torch.no_grad():
+        assert torch.equal(main_output(adapter.run(run.batch.inputs)), before)
