@@ -27,6 +27,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.bench_spectra
 	$(BIN)/python -m bench.bench_spectrum
+	$(BIN)/python -m bench.bench_spectrum --early-stop
 	$(BIN)/python -m bench.bench_rank_decay
 	$(BIN)/python -m bench.bench_long_sequence
 	$(BIN)/python -m bench.bench_monitor

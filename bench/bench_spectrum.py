@@ -13,11 +13,14 @@ is one. The pixel batches are built once and replayed to every contender, so inp
      (its own ratio (g)/(f) is printed beside it);
   3. peak memory of the full `spectrum` on 32 vs 256 images, each in a fresh process: target ≤ 1.2×.
 Timings are the median of interleaved repeats (a, b, c, …, a, b, c, …) after one warm-up batch each.
+``--plain-only``: (a) and (d) alone (issue 18 item 5). ``--early-stop``: what capture's early stop saves,
+runs that read the first layers (or only the embedding) timed as they run and with the model run to its end.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -32,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from condcli.analysis import headmax
+from condcli.analysis import driver, headmax
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.layers import ForwardAccumulator, weight_kappas_of
 from condcli.analysis.persample import summarize_samples, trim
@@ -451,6 +454,54 @@ def bench_plain(cfg: Config, device: torch.device) -> list[Verdict]:
     return [Verdict(what, t["d"] / t["a"], TARGET_PLAIN, m["d"] / m["a"])]
 
 
+def _whole_forward(fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` with every capture running the model to its end (``to_end=True``), as before the early stop."""
+
+    def run() -> object:
+        saved = driver.capture
+        driver.capture = functools.partial(capture, to_end=True)
+        try:
+            return fn()
+        finally:
+            driver.capture = saved
+
+    return run
+
+
+def bench_early_stop(cfg: Config, device: torch.device) -> list[Verdict]:
+    """What capture's early stop saves: runs that read the model's first layers only, each timed as it runs
+    and with the whole model run to its end, interleaved with the forward (a). No target: printed only."""
+    loaded = load(cfg.model, LoadOptions(weights="random", device=str(device)))
+    batches = make_batches(loaded, cfg.samples, cfg.batch_size)
+
+    def pick(b: list[Batch]) -> dict[str, Callable[[], object]]:
+        runs: dict[str, Callable[[], object]] = {
+            "(a) forward, fused attention: model(pixels)": lambda: forward(loaded, b, eager=False),
+            "spectrum --layers 0 --no-conditioned": lambda: spectrum(
+                loaded, b, layers=[0], conditioned=False
+            ),
+            "(f) spectrum --layers none": lambda: spectrum(loaded, b, layers=[], conditioned=True),
+            "(g) sweep-lambda: 20 λ, no --layers": lambda: sweep(loaded, b),
+            "(d) spectrum: all layers, --no-conditioned": lambda: spectrum(
+                loaded, b, layers=None, conditioned=False
+            ),
+        }
+        out: dict[str, Callable[[], object]] = {}
+        for label, fn in runs.items():
+            out[label] = fn
+            if not label.startswith("(a)"):
+                out[label + ", whole model"] = _whole_forward(fn)
+        return out
+
+    timed(pick(batches[:1]), 1, device)  # warm-up
+    raw = timed(pick(batches), cfg.repeats, device)
+    n = sum(b.size for b in batches)
+    print(f"\n=== {device}: {cfg.model} (random init), {n} synthetic images, batch {cfg.batch_size} ===")
+    first = next(iter(raw))
+    _table(raw, [(label, times, first) for label, times in raw.items()])
+    return []
+
+
 def devices(choice: str) -> list[torch.device]:
     """auto: the CPU, and the GPU as well when there is one."""
     if choice == "auto":
@@ -480,6 +531,11 @@ def main(argv: Sequence[str] | None = None) -> list[Verdict]:
     parser.add_argument(
         "--plain-only", action="store_true", help="time (a) and (d) only: the issue 18 item 5 ratio"
     )
+    parser.add_argument(
+        "--early-stop",
+        action="store_true",
+        help="time runs that read the first layers only, stopped early and run to the model's end",
+    )
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     saved = torch.get_num_threads()
@@ -507,7 +563,7 @@ def _run(args: argparse.Namespace) -> list[Verdict]:
     )
     print((__doc__ or "").splitlines()[0])
     print(f"{machine()}\nmedian of {cfg.repeats} interleaved repeat(s), λ = {LAM:g}")
-    run = bench_plain if args.plain_only else bench_device
+    run = bench_early_stop if args.early_stop else bench_plain if args.plain_only else bench_device
     verdicts = [v for d in devices(args.device) for v in run(cfg, d)]
     print_verdicts(verdicts)
     return verdicts

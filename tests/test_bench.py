@@ -49,6 +49,17 @@ def test_plain_only_times_the_forward_and_the_plain_spectrum(capsys: pytest.Capt
     assert math.isfinite(verdicts[0].value) and verdicts[0].line() in out
 
 
+def test_early_stop_times_each_run_stopped_and_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--model", TINY, "--samples", "2", "--batch-size", "1", "--repeats", "1", "--device", "cpu"]
+    assert bs.main([*argv, "--threads", "1", "--early-stop"]) == []  # printed only, no target
+    out = capsys.readouterr().out
+    for run in ("spectrum --layers 0 --no-conditioned", "(f) spectrum --layers none", "(g) sweep-lambda"):
+        stopped = [ln for ln in out.splitlines() if ln.startswith(run) and "whole model" not in ln]
+        whole = [ln for ln in out.splitlines() if ln.startswith(run) and "whole model" in ln]
+        assert len(stopped) == len(whole) == 1, out
+        assert stopped[0].split()[-1].endswith("x") and whole[0].split()[-1].endswith("x")
+
+
 def test_memory_child_subprocess() -> None:
     cfg = bs.Config(model=TINY, batch_size=1, threads=1)
     got = bs.run_child(cfg, 1, bs.devices("cpu")[0])
