@@ -474,31 +474,33 @@ def bench_early_stop(cfg: Config, device: torch.device) -> list[Verdict]:
     loaded = load(cfg.model, LoadOptions(weights="random", device=str(device)))
     batches = make_batches(loaded, cfg.samples, cfg.batch_size)
 
+    labels = {
+        "l0": "spectrum --layers 0 --no-conditioned",
+        "f": "(f) spectrum --layers none",
+        "g": "(g) sweep-lambda: 20 λ, no --layers",
+        "d": "(d) spectrum: all layers, --no-conditioned",
+    }
+
     def pick(b: list[Batch]) -> dict[str, Callable[[], object]]:
         runs: dict[str, Callable[[], object]] = {
-            "(a) forward, fused attention: model(pixels)": lambda: forward(loaded, b, eager=False),
-            "spectrum --layers 0 --no-conditioned": lambda: spectrum(
-                loaded, b, layers=[0], conditioned=False
-            ),
-            "(f) spectrum --layers none": lambda: spectrum(loaded, b, layers=[], conditioned=True),
-            "(g) sweep-lambda: 20 λ, no --layers": lambda: sweep(loaded, b),
-            "(d) spectrum: all layers, --no-conditioned": lambda: spectrum(
-                loaded, b, layers=None, conditioned=False
-            ),
+            "l0": lambda: spectrum(loaded, b, layers=[0], conditioned=False),
+            "f": lambda: spectrum(loaded, b, layers=[], conditioned=True),
+            "g": lambda: sweep(loaded, b),
+            "d": lambda: spectrum(loaded, b, layers=None, conditioned=False),
         }
-        out: dict[str, Callable[[], object]] = {}
-        for label, fn in runs.items():
-            out[label] = fn
-            if not label.startswith("(a)"):
-                out[label + ", whole model"] = _whole_forward(fn)
+        out: dict[str, Callable[[], object]] = {"a": lambda: forward(loaded, b, eager=False)}
+        for key, fn in runs.items():
+            out[key], out[key + "/whole"] = fn, _whole_forward(fn)
         return out
 
     timed(pick(batches[:1]), 1, device)  # warm-up
     raw = timed(pick(batches), cfg.repeats, device)
     n = sum(b.size for b in batches)
     print(f"\n=== {device}: {cfg.model} (random init), {n} synthetic images, batch {cfg.batch_size} ===")
-    first = next(iter(raw))
-    _table(raw, [(label, times, first) for label, times in raw.items()])
+    rows = [(LABELS["a"], raw["a"], "a")]
+    for key, label in labels.items():
+        rows += [(label, raw[key], "a"), (label + ", whole model", raw[key + "/whole"], "a")]
+    _table(raw, rows)
     return []
 
 
