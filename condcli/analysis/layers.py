@@ -77,16 +77,31 @@ def _with_heads(w: HeadWeights, full: tuple[float, float, float]) -> WeightKappa
     )
 
 
-def linear_attention(a: torch.Tensor, w: HeadWeights, rotation: Rotation | None = None) -> torch.Tensor:
+Projections = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # W_Q, W_K, W_V per query head (H, d, d_h)
+
+
+def query_projections(w: HeadWeights, device: torch.device) -> Projections:
+    """W_Q, and W_K and W_V as each query head reads them (its KV head's slice), on ``device``."""
+    return w.wq.to(device), w.per_query("k").to(device), w.per_query("v").to(device)
+
+
+def linear_attention(
+    a: torch.Tensor,
+    w: HeadWeights,
+    rotation: Rotation | None = None,
+    *,
+    projections: Projections | None = None,
+) -> torch.Tensor:
     """LA(A) = A W_Q W_Kᵀ Aᵀ A W_V per group and head, float64: (G, n, c) → (G, H, n, d_h).
 
     Computed as Q (Kᵀ V) so no n × n matrix is formed; no biases (Proposition 4.2's linear attention). Each
     query head uses the KV head it reads (grouped-query attention). ``rotation``: the model's own rotation of
-    q and k at positions 0..n−1 (RoPE), applied as the model applies it: LA = R(Q) R(K)ᵀ V.
+    q and k at positions 0..n−1 (RoPE), applied as the model applies it: LA = R(Q) R(K)ᵀ V. ``projections``:
+    :func:`query_projections` of ``w`` on a's device, where the caller keeps them (else built here).
     """
     x = a.to(torch.float64)[:, None]  # (G, 1, n, c)
-    mats = (w.wq, w.per_query("k"), w.per_query("v"))
-    q, k, v = (x @ m.to(x.device)[None] for m in mats)  # (G, H, n, d_h)
+    mats = projections if projections is not None else query_projections(w, x.device)
+    q, k, v = (x @ m[None] for m in mats)  # (G, H, n, d_h)
     if rotation is not None:
         q, k = rotation(q, k)
     return q @ (k.mT @ v)
@@ -119,6 +134,9 @@ class ForwardAccumulator:
         self.head_mixing = [ScalarStream(floors=True) for _ in range(H)]
         self.head_entropy = [ScalarStream() for _ in range(H)]  # always kept: the report lists it per head
         self.below = {flag: 0 for flag in FLAGS}
+        # W_Q, W_K, W_V per query head on the math device, for κ(LA) per head: built once, not per sample (the
+        # weights of a model spread over devices live on others; GQA repeats each KV slice)
+        self._projections: dict[torch.device, Projections] = {}
 
     def add(self, layer: LayerCapture, lengths: torch.Tensor | None) -> None:
         if layer.x_in is None or layer.attn_in is None:
@@ -215,7 +233,11 @@ class ForwardAccumulator:
 
     def _kappa_la(self, a: torch.Tensor, rotation: Rotation | None) -> torch.Tensor:
         """(H,) one sample's κ(LA) per head: the worst of its groups."""
-        return condition_number(linear_attention(a, self.weights, rotation)).amax(0)
+        projections = self._projections.get(a.device)
+        if projections is None:
+            projections = self._projections[a.device] = query_projections(self.weights, a.device)
+        la = linear_attention(a, self.weights, rotation, projections=projections)
+        return condition_number(la).amax(0)
 
     @property
     def has_probs(self) -> bool:
