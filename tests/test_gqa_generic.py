@@ -106,12 +106,12 @@ def test_gqa_heads_read_their_kv_head(llama: Path) -> None:
     assert any("grouped-query attention" in note for note in report.notes)
 
 
-def test_per_head_projections_are_built_once_per_layer_not_per_sample(
+def test_per_head_projections_are_built_once_per_layer_and_batch_not_per_sample(
     llama: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """κ(LA) per head reads each query head's KV slice: those slices (and, for a model spread over devices,
-    their copy to the math device) are built once per layer and forward, not once per sample (the numbers
-    are checked against the weights sliced by hand above)."""
+    their copy to the math device) are built once per layer and batch, not once per sample (the numbers are
+    checked against the weights sliced by hand above)."""
     from condcli.adapters.base import HeadWeights
 
     loaded = load(str(llama), LoadOptions(device="cpu"))
@@ -127,9 +127,9 @@ def test_per_head_projections_are_built_once_per_layer_not_per_sample(
 
     monkeypatch.setattr(HeadWeights, "per_query", counted)
     analyse_spectrum(loaded, replayed, options, "test")
-    # K and V once per layer of the plain forward (the conditioned one reports no heads), for 4 samples and
-    # κ(LA) both rotated and unrotated: 16 times per layer when they were built per call
-    assert calls[0] == 2 * len(loaded.adapter.layers)
+    # K and V once per layer and batch of the plain forward (the conditioned one reports no heads): 2 batches
+    # of 2 samples, κ(LA) both rotated and unrotated, made it 16 per layer when they were built per call
+    assert calls[0] == 2 * len(batches) * len(loaded.adapter.layers)
 
 
 def test_sequence_first_attention_is_refused_not_misread() -> None:

@@ -134,9 +134,6 @@ class ForwardAccumulator:
         self.head_mixing = [ScalarStream(floors=True) for _ in range(H)]
         self.head_entropy = [ScalarStream() for _ in range(H)]  # always kept: the report lists it per head
         self.below = {flag: 0 for flag in FLAGS}
-        # W_Q, W_K, W_V per query head on the math device, for κ(LA) per head: built once, not per sample (the
-        # weights of a model spread over devices live on others; GQA repeats each KV slice)
-        self._projections: dict[torch.device, Projections] = {}
 
     def add(self, layer: LayerCapture, lengths: torch.Tensor | None) -> None:
         if layer.x_in is None or layer.attn_in is None:
@@ -211,8 +208,14 @@ class ForwardAccumulator:
     ) -> None:
         mu_la, a_floor = mu_la_floor
         rotation = self.spec.rotation
-        la = torch.stack([self._kappa_la(a, rotation) for a in attn]).cpu()
-        plain = torch.stack([self._kappa_la(a, None) for a in attn]).cpu() if rotation is not None else None
+        # W_Q, W_K, W_V per query head on the math device, once per batch rather than per sample and rotation
+        # (a model spread over devices keeps its weights on others; GQA repeats each KV slice), and not kept
+        # beyond it (for a large GQA model they are H/H_kv times W_K and W_V, in float64, per layer)
+        w = query_projections(self.weights, attn[0].device) if attn else None
+        la = torch.stack([self._kappa_la(a, rotation, w) for a in attn]).cpu()
+        plain = (
+            torch.stack([self._kappa_la(a, None, w) for a in attn]).cpu() if rotation is not None else None
+        )
         for h in range(len(self.head_mu_la)):
             self.head_mu_la[h].extend(mu_la[:, h], a_floor)
             self.head_la[h].extend(la[:, h])
@@ -231,11 +234,10 @@ class ForwardAccumulator:
         with torch.no_grad():
             return self.spec.mixing(p.to(torch.float64)).to(torch.float64)
 
-    def _kappa_la(self, a: torch.Tensor, rotation: Rotation | None) -> torch.Tensor:
+    def _kappa_la(
+        self, a: torch.Tensor, rotation: Rotation | None, projections: Projections | None
+    ) -> torch.Tensor:
         """(H,) one sample's κ(LA) per head: the worst of its groups."""
-        projections = self._projections.get(a.device)
-        if projections is None:
-            projections = self._projections[a.device] = query_projections(self.weights, a.device)
         la = linear_attention(a, self.weights, rotation, projections=projections)
         return condition_number(la).amax(0)
 
