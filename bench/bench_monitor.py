@@ -68,7 +68,7 @@ def pad_right(samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
     }
 
 
-class TimedCallback(ConditioningCallback):
+class TimedCallback(ConditioningCallback):  # type: ignore[misc]  # transformers' TrainerCallback is untyped
     """The callback, timing each of its measurements (with the log call that carries it)."""
 
     def __init__(self, every_n_steps: int) -> None:

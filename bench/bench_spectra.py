@@ -34,7 +34,8 @@ def naive_sweep(X: torch.Tensor, lams: torch.Tensor) -> torch.Tensor:
 
 def svd_kappa(X: torch.Tensor) -> torch.Tensor:
     s = torch.linalg.svdvals(X)
-    return s[..., 0] / s[..., -1]
+    kappa: torch.Tensor = s[..., 0] / s[..., -1]
+    return kappa
 
 
 def timed(fns: list[Callable[[], torch.Tensor]], repeats: int) -> tuple[list[float], list[torch.Tensor]]:

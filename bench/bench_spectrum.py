@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -236,7 +237,12 @@ def _stages(loaded: LoadedModel, first: Batch, scale: int) -> list[Part]:
         Part("κ(W_Q, W_K, W_V) per layer and head (once per run)", w_time, 0, 0),
         Part("X: κ(X), κ(X + λI), κ(X + C), spectra", _clock(lambda: emb.add(xs), device) * scale, 0, 0),
     ]
-    per_layer = _clock(lambda: [accs[i].add(layer, first.lengths) for i, layer in layers.items()], device)
+
+    def analyse_layers() -> None:
+        for i, layer in layers.items():
+            accs[i].add(layer, first.lengths)
+
+    per_layer = _clock(analyse_layers, device)
     parts.append(Part("per layer, all of it (X_l, A_l, P, μ)", per_layer * scale, 0, 0))
     for what, probe, dims in (("  of which X_l", "x_in", (0,)), ("  of which A_l", "attn_in", (1,))):
         mats = [m for layer in layers.values() for m in trim(getattr(layer, probe), first.lengths, dims)]
@@ -458,12 +464,8 @@ def _whole_forward(fn: Callable[[], object]) -> Callable[[], object]:
     """``fn`` with every capture running the model to its end (``to_end=True``), as before the early stop."""
 
     def run() -> object:
-        saved = driver.capture
-        driver.capture = functools.partial(capture, to_end=True)
-        try:
+        with mock.patch.object(driver, "capture", functools.partial(capture, to_end=True)):
             return fn()
-        finally:
-            driver.capture = saved
 
     return run
 
