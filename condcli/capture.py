@@ -318,6 +318,7 @@ def capture(
 
     handles: list[RemovableHandle] = []
     taps: list[Tap] = []  # entered and not yet left: only where the forward raised inside a tapped call
+    output, stopped = None, False
     try:
         # The embedding hook goes first: a probe on the same module (DaViT's layer-0 X_l reads the cpe1
         # output that is also X) then sees the conditioned tensor, as the model does.
@@ -334,16 +335,17 @@ def capture(
         # runs its own (fused) attention, as a user's forward does
         needs_p = "probs" in recorder.wanted and any(adapter.layers[i].probs is not None for i in chosen)
         eager = adapter.eager_attention() if needs_p else nullcontext()
-        output = None
         with eager, torch.no_grad():
             output = adapter.run(inputs)
     except _Seen:  # everything asked for was seen: the rest of the forward was not run
-        settle(adapter.model)  # a block it stopped in has its offloaded weights offloaded again
+        stopped = True
     finally:
         while taps:  # innermost first, as they were entered
             taps.pop().__exit__(None, None, None)
         for h in handles:
             h.remove()
+    if stopped:  # a block it stopped in has its offloaded weights offloaded again, hooks and taps gone
+        settle(adapter.model)
     if "x" not in seen:
         raise InternalError(f"the embedding point {point.name} never ran", "report it with the model name")
     silent = [
