@@ -151,8 +151,12 @@ class HeadWeights:
     def full(self, which: Literal["q", "k", "v"]) -> torch.Tensor:
         """The whole d × (heads·d_h) projection, heads side by side (the matrix the family multiplies by;
         d × (H_kv·d_h) for W_K and W_V under grouped-query attention)."""
-        w = {"q": self.wq, "k": self.wk, "v": self.wv}[which]
-        return w.permute(1, 0, 2).reshape(w.shape[1], -1)
+        return join_heads({"q": self.wq, "k": self.wk, "v": self.wv}[which])
+
+
+def join_heads(w: torch.Tensor) -> torch.Tensor:
+    """(H, d, d_h) → the d × (H·d_h) matrix, heads side by side (the inverse of :func:`split_heads`)."""
+    return w.permute(1, 0, 2).reshape(w.shape[1], -1)
 
 
 def split_heads(w_t: torch.Tensor, heads: int) -> torch.Tensor:

@@ -11,7 +11,7 @@ from typing import Literal
 
 import torch
 
-from condcli.adapters.base import HeadWeights, LayerSpec, Rotation
+from condcli.adapters.base import HeadWeights, LayerSpec, Rotation, join_heads
 from condcli.analysis import headmax
 from condcli.analysis.persample import head_chunks, summarize_heads, summarize_samples, trim
 from condcli.capture import LayerCapture
@@ -61,7 +61,7 @@ def weight_kappas_of(weights: Mapping[int, HeadWeights]) -> dict[int, WeightKapp
 def _full_kappa(heads: torch.Tensor) -> torch.Tensor:
     """κ (0-d) of the whole projection whose heads are ``heads`` (H, d, d_h), by SVD: the matrix
     :meth:`HeadWeights.full` builds, heads side by side."""
-    return condition_number(heads.permute(1, 0, 2).reshape(heads.shape[1], -1), method="svd")
+    return condition_number(join_heads(heads), method="svd")
 
 
 def _with_heads(w: HeadWeights, full: tuple[float, float, float]) -> WeightKappas:
@@ -86,22 +86,17 @@ def query_projections(w: HeadWeights, device: torch.device) -> Projections:
 
 
 def linear_attention(
-    a: torch.Tensor,
-    w: HeadWeights,
-    rotation: Rotation | None = None,
-    *,
-    projections: Projections | None = None,
+    a: torch.Tensor, projections: Projections, rotation: Rotation | None = None
 ) -> torch.Tensor:
     """LA(A) = A W_Q W_Kᵀ Aᵀ A W_V per group and head, float64: (G, n, c) → (G, H, n, d_h).
 
     Computed as Q (Kᵀ V) so no n × n matrix is formed; no biases (Proposition 4.2's linear attention). Each
     query head uses the KV head it reads (grouped-query attention). ``rotation``: the model's own rotation of
     q and k at positions 0..n−1 (RoPE), applied as the model applies it: LA = R(Q) R(K)ᵀ V. ``projections``:
-    :func:`query_projections` of ``w`` on a's device, where the caller keeps them (else built here).
+    the layer's :func:`query_projections` on a's device.
     """
     x = a.to(torch.float64)[:, None]  # (G, 1, n, c)
-    mats = projections if projections is not None else query_projections(w, x.device)
-    q, k, v = (x @ m[None] for m in mats)  # (G, H, n, d_h)
+    q, k, v = (x @ m[None] for m in projections)  # (G, H, n, d_h)
     if rotation is not None:
         q, k = rotation(q, k)
     return q @ (k.mT @ v)
@@ -211,7 +206,7 @@ class ForwardAccumulator:
         # W_Q, W_K, W_V per query head on the math device, once per batch rather than per sample and rotation
         # (a model spread over devices keeps its weights on others; GQA repeats each KV slice), and not kept
         # beyond it (for a large GQA model they are H/H_kv times W_K and W_V, in float64, per layer)
-        w = query_projections(self.weights, attn[0].device) if attn else None
+        w = query_projections(self.weights, attn[0].device if attn else self.weights.wq.device)
         la = torch.stack([self._kappa_la(a, rotation, w) for a in attn]).cpu()
         plain = (
             torch.stack([self._kappa_la(a, None, w) for a in attn]).cpu() if rotation is not None else None
@@ -234,12 +229,9 @@ class ForwardAccumulator:
         with torch.no_grad():
             return self.spec.mixing(p.to(torch.float64)).to(torch.float64)
 
-    def _kappa_la(
-        self, a: torch.Tensor, rotation: Rotation | None, projections: Projections | None
-    ) -> torch.Tensor:
+    def _kappa_la(self, a: torch.Tensor, rotation: Rotation | None, projections: Projections) -> torch.Tensor:
         """(H,) one sample's κ(LA) per head: the worst of its groups."""
-        la = linear_attention(a, self.weights, rotation, projections=projections)
-        return condition_number(la).amax(0)
+        return condition_number(linear_attention(a, projections, rotation)).amax(0)
 
     @property
     def has_probs(self) -> bool:
