@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from condcli.capture import PROBES, Capture
 from condcli.inputs import Batch, InputStream
 
 if TYPE_CHECKING:
@@ -20,6 +21,20 @@ if TYPE_CHECKING:
 def hook_count(model: nn.Module) -> int:
     """Forward hooks and forward pre-hooks on all of the model's modules."""
     return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+def assert_same_capture(a: Capture, b: Capture) -> None:
+    """X, X + λI_k, the layers captured and every tensor of theirs bitwise equal."""
+    assert torch.equal(a.x, b.x)
+    assert (a.x_conditioned is None) == (b.x_conditioned is None)
+    if a.x_conditioned is not None and b.x_conditioned is not None:
+        assert torch.equal(a.x_conditioned, b.x_conditioned)
+    assert sorted(a.layers) == sorted(b.layers)
+    for i, layer in a.layers.items():
+        for probe in PROBES:
+            got, want = getattr(layer, probe), getattr(b.layers[i], probe)
+            assert (got is None) == (want is None), (i, probe)
+            assert got is None or torch.equal(got, want), (i, probe)
 
 
 def replay(batches: list[Batch], label: str = "replayed") -> InputStream:

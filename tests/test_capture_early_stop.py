@@ -19,10 +19,11 @@ from click.testing import Result
 from torch import nn
 
 from condcli.analysis import driver
-from condcli.capture import PROBES, Capture, capture
+from condcli.capture import PROBES, capture
 from condcli.conditioning import Conditioning
 from condcli.inputs import InputSpec, stream
 from condcli.sources import LoadedModel, LoadOptions, load
+from tests.recording import assert_same_capture
 
 
 @pytest.fixture(scope="module")
@@ -54,20 +55,6 @@ def _vit_parts(model: Any) -> dict[str, nn.Module]:
     parts = {f"block{i}": b for i, b in enumerate(model.blocks)}
     parts |= {f"mlp{i}": b.mlp for i, b in enumerate(model.blocks)}
     return parts | {"norm": model.norm, "head": model.head}
-
-
-def _same(a: Capture, b: Capture) -> None:
-    """X, X + λI_k and every captured tensor bitwise equal."""
-    assert torch.equal(a.x, b.x)
-    assert (a.x_conditioned is None) == (b.x_conditioned is None)
-    if a.x_conditioned is not None and b.x_conditioned is not None:
-        assert torch.equal(a.x_conditioned, b.x_conditioned)
-    assert sorted(a.layers) == sorted(b.layers)
-    for i, layer in a.layers.items():
-        for probe in PROBES:
-            got, want = getattr(layer, probe), getattr(b.layers[i], probe)
-            assert (got is None) == (want is None)
-            assert got is None or torch.equal(got, want), (i, probe)
 
 
 @pytest.mark.parametrize(
@@ -104,7 +91,7 @@ def test_the_forward_stops_after_the_last_probe_asked_for(
     with torch.no_grad():  # to_end's output is the model's own (eager attention: the last digits differ)
         own = model(batch.inputs["pixel_values"])
     torch.testing.assert_close(ref.output, own, rtol=1e-5, atol=1e-5)
-    _same(got, ref)
+    assert_same_capture(got, ref)
     assert hook_count(model) == 0
     assert all(b.attn.fused_attn for b in model.blocks)  # switched back on after the stop
 
@@ -119,7 +106,7 @@ def test_the_conditioned_forward_stops_too_and_keeps_x_plus_lambda(vit: LoadedMo
         assert early["block4"] == 0 and early["head"] == 0
         assert got.x_conditioned is not None
         assert torch.equal(got.x_conditioned, got.x + 10.0 * torch.eye(*got.x.shape[-2:]))
-        _same(got, ref)
+        assert_same_capture(got, ref)
 
 
 def test_a_models_own_except_exception_does_not_swallow_the_stop(
@@ -147,7 +134,7 @@ def test_a_models_own_except_exception_does_not_swallow_the_stop(
     finally:
         del model.forward_features
     assert swallowed == []
-    _same(got, ref)
+    assert_same_capture(got, ref)
     assert hook_count(model) == 0
 
 
@@ -192,7 +179,7 @@ def test_a_swin_window_attention_it_stopped_in_is_offloaded_again(tmp_path: Path
     for layers in ([last], [last], [0, last]):
         got = capture(loaded.adapter, batch, layers=layers)
         assert table() == "meta"
-        _same(got, capture(whole.adapter, batch, layers=layers))
+        assert_same_capture(got, capture(whole.adapter, batch, layers=layers))
 
 
 def _report(cli: Callable[..., Result], *args: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from condcli.capture import Capture, capture
 from condcli.inputs import Batch
 from tests.conformance_cases import CASES
 from tests.families import F64, Case, Site, project
+from tests.recording import assert_same_capture
 
 Tensor = torch.Tensor
 
@@ -329,13 +330,7 @@ def test_an_early_stop_captures_what_the_whole_forward_does(
         early = capture(adapter, run.batch, layers=layers)
         whole = capture(adapter, run.batch, layers=layers, to_end=True)
         assert early.output is None and whole.output is not None
-        assert torch.equal(early.x, whole.x)
-        assert sorted(early.layers) == sorted(whole.layers)
-        for i, layer in early.layers.items():
-            for probe in ("x_in", "attn_in", "probs"):
-                got, want = getattr(layer, probe), getattr(whole.layers[i], probe)
-                assert (got is None) == (want is None), (i, probe)
-                assert got is None or torch.equal(got, want), (i, probe)
+        assert_same_capture(early, whole)
     assert hook_count(model) == 0
     assert switches(model) == before_switches
     with torch.no_grad():
