@@ -21,3 +21,32 @@ def num(v: float | None, digits: int = 3) -> str:
 def floor_num(v: float) -> str:
     """A floor: "≥ 3.1e+04" — two significant digits, the true value is at least this (SPEC §2)."""
     return "≥ inf" if math.isinf(v) else f"≥ {v:.2g}"
+
+
+APPROX = "≈"  # marks a value printed with fewer digits: only those its capture's rounding supports
+
+
+def supported_digits(v: float, rel: float | None, digits: int = 3) -> int:
+    """How many significant digits of ``v`` its relative uncertainty ``rel`` supports (at most ``digits``):
+    the last one shown is the place of the uncertainty's leading digit; 0 where none is (rel ≥ 1, the value
+    has no upper end). ``rel`` None or 0: all ``digits``."""
+    if not rel or not math.isfinite(v) or v == 0:
+        return digits
+    if rel >= 1:
+        return 0
+    spread = abs(v) * rel / (1 - rel)  # the wider side of [v/(1+r), v/(1−r)]
+    return max(1, min(digits, math.floor(math.log10(abs(v))) - math.floor(math.log10(spread)) + 1))
+
+
+def measured(v: float | None, rel: float | None, digits: int = 3) -> str:
+    """A measurement with its relative uncertainty ``rel`` (docs/math.md, "Digits a capture supports"):
+    :func:`num` where ``rel`` supports all ``digits``; "≈9e+09" with the digits it supports; where it supports
+    none (no upper end), the lower end it proves, as a floor "≥ 5.2e+09"."""
+    if v is None or math.isinf(v):
+        return num(v, digits)
+    shown = supported_digits(v, rel, digits)
+    if shown == digits:
+        return num(v, digits)
+    if shown == 0:
+        return floor_num(v / (1 + (rel or 0.0)))
+    return f"{APPROX}{v:.{shown}g}"

@@ -66,6 +66,8 @@ def test_embedding_numbers_equal_numpy_on_the_models_own_x(vit: Any) -> None:
     assert_agg(e.sigma_min, list(sigma[:, -1]), 1e-9)
     tol = np_tol(X, F32)[:, None]  # 0.5·eps32·‖X‖_F
     assert list(e.numerical_rank.per_sample) == list((sigma > tol).sum(1).astype(float))
+    # the digits the capture supports (docs/math.md): r = tol/σ_k per sample, by Weyl
+    np.testing.assert_allclose(e.kappa.per_sample_uncertainty, tol[:, 0] / sigma[:, -1], rtol=1e-9)
     weyl = np.where(LAM > sigma[:, 0], (sigma[:, 0] + LAM) / (LAM - sigma[:, 0]), np.inf)
     assert_agg(e.weyl_bound, list(weyl), 1e-9)
     assert e.spectrum is not None and e.spectrum_conditioned is not None
@@ -104,6 +106,21 @@ def test_layer_numbers_equal_a_recomputation_from_hooks_and_weights(vit: Any) ->
         assert_agg(layer.plain["kappa_probs"], list(kp.max(1)), p_tol)
         tol = np_tol(P, F32)  # (S, H): 0.5·eps32·‖P‖_F per head
         assert layer.plain.below["probs"] == int((np_sigma(P)[..., -1] <= tol).any(1).sum())
+        # relative uncertainties (docs/math.md): tol/σ_k, inf for a floor; μ(LA): (1 + r_A)³ − 1; a max over
+        # heads takes the r of the head that attains it; μ(A): (1 + r_P)(1 + r_A) − 1
+        sx, sa = np_sigma(X), np_sigma(A)
+        rx, ra = np_tol(X, F32) / sx[:, -1], np_tol(A, F32) / sa[:, -1]
+        rp = np.where(sp[..., -1] <= tp, np.inf, tp / sp[..., -1])  # (S, H)
+        np.testing.assert_allclose(layer.plain["kappa"].per_sample_uncertainty, rx, rtol=1e-9)
+        np.testing.assert_allclose(layer.plain["kappa_attn_input"].per_sample_uncertainty, ra, rtol=1e-9)
+        np.testing.assert_allclose(layer.plain["mu_la"].per_sample_uncertainty, (1 + ra) ** 3 - 1, rtol=1e-9)
+        at_p, at_mu = kp.argmax(1), mu_a.argmax(1)
+        rows = np.arange(len(kp))
+        np.testing.assert_allclose(
+            layer.plain["kappa_probs"].per_sample_uncertainty, rp[rows, at_p], rtol=1e-6
+        )
+        mu_rel = (1 + rp[rows, at_mu]) * (1 + ra) - 1
+        np.testing.assert_allclose(layer.plain["mu_a"].per_sample_uncertainty, mu_rel, rtol=1e-6)
         assert layer.heads_detail is not None and len(layer.heads_detail) == H
         for h, head in enumerate(layer.heads_detail):
             assert_agg(head.mu_la, list(mu_la[:, h]), 1e-9)

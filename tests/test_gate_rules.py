@@ -156,3 +156,19 @@ def test_fmt_pair_never_prints_a_failing_value_equal_to_its_limit() -> None:
 
 def test_errors_are_condcli_errors_with_exit_2() -> None:
     assert issubclass(InputError, CondcliError) and InputError.exit_code == UsageError.exit_code == 2
+
+
+def test_a_rule_states_the_uncertainty_of_the_value_it_judged() -> None:
+    """A κ near its floor carries a large relative uncertainty (docs/math.md): the reason and the JSON say it,
+    and a value measured to all its digits says nothing more."""
+    r = report([1.2e7, 1.2e7])
+    r["embedding"]["kappa"]["rel_uncertainty"] = {"median": 0.7, "mean": 0.7, "min": 0.7, "max": 0.7}
+    near = kappa_rule(r, 1e6, "median", "kappa", "")
+    assert near.reason == "κ(X) median 1.2e+07 ±70% > 1e+06"
+    assert near.to_json()["rel_uncertainty"] == 0.7 and near.shown()[0] == "1.2e+07 ±70%"
+    layers = [layer(0, [10, 12], [1e5, 2e5]), layer(3, [40, 44], [9e8, 1e9])]
+    layers[1]["mu_la"]["rel_uncertainty"] = {"median": 0.25, "mean": 0.25, "min": 0.25, "max": 0.25}
+    mu = layer_rule(report([10.0, 12.0], layers=layers), "max_mu_la", 1e8, "median", "")
+    assert mu.reason == "μ(LA) median 9.5e+08 ±25% > 1e+08 in 1 of 2 layers, worst layer 3 blocks.3"
+    far = kappa_rule(report([151.0, 151.0]), 100, "median", "kappa", "")
+    assert far.reason == "κ(X) median 151 > 100" and "rel_uncertainty" not in far.to_json()

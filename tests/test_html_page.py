@@ -224,7 +224,10 @@ def test_one_number_formatter_for_the_cli_tables_and_the_page() -> None:
     import condcli.html.numbers as page_numbers
     import condcli.numbers as shared
 
-    assert cli_tables.num is shared.num and cli_tables.floor_num is shared.floor_num
+    assert cli_tables.measured is shared.measured and cli_tables.floor_num is shared.floor_num
+    import condcli.html.tables as page_tables
+
+    assert page_tables.measured is shared.measured  # the digits a capture supports, one rule for both
     assert page_numbers.floor_num is shared.floor_num and cli_tables.WARN == page_numbers.WARN == "⚠"
     for v in (151.234, 0.0636, 1.45e3, 2.66e10, math.inf, -math.inf):
         assert page_numbers.num(v) == shared.num(v) == sig3(v)

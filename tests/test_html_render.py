@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -33,15 +34,31 @@ def rows(table: Node) -> tuple[list[str], list[list[Node]]]:
     return head, body
 
 
-def check_cell(td: Node, value: Any, floor: bool = False) -> None:
-    """The cell holds ``value`` (a JSON float) to full precision and shows it as the CLI rounds it."""
+def check_cell(td: Node, value: Any, floor: bool = False, rel: Any = None) -> None:
+    """The cell holds ``value`` (a JSON float) to full precision and shows it as the CLI rounds it: three
+    significant digits, or, where its relative uncertainty ``rel`` (the JSON's) leaves the third digit
+    unsupported, "≈" and fewer digits that still lie within [v/(1+r), v/(1−r)] (docs/math.md)."""
     v = jf(value)
     assert float(td.attrs["data-value"]) == v, (td.attrs, value)
     text = td.text()
     if floor:
         assert text.startswith("≥ ") and text.endswith("⚠"), text
-    else:
-        assert text.split(" ")[0] == sig3(v), (text, v)
+        return
+    shown = text.split(" ")[0]
+    if not shown.startswith("≈"):
+        assert shown == sig3(v), (text, v)
+        return
+    r = jf(rel)
+    spread = abs(v) * r / (1 - r)
+    assert spread >= 10 ** (math.floor(math.log10(abs(v))) - 2), (text, v, r)  # 3 digits would claim more
+    approx = float(shown.removeprefix("≈"))
+    assert len(shown.removeprefix("≈").split("e")[0].replace(".", "")) < 3
+    assert v / (1 + r) <= approx * (1 + 1e-12) and approx <= v / (1 - r) * (1 + 1e-12), (text, v, r)
+
+
+def rel_of(agg: Report, statistic: str) -> Any:
+    """The JSON's relative uncertainty of a statistic (None where the aggregate has none)."""
+    return (agg.get("rel_uncertainty") or {}).get(statistic)
 
 
 def test_dispatch_table_names_every_command() -> None:
@@ -63,7 +80,10 @@ def test_spectrum_page_shows_x_and_every_layer(spectrum: Report) -> None:
     by_label = {tr[0].text(): tr for tr in body}
     for key, label in (("kappa", "κ(X)"), ("kappa_corrected", "κ(X + C)"), ("sigma_min", "σ_min")):
         for col, stat in enumerate(("median", "min", "max"), start=1):
-            check_cell(by_label[label][col], emb[key][stat], emb[key].get("floor", {}).get(stat, False))
+            agg = emb[key]
+            check_cell(
+                by_label[label][col], agg[stat], agg.get("floor", {}).get(stat, False), rel_of(agg, stat)
+            )
     check_cell(by_label[f"κ(X + {LAM:g}·I_k)"][1], emb["kappa_conditioned"]["median"])
     text = page.text()
     assert sig3(jf(emb["kappa"]["median"])) in text
@@ -88,7 +108,9 @@ def test_layer_table_cells_are_the_json_values(spectrum: Report) -> None:
                 if agg is None:
                     assert td.text() == "—"
                     continue
-                check_cell(td, agg["median"], agg.get("floor", {}).get("median", False))
+                check_cell(
+                    td, agg["median"], agg.get("floor", {}).get("median", False), rel_of(agg, "median")
+                )
                 below = (agg.get("floor_count") or 0) > 0 or any(
                     src["below_precision"].get(f) for f in (m.flag,) if f is not None
                 )
@@ -106,7 +128,8 @@ def test_head_tables_hold_each_heads_medians(spectrum: Report) -> None:
             check_cell(tr[1], layer["kappa_wq_heads"][h["head"]])
             check_cell(tr[3], layer["kappa_wv_heads"][h["head"]])
             mu_la = h["mu_la"]
-            check_cell(tr[head.index("μ(LA)")], mu_la["median"], mu_la.get("floor", {}).get("median", False))
+            floor = mu_la.get("floor", {}).get("median", False)
+            check_cell(tr[head.index("μ(LA)")], mu_la["median"], floor, rel_of(mu_la, "median"))
             check_cell(tr[head.index("κ(LA) actual")], h["kappa_la"]["median"])
 
 

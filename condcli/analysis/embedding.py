@@ -49,7 +49,7 @@ class EmbeddingAccumulator:
         s = summarize_samples(mats, resolution)
         shifted = summarize_samples([shift(m, self.lam) for m in mats], resolution)
         sigma_max = torch.stack([v[0] for v in s.sigma]).cpu()
-        self.kappa.extend(s.reported, s.below)
+        self.kappa.extend(s.reported, s.below, s.uncertainty)
         self.kappa_conditioned.extend(shifted.kappa)
         self.kappa_corrected.extend(torch.stack([corrected_kappa_from_sigma(v) for v in s.sigma]).cpu())
         self.sigma_max.extend(sigma_max)

@@ -36,6 +36,7 @@ from condcli.analysis.persample import head_chunks, summarize_samples
 from condcli.spectra import mu_softmax_attention, strategies
 from condcli.spectra.certify import KappaBounds, bound_terms, kappa_bounds
 from condcli.spectra.core import Method, upcast
+from condcli.spectra.uncertainty import product_rel
 
 # Where a layer's maxima over heads are pruned, per device kind of the captured P: "always", "causal" (only
 # for causal attention, whose P is lower triangular, on at least MIN_TOKENS tokens) or "never" (the module
@@ -72,6 +73,8 @@ class HeadMaxima:
     kappa: torch.Tensor  # (S,) float64
     floor: torch.Tensor  # (S,) bool
     mu: torch.Tensor  # (S,) float64: max of μ(A) = κ(P)·κ(A_l)·κ(W_V) (mu_softmax_attention)
+    kappa_rel: torch.Tensor  # (S,) relative uncertainty of the head that attains ``kappa`` (uncertainty.py)
+    mu_rel: torch.Tensor  # (S,) relative uncertainty of the head that attains ``mu``
     decomposed: int  # heads given an SVD (or Gram path), of S·G·H
 
 
@@ -81,9 +84,11 @@ def head_maxima(
     method: Method,
     kappa_attn: torch.Tensor,
     kappa_wv: torch.Tensor,
+    attn_rel: torch.Tensor | None = None,
 ) -> HeadMaxima | None:
     """Maxima over heads of one layer's P, per sample: ``mats`` per sample (G, H, n, n); ``kappa_attn`` (S, G)
-    the reported κ(A_l); ``kappa_wv`` (H,) per query head. None where the bounds do not apply (P not square):
+    the reported κ(A_l) and ``attn_rel`` its relative uncertainty (default 0); ``kappa_wv`` (H,) per query
+    head. None where the bounds do not apply (P not square):
     the caller decomposes every head."""
     if not mats or any(m.shape[-1] != m.shape[-2] for m in mats):
         return None
@@ -92,6 +97,7 @@ def head_maxima(
     hiw = [mu_softmax_attention(h, kappa_attn[s][:, None], wv) for s, h in enumerate(hi)]
     rep = [torch.full_like(h, torch.nan) for h in hi]  # reported κ of the heads decomposed so far
     below = [torch.zeros(h.shape, dtype=torch.bool) for h in hi]
+    rel = [torch.full_like(h, torch.inf) for h in hi]  # relative uncertainty of the heads decomposed
     done = [torch.zeros(h.shape, dtype=torch.bool) for h in hi]
     # first round: every unproven head (its value and flag are unknown) and the highest bounds on κ and μ
     none = torch.tensor(-torch.inf, dtype=torch.float64)
@@ -100,15 +106,19 @@ def head_maxima(
         for h, w, d in zip(hi, hiw, done, strict=True)
     ]
     while any(todo):
-        _decompose(mats, capture_dtype, method, todo, rep, below, done)
+        _decompose(mats, capture_dtype, method, todo, (rep, below, rel), done)
         todo = []
         for s in range(len(mats)):
             mu = _mu(rep[s], done[s], kappa_attn[s], wv)
             todo.append(_next(done[s], ((hi[s], _max(rep[s], done[s])), (hiw[s], _max(mu, done[s])))))
     kappa = torch.stack([_max(r, d) for r, d in zip(rep, done, strict=True)])
     mus = [_mu(r, d, kappa_attn[s], wv) for s, (r, d) in enumerate(zip(rep, done, strict=True))]
+    a_rel = torch.zeros_like(kappa_attn) if attn_rel is None else attn_rel
+    mu_rels = [product_rel(r, a_rel[s][:, None]) for s, r in enumerate(rel)]
     return HeadMaxima(
         kappa=kappa,
+        kappa_rel=torch.stack([_rel_at_max(r, d, u) for r, d, u in zip(rep, done, rel, strict=True)]),
+        mu_rel=torch.stack([_rel_at_max(m, d, u) for m, d, u in zip(mus, done, mu_rels, strict=True)]),
         floor=torch.stack(
             [((b & d) | (f & ~d)).any() for b, d, f in zip(below, done, proven_floor, strict=True)]
         ),
@@ -153,12 +163,13 @@ def _decompose(
     capture_dtype: torch.dtype,
     method: Method,
     todo: list[set[int]],
-    rep: list[torch.Tensor],
-    below: list[torch.Tensor],
+    found: tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]],
     done: list[torch.Tensor],
 ) -> None:
     """Decompose the heads ``todo`` (flat (G, H) indices per sample), all samples in one call, as
-    summarize_heads does (one matrix per decomposition on the CPU), and record their reported κ and flag."""
+    summarize_heads does (one matrix per decomposition on the CPU), and record their reported κ, flag and
+    relative uncertainty in ``found``."""
+    rep, below, rel = found
     picked = [(s, i) for s, idx in enumerate(todo) for i in sorted(idx)]
     if not picked:
         return
@@ -167,6 +178,7 @@ def _decompose(
     for j, (s, i) in enumerate(picked):
         rep[s].view(-1)[i] = got.reported[j]
         below[s].view(-1)[i] = got.below[j]
+        rel[s].view(-1)[i] = got.uncertainty[j]
         done[s].view(-1)[i] = True
 
 
@@ -179,6 +191,12 @@ def _mu(rep: torch.Tensor, done: torch.Tensor, kappa_attn: torch.Tensor, wv: tor
 def _max(values: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
     """The largest of ``values`` where ``done`` (−inf where none)."""
     return torch.where(done, values, torch.full_like(values, -torch.inf)).amax()
+
+
+def _rel_at_max(values: torch.Tensor, done: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
+    """The relative uncertainty of the decomposed head with the largest value (as the full path's max_rel)."""
+    masked = torch.where(done, values, torch.full_like(values, -torch.inf)).flatten()
+    return rel.flatten()[masked.argmax()]
 
 
 def _next(done: torch.Tensor, targets: tuple[tuple[torch.Tensor, torch.Tensor], ...]) -> set[int]:

@@ -28,6 +28,7 @@ from condcli.spectra import (
 )
 from condcli.spectra.core import Method, gram_decides_floors
 from condcli.spectra.strategies import thread_map
+from condcli.spectra.uncertainty import max_rel, power_rel, product_rel
 
 PROJECTIONS: tuple[Literal["q", "k", "v"], ...] = ("q", "k", "v")
 
@@ -137,71 +138,81 @@ class ForwardAccumulator:
             )
         put = self.streams
         sx = summarize_samples(trim(layer.x_in, lengths, (0,)), layer.x_in.dtype)
-        put["kappa"].extend(sx.reported, sx.below)
+        put["kappa"].extend(sx.reported, sx.below, sx.uncertainty)
         put["stable_rank"].extend(torch.stack([stable_rank_of_spectrum(s) for s in sx.sigma]))
         self.below["x"] += int(sx.below.sum())
         attn = trim(layer.attn_in, lengths, (1,))  # per sample (G, n, c)
         sa = summarize_samples(attn, layer.attn_in.dtype)
         ka = sa.reported  # (S, G): floors where A_l is below resolution
         a_floor = sa.below.any(-1)  # (S,) a floor in any group makes the max over groups a floor
-        put["kappa_attn_input"].extend(ka.amax(-1), a_floor)
+        ka_max, ka_rel = max_rel(ka, sa.uncertainty, -1)  # (S,) the worst group and its uncertainty
+        put["kappa_attn_input"].extend(ka_max, a_floor, ka_rel)
         self.below["attn_input"] += int(a_floor.sum())
-        mu_la = mu_linear_attention(self.kq, self.kk, self.kv, ka.amax(-1)[:, None])  # (S, H)
-        put["mu_la"].extend(mu_la.amax(-1), a_floor)
+        mu_la = mu_linear_attention(self.kq, self.kk, self.kv, ka_max[:, None])  # (S, H)
+        mu_la_rel = power_rel(ka_rel, 3)  # the weights are stored exactly: κ(A_l)³ alone is uncertain
+        put["mu_la"].extend(mu_la.amax(-1), a_floor, mu_la_rel)
         probs = None
         if layer.probs is not None:
             p = trim(layer.probs, lengths, (2, 3))  # per sample (G, H, q, k)
-            probs = self._add_probs(p, layer.probs.dtype, ka, sa.below)
+            probs = self._add_probs(p, layer.probs.dtype, (ka, sa.uncertainty), sa.below)
             entropy = torch.stack([_head_entropy(m, self.spec) for m in p]).cpu()  # (S, H)
             put["attention_entropy"].extend(entropy.amin(-1))
             for h, stream in enumerate(self.head_entropy):
                 stream.extend(entropy[:, h])
         if self.per_head:
-            self._add_heads(attn, (mu_la, a_floor), probs)
+            self._add_heads(attn, (mu_la, a_floor, mu_la_rel), probs)
 
     def _add_probs(
-        self, p: list[torch.Tensor], dtype: torch.dtype, ka: torch.Tensor, a_below: torch.Tensor
+        self,
+        p: list[torch.Tensor],
+        dtype: torch.dtype,
+        ka_rel: tuple[torch.Tensor, torch.Tensor],
+        a_below: torch.Tensor,
     ) -> tuple[torch.Tensor, ...] | None:
         """κ(P), κ(M) and μ(A) of one batch into the streams, from P per sample (G, H, q, k), κ(A_l) (S, G)
-        and A_l's floors; returns the per-head values ``_add_heads`` needs (None where it gets none).
+        with its relative uncertainty and A_l's floors; returns the per-head values ``_add_heads`` needs (None
+        where it gets none).
 
         Only the maxima over heads are reported without ``--heads``: where :mod:`condcli.analysis.headmax`
         is on, they come from the heads that can decide them, the same numbers as decomposing every head."""
         put = self.streams
+        ka, a_rel = ka_rel
         method = _probs_method(p, dtype)
         tokens = max((int(m.shape[-1]) for m in p), default=0)
         prune = bool(p) and headmax.enabled(p[0].device, causal=self.spec.causal, tokens=tokens)
         if not self.per_head and self.spec.mixing is None and prune:
-            hm = headmax.head_maxima(p, dtype, method, ka, self.kv)
+            hm = headmax.head_maxima(p, dtype, method, ka, self.kv, a_rel)
             if hm is not None:
-                put["mu_a"].extend(hm.mu, hm.floor | a_below.any(-1))
-                put["kappa_probs"].extend(hm.kappa, hm.floor)
+                put["mu_a"].extend(hm.mu, hm.floor | a_below.any(-1), hm.mu_rel)
+                put["kappa_probs"].extend(hm.kappa, hm.floor, hm.kappa_rel)
                 self.below["probs"] += int(hm.floor.sum())
                 return None
         # a few heads at a time, since a long sequence's P is H × n² numbers per sample
         sp = summarize_heads(p, dtype, method)
-        kp, p_floor = sp.reported, sp.below  # (S, G, H): floors σ_1/tol where P is below resolution
-        km, m_floor = kp, p_floor  # κ of the matrix that mixes the tokens: P, or the layer's M
+        # (S, G, H): κ(P), the floors σ_1/tol where P is below resolution, and the relative uncertainties
+        kp, p_floor, p_rel = sp.reported, sp.below, sp.uncertainty
+        km, m_floor, m_rel = kp, p_floor, p_rel  # κ of the matrix that mixes the tokens: P, or the layer's M
         if self.spec.mixing is not None:
             mixes = [self._mixing(m) for m in p]
             sm = summarize_heads(mixes, dtype, _probs_method(mixes, dtype))
-            km, m_floor = sm.reported, sm.below
+            km, m_floor, m_rel = sm.reported, sm.below, sm.uncertainty
             self.below[MIXING_FLAG] += int(m_floor.flatten(1).any(-1).sum())
-            put["kappa_mixing"].extend(km.flatten(1).amax(-1), m_floor.flatten(1).any(-1))
+            put["kappa_mixing"].extend(*_max_of(km, m_floor, m_rel))
         mu_a = mu_softmax_attention(km, ka[..., None], self.kv)  # (S, G, H)
+        mu_a_rel = product_rel(m_rel, a_rel[..., None])  # κ(W_V) is stored exactly
         mu_a_floor = m_floor | a_below[..., None]  # (S, G, H) either factor a floor
-        put["mu_a"].extend(mu_a.flatten(1).amax(-1), mu_a_floor.flatten(1).any(-1))
-        put["kappa_probs"].extend(kp.flatten(1).amax(-1), p_floor.flatten(1).any(-1))
+        put["mu_a"].extend(*_max_of(mu_a, mu_a_floor, mu_a_rel))
+        put["kappa_probs"].extend(*_max_of(kp, p_floor, p_rel))
         self.below["probs"] += int(p_floor.flatten(1).any(-1).sum())
-        return (kp, mu_a, km, p_floor, mu_a_floor, m_floor)
+        return (kp, mu_a, km, p_floor, mu_a_floor, m_floor, p_rel, mu_a_rel, m_rel)
 
     def _add_heads(
         self,
         attn: list[torch.Tensor],
-        mu_la_floor: tuple[torch.Tensor, torch.Tensor],
+        mu_la_floor: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
         probs: tuple[torch.Tensor, ...] | None,
     ) -> None:
-        mu_la, a_floor = mu_la_floor
+        mu_la, a_floor, mu_la_rel = mu_la_floor
         rotation = self.spec.rotation
         # W_Q, W_K, W_V per query head on the math device, once per batch rather than per sample and rotation
         # (a model spread over devices keeps its weights on others; GQA repeats each KV slice), and not kept
@@ -212,16 +223,16 @@ class ForwardAccumulator:
             torch.stack([self._kappa_la(a, None, w) for a in attn]).cpu() if rotation is not None else None
         )
         for h in range(len(self.head_mu_la)):
-            self.head_mu_la[h].extend(mu_la[:, h], a_floor)
+            self.head_mu_la[h].extend(mu_la[:, h], a_floor, mu_la_rel)
             self.head_la[h].extend(la[:, h])
             if plain is not None:
                 self.head_la_unrotated[h].extend(plain[:, h])
             if probs is not None:
-                kp, mu_a, km, p_floor, mu_a_floor, m_floor = probs
-                self.head_p[h].extend(kp[:, :, h].amax(-1), p_floor[:, :, h].any(-1))
+                kp, mu_a, km, p_floor, mu_a_floor, m_floor, p_rel, mu_a_rel, m_rel = probs
+                self.head_p[h].extend(*_max_of(kp[:, :, h], p_floor[:, :, h], p_rel[:, :, h]))
                 if self.spec.mixing is not None:
-                    self.head_mixing[h].extend(km[:, :, h].amax(-1), m_floor[:, :, h].any(-1))
-                self.head_mu_a[h].extend(mu_a[:, :, h].amax(-1), mu_a_floor[:, :, h].any(-1))
+                    self.head_mixing[h].extend(*_max_of(km[:, :, h], m_floor[:, :, h], m_rel[:, :, h]))
+                self.head_mu_a[h].extend(*_max_of(mu_a[:, :, h], mu_a_floor[:, :, h], mu_a_rel[:, :, h]))
 
     def _mixing(self, p: torch.Tensor) -> torch.Tensor:
         """One sample's M = mixing(P) (G, H, q, k), from P in float64."""
@@ -276,6 +287,15 @@ class ForwardAccumulator:
             )
             for h in range(len(self.head_mu_la))
         )
+
+
+def _max_of(
+    values: torch.Tensor, floors: torch.Tensor, rel: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per sample (S, ...) → (S,): the largest value, whether any is a floor, and the relative uncertainty of
+    the value that attains the largest (condcli.spectra.uncertainty)."""
+    best, best_rel = max_rel(values.flatten(1), rel.flatten(1), -1)
+    return best, floors.flatten(1).any(-1), best_rel
 
 
 def _probs_method(p: list[torch.Tensor], dtype: torch.dtype) -> Method:

@@ -13,6 +13,7 @@ import torch
 
 from condcli.spectra import summarize
 from condcli.spectra.core import Method
+from condcli.spectra.uncertainty import rel_of
 
 
 def trim(t: torch.Tensor, lengths: torch.Tensor | None, token_dims: Sequence[int]) -> list[torch.Tensor]:
@@ -37,6 +38,7 @@ class Summaries:
     rank: torch.Tensor  # (S, *lead) numerical rank at the capture dtype's tolerance
     below: torch.Tensor  # (S, *lead) σ_k ≤ tol: below the capture dtype's resolution, κ only a floor
     reported: torch.Tensor  # (S, *lead) the κ to report: measured, or the floor σ_1/tol where ``below``
+    uncertainty: torch.Tensor  # (S, *lead) its relative uncertainty tol/σ_k (inf for a floor; rel_of)
 
 
 def summarize_samples(
@@ -62,17 +64,20 @@ def summarize_samples(
     rank: list[torch.Tensor | None] = [None] * len(mats)
     below: list[torch.Tensor | None] = [None] * len(mats)
     reported: list[torch.Tensor | None] = [None] * len(mats)
+    rel: list[torch.Tensor | None] = [None] * len(mats)
     for idx in groups.values():
         stack = torch.stack([mats[i] for i in idx])
         s = summarize(stack, capture_dtype, method=method, floors=True, exact_spectrum=exact_spectrum)
         shown = s.reported
+        r = rel_of(s.sigma_min, s.tolerance, s.below_precision)
         for j, i in enumerate(idx):
-            sigma[i], kappa[i], rank[i], below[i], reported[i] = (
+            sigma[i], kappa[i], rank[i], below[i], reported[i], rel[i] = (
                 s.sigma[j],
                 s.kappa[j],
                 s.numerical_rank[j],
                 s.below_precision[j],
                 shown[j],
+                r[j],
             )
     return Summaries(
         sigma=[s for s in sigma if s is not None],
@@ -80,6 +85,7 @@ def summarize_samples(
         rank=torch.stack([r for r in rank if r is not None]).cpu(),
         below=torch.stack([b for b in below if b is not None]).cpu(),
         reported=torch.stack([r for r in reported if r is not None]).cpu(),
+        uncertainty=torch.stack([r for r in rel if r is not None]).cpu(),
     )
 
 
@@ -121,4 +127,5 @@ def summarize_heads(
         rank=torch.cat([s.rank for s in parts], dim=2),
         below=torch.cat([s.below for s in parts], dim=2),
         reported=torch.cat([s.reported for s in parts], dim=2),
+        uncertainty=torch.cat([s.uncertainty for s in parts], dim=2),
     )

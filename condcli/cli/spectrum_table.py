@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.tables import header, median, stat
 from condcli.metrics import FORWARD, WEIGHTS, MetricDef, forward
-from condcli.numbers import WARN, num
+from condcli.numbers import APPROX, WARN, num, supported_digits
 from condcli.report import LayerReport, SpectrumReport
 from condcli.spectra import Aggregate
 
@@ -67,7 +69,7 @@ def layer_table(report: SpectrumReport) -> Table:
     table = Table(*cols, title="layers (medians over samples; μ: max over heads)", title_justify="left")
     for layer in report.layers:
         p = layer.plain
-        row = [escape(f"{layer.index} {layer.name}")]
+        row = [escape(f"{layer.index} {layer.name}") + (UNVERIFIED if _unverified(layer) else "")]
         for m in plain_cols:
             row.append(_weight(layer, m) if m.scope == "weight" else median(p[m.key], p.below_of(m)))
         if layer.conditioned is not None:
@@ -110,7 +112,19 @@ def heads_table(layer: LayerReport) -> Table:
     return table
 
 
+UNVERIFIED = " ?"  # the generic reading of this layer's Q/K/V was not proven on the model
+
+
+def _unverified(layer: LayerReport) -> bool:
+    return layer.qkv_source == "generic (unverified)"
+
+
 def _footnotes(out: Console, report: SpectrumReport) -> None:
+    if any(_unverified(layer) for layer in report.layers):
+        out.print(
+            f"{UNVERIFIED.strip()} after a layer: its Q/K/V were inferred by the generic path and could not"
+            " be proven on the model's first batch (see the notes); declare them with `--adapter` (TOML)."
+        )
     out.print(
         "κ(W): the whole projection (d × H·d_h; d × H_kv·d_h for W_K, W_V under GQA); "
         "μ(LA) = κ(W_Q)κ(W_K)κ(W_V)κ(A_l)³ and μ(A) = κ(P)κ(A_l)κ(W_V) "
@@ -136,6 +150,32 @@ def _footnotes(out: Console, report: SpectrumReport) -> None:
         out.print(escape(f"— in layer(s) {where}: {missing[0].probs_note}"))
 
 
+def _aggregates(report: SpectrumReport) -> Iterator[Aggregate]:
+    """Every aggregate the tables print (embedding, each layer's forwards, each head's)."""
+    yield from (report.embedding.kappa, report.embedding.kappa_conditioned, report.embedding.kappa_corrected)
+    for layer in report.layers:
+        forwards = (layer.plain, layer.conditioned) if layer.conditioned is not None else (layer.plain,)
+        for f in forwards:
+            yield from (f[m.key] for m in FORWARD if f[m.key] is not None)  # type: ignore[misc]
+        for h in layer.heads_detail or ():
+            yield from (a for a in (h.mu_la, h.mu_a, h.kappa_probs, h.kappa_mixing) if a is not None)
+
+
+def approximate(aggregates: Iterable[Aggregate]) -> bool:
+    """Whether a table shows some statistic with fewer digits than usual (its uncertainty supports fewer)."""
+    return any(
+        not a.is_floor(s) and supported_digits(float(getattr(a, s)), a.uncertainty(s)) < 3
+        for a in aggregates
+        for s in ("median", "min", "max")
+    )
+
+
+APPROX_NOTE = (
+    f"{APPROX}: only the digits the capture supports; the capture's own rounding moves σ_k by up to "
+    "tol = u·‖X‖_F (Weyl), so κ is uncertain by tol/σ_k, large near the floor (JSON: rel_uncertainty)."
+)
+
+
 def render(out: Console, report: SpectrumReport) -> None:
     header(out, report.model, report.inputs)
     out.print(embedding_table(report))
@@ -145,6 +185,8 @@ def render(out: Console, report: SpectrumReport) -> None:
             if layer.heads_detail is not None:
                 out.print(heads_table(layer))
         _footnotes(out, report)
+    if approximate(_aggregates(report)):
+        out.print(APPROX_NOTE)
     cf = report.conditioned_forward
     if not cf.applied and cf.reason:
         out.print(escape(f"conditioned forward ({cf.conditioning}): not run — {cf.reason}"))

@@ -6,25 +6,26 @@ from rich.console import Console
 from rich.markup import escape
 
 from condcli.big_model import describe as placed
-from condcli.numbers import WARN, floor_num, num
+from condcli.numbers import WARN, floor_num, measured
 from condcli.report import InputsInfo, ModelInfo
 from condcli.spectra import Aggregate
 
 
 def stat(a: Aggregate, statistic: str) -> str:
-    """One statistic of ``a`` (median, min, max, mean): "≥ 3.1e+04 ⚠" where it is itself only a floor."""
+    """One statistic of ``a`` (median, min, max, mean): "≥ 3.1e+04 ⚠" where it is itself only a floor, else
+    the digits its uncertainty supports ("≈9e+09", :func:`condcli.numbers.measured`)."""
     v = float(getattr(a, statistic))
-    return f"{floor_num(v)} {WARN}" if a.is_floor(statistic) else num(v)
+    return f"{floor_num(v)} {WARN}" if a.is_floor(statistic) else measured(v, a.uncertainty(statistic))
 
 
 def median(a: Aggregate | None, below: int | None = 0) -> str:
-    """A median: "≥ 3.1e+04 ⚠" where it is a floor, else the value, marked ⚠ when some samples were below
-    the capture dtype's resolution."""
+    """A median: "≥ 3.1e+04 ⚠" where it is a floor, else the digits its uncertainty supports, marked ⚠ when
+    some samples were below the capture dtype's resolution."""
     if a is None:
         return "—"
     if a.is_floor("median"):
         return stat(a, "median")
-    return num(a.median) + (f" {WARN}" if below or a.floor_count else "")
+    return stat(a, "median") + (f" {WARN}" if below or a.floor_count else "")
 
 
 def stdout_console() -> Console:

@@ -33,6 +33,14 @@ def fmt_pair(value: float, limit: float) -> tuple[str, str]:
     return repr(value), repr(limit)
 
 
+def uncertainty_note(rel: float | None) -> str:
+    """ " ±70%" where ``rel`` leaves fewer than three digits supported (condcli.numbers.supported_digits),
+    else ""."""
+    if rel is None or rel < 5e-4:
+        return ""
+    return " ±" + ("inf" if math.isinf(rel) else f"{rel * 100:.2g}%")
+
+
 def percent(fraction: float) -> str:
     return f"{fraction * 100:g}%"
 
@@ -59,11 +67,14 @@ class CheckResult:
     baseline: float | None = None  # baseline metrics: the baseline's value (limit = it × (1 + tolerance))
     improved: bool = False  # baseline metrics: better than the baseline by more than the tolerance
     floor: bool = False  # the value is only a floor σ_1/tol (SPEC §2): the true value is at least this
+    # the value's relative uncertainty from the capture's rounding (docs/math.md); None: not tracked
+    rel_uncertainty: float | None = None
 
     def shown(self) -> tuple[str, str]:
-        """(value, limit) as tables print them: told apart (:func:`fmt_pair`), a floor as "≥ x ⚠"."""
+        """(value, limit) as tables print them: told apart (:func:`fmt_pair`), a floor as "≥ x ⚠", a value
+        its capture cannot give to three digits with its uncertainty ("1.2e+07 ±70%")."""
         value, limit = fmt_pair(self.value, self.limit)
-        return (f"≥ {value} {WARN}" if self.floor else value), limit
+        return (f"≥ {value} {WARN}" if self.floor else value + uncertainty_note(self.rel_uncertainty)), limit
 
     @property
     def title(self) -> str:
@@ -89,6 +100,8 @@ class CheckResult:
             "layer": None if self.layer is None else {"index": self.layer, "name": self.layer_name},
             "floor": self.floor,
         }
+        if self.rel_uncertainty is not None:
+            out["rel_uncertainty"] = json_float(self.rel_uncertainty)
         if self.rule == "baseline":
             out["baseline"] = _opt(self.baseline)
             out["improved"] = self.improved

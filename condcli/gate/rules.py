@@ -25,7 +25,7 @@ from condcli.conditioning import Conditioning
 from condcli.errors import UsageError
 from condcli.gate.config import LIMITS, CheckConfig
 from condcli.gate.metrics import Statistic, count, report_layers, section, statistic_of
-from condcli.gate.report import CheckResult, fmt_pair
+from condcli.gate.report import CheckResult, fmt_pair, uncertainty_note
 from condcli.metrics import FLAG_SUBJECT, GATES, MetricDef
 
 # rule → its per-layer metric (every gate of the registry but max_kappa, which is on X)
@@ -84,7 +84,8 @@ def kappa_rule(
     reasons = []
     if value > limit:
         shown, lim = fmt_pair(value, limit)
-        shown = ("≥ " if statistic_is_floor(agg, statistic) else "") + shown
+        floor = statistic_is_floor(agg, statistic)
+        shown = ("≥ " if floor else "") + shown + ("" if floor else uncertainty_note(_rel(agg, statistic)))
         reasons.append(f"{label.split(',')[0]} {statistic} {shown} > {lim}")
     reasons += _precision(inf, max(below, inf), n, dtype, what)
     return CheckResult(
@@ -98,7 +99,17 @@ def kappa_rule(
         reason="; ".join(reasons) or None,
         source=source,
         floor=statistic_is_floor(agg, statistic),
+        rel_uncertainty=_rel(agg, statistic),
     )
+
+
+def _rel(agg: Mapping[str, Any], statistic: Statistic) -> float | None:
+    """The relative uncertainty the report gives ``statistic`` of this aggregate (absent: None)."""
+    rel = agg.get("rel_uncertainty")
+    value = rel.get(statistic) if isinstance(rel, Mapping) else None
+    if isinstance(value, str):
+        return float(value)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -109,6 +120,7 @@ class _LayerValue:
     inf: int
     below: int
     floor: bool = False  # the statistic itself is only a floor (the report's "floor" marks, SPEC §2)
+    rel: float | None = None  # its relative uncertainty from the capture's rounding, where the report has it
 
 
 def statistic_is_floor(agg: Mapping[str, Any], statistic: Statistic) -> bool:
@@ -138,6 +150,7 @@ def _layer_values(report: Mapping[str, Any], metric: MetricDef, statistic: Stati
                 inf=count(agg.get("inf_count", 0), f"{path}.{key}.inf_count"),
                 below=0 if flag is None else count(below.get(flag) or 0, f"{path}.below_precision.{flag}"),
                 floor=statistic_is_floor(agg, statistic),
+                rel=_rel(agg, statistic),
             )
         )
     return out
@@ -168,7 +181,7 @@ def layer_rule(
     reasons = []
     if over:
         shown, lim = fmt_pair(worst.value, limit)
-        shown = ("≥ " if worst.floor else "") + shown
+        shown = ("≥ " if worst.floor else "") + shown + ("" if worst.floor else uncertainty_note(worst.rel))
         sign = ">" if metric.bound == "max" else "<"
         reasons.append(
             f"{metric.label} {statistic} {shown} {sign} {lim} in {len(over)} of {len(values)} layers, "
@@ -190,6 +203,7 @@ def layer_rule(
         layer=worst.index,
         layer_name=worst.name,
         floor=worst.floor,
+        rel_uncertainty=worst.rel,
     )
 
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from condcli.html.numbers import WARN, floor_num, full, is_floor, num, stat, to_float
+from condcli.html.numbers import WARN, floor_num, full, is_floor, num, rel_uncertainty, stat, to_float
+from condcli.numbers import APPROX, measured
 
 # The footnotes a mark refers to, shown under a table only where a cell carries that mark.
 FOOTNOTES: dict[str, str] = {
@@ -17,6 +18,9 @@ FOOTNOTES: dict[str, str] = {
     "so their κ is the floor σ_1/tol, and this statistic could be larger: the true value is at least x.",
     "warn": f"{WARN}: some samples of this quantity were below the capture dtype's resolution; the value "
     "shown is a statistic over samples of which some are floors, not measurements.",
+    "approx": f"{APPROX}: only the digits the capture supports. The capture's own rounding moves σ_k by up "
+    "to tol = u·‖X‖_F (Weyl), so κ is uncertain by tol/σ_k, large near the floor (hover: full precision; "
+    "JSON: rel_uncertainty).",
 }
 
 
@@ -50,9 +54,11 @@ def agg_cell(agg: object, statistic: str = "median", below: int | None = 0) -> C
     if is_floor(agg, statistic):
         return Cell(f"{floor_num(v)} {WARN}", v, ("floor",))
     floors = to_float(agg.get("floor_count")) or 0
+    shown = measured(v, rel_uncertainty(agg, statistic))
+    approx = ("approx",) if shown.startswith(APPROX) else ()
     if below or floors:
-        return Cell(f"{num(v)} {WARN}", v, ("warn",))
-    return Cell(num(v), v)
+        return Cell(f"{shown} {WARN}", v, ("warn", *approx))
+    return Cell(shown, v, approx)
 
 
 def _td(cell: Cell | str) -> str:

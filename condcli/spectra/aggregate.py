@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from condcli.errors import InputError, InternalError
+from condcli.spectra.uncertainty import STATISTICS, statistic_rel
 
 
 def json_float(v: float) -> float | str:
@@ -46,6 +47,9 @@ class Aggregate:
     # per sample, whether the value is only a floor (the true value is ≥ it: SPEC §2); None for quantities
     # that are never floors. JSON then adds "floor_count", "per_sample_floor" and "floor" (per statistic).
     per_sample_floor: tuple[bool, ...] | None = None
+    # per sample, the relative uncertainty r of the value from the capture's rounding (tol/σ_k by Weyl, see
+    # condcli.spectra.uncertainty; inf for a floor); None where it is not tracked. JSON: "rel_uncertainty".
+    per_sample_uncertainty: tuple[float, ...] | None = None
 
     @property
     def count(self) -> int:
@@ -76,6 +80,19 @@ class Aggregate:
             return bool((v[f] <= upper).any())
         raise InternalError(f"unknown statistic {statistic!r}", "report this as a bug")
 
+    def uncertainty(self, statistic: str) -> float | None:
+        """The relative uncertainty of ``statistic`` from the per-sample ones (None where not tracked): the
+        statistic of the samples' lower and upper ends (:func:`condcli.spectra.uncertainty.statistic_rel`)."""
+        if self.per_sample_uncertainty is None:
+            return None
+        return statistic_rel(
+            self.per_sample,
+            self.per_sample_uncertainty,
+            self.per_sample_floor,
+            statistic,
+            STATISTICS[statistic],
+        )
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "median": json_float(self.median),
@@ -89,15 +106,21 @@ class Aggregate:
             out["floor_count"] = self.floor_count
             out["floor"] = {s: self.is_floor(s) for s in ("median", "mean", "min", "max")}
             out["per_sample_floor"] = list(self.per_sample_floor)
+        if self.per_sample_uncertainty is not None:
+            rel: dict[str, Any] = {s: json_float(self.uncertainty(s) or 0.0) for s in STATISTICS}
+            rel["per_sample"] = [json_float(r) for r in self.per_sample_uncertainty]
+            out["rel_uncertainty"] = rel
         return out
 
 
 def aggregate(
     values: torch.Tensor | np.ndarray[Any, Any] | Sequence[float],
     floors: torch.Tensor | np.ndarray[Any, Any] | Sequence[bool] | None = None,
+    uncertainty: torch.Tensor | np.ndarray[Any, Any] | Sequence[float] | None = None,
 ) -> Aggregate:
     """Median, mean (exactly rounded, ``math.fsum``), min, max, the list and the count of ``inf`` values;
-    ``floors`` (per sample, optional) marks the values that are only floors (:attr:`Aggregate.is_floor`)."""
+    ``floors`` (per sample, optional) marks the values that are only floors (:attr:`Aggregate.is_floor`),
+    ``uncertainty`` (per sample, optional) their relative uncertainties (:meth:`Aggregate.uncertainty`)."""
     v = _floats(values)
     if v.size == 0:
         raise InputError("no samples to aggregate", "give at least one input sample")
@@ -111,7 +134,15 @@ def aggregate(
         per_sample=tuple(v.tolist()),
         inf_count=int(np.isinf(v).sum()),
         per_sample_floor=None if floors is None else tuple(bool(b) for b in _bools(floors, v.size)),
+        per_sample_uncertainty=None if uncertainty is None else _relative(uncertainty, v.size),
     )
+
+
+def _relative(values: torch.Tensor | np.ndarray[Any, Any] | Sequence[float], n: int) -> tuple[float, ...]:
+    r = _floats(values)
+    if r.size != n or np.isnan(r).any() or (r < 0).any():
+        raise InternalError(f"{r.size} uncertainties for {n} values, or one not ≥ 0", "report this as a bug")
+    return tuple(r.tolist())
 
 
 def _bools(flags: torch.Tensor | np.ndarray[Any, Any] | Sequence[bool], n: int) -> list[bool]:
@@ -164,19 +195,29 @@ class ScalarStream:
     def __init__(self, *, floors: bool = False) -> None:
         self._chunks: list[np.ndarray[Any, Any]] = []
         self._floors: list[np.ndarray[Any, Any]] | None = [] if floors else None
+        # relative uncertainties, kept while every batch gives them (streams with floors); None once one
+        # batch does not
+        self._uncertainty: list[np.ndarray[Any, Any]] | None = [] if floors else None
 
     def extend(
         self,
         batch: torch.Tensor | np.ndarray[Any, Any] | Sequence[float],
         floors: torch.Tensor | np.ndarray[Any, Any] | Sequence[bool] | None = None,
+        uncertainty: torch.Tensor | np.ndarray[Any, Any] | Sequence[float] | None = None,
     ) -> None:
         """Append values; on a stream made with ``floors=True``, ``floors`` marks those only floors
-        (default: none of them)."""
+        (default: none of them) and ``uncertainty`` gives their relative uncertainties (a batch without
+        them ends the stream's tracking: its aggregate then has none)."""
         values = _floats(batch)
         self._chunks.append(values)
         if self._floors is not None:
             marks = np.zeros(values.size, bool) if floors is None else np.asarray(_bools(floors, values.size))
             self._floors.append(marks)
+        if self._uncertainty is not None:
+            if uncertainty is None:
+                self._uncertainty = None
+            else:
+                self._uncertainty.append(np.asarray(_relative(uncertainty, values.size)))
 
     def __len__(self) -> int:
         return sum(c.size for c in self._chunks)
@@ -185,7 +226,11 @@ class ScalarStream:
         values = np.concatenate(self._chunks) if self._chunks else np.empty(0)
         if self._floors is None:
             return aggregate(values)
-        return aggregate(values, np.concatenate(self._floors) if self._floors else np.empty(0, bool))
+        floors = np.concatenate(self._floors) if self._floors else np.empty(0, bool)
+        if self._uncertainty is None:
+            return aggregate(values, floors)
+        rel = np.concatenate(self._uncertainty) if self._uncertainty else np.empty(0)
+        return aggregate(values, floors, rel)
 
 
 class SpectrumStream:
