@@ -34,7 +34,17 @@ from pathlib import Path
 import torch
 
 from bench.bench_long_sequence import Llama, build, prompt
-from bench.bench_spectrum import Verdict, forward, machine, make_batches, print_verdicts, replay, sync, timed
+from bench.bench_spectrum import (
+    Verdict,
+    forward,
+    machine,
+    make_batches,
+    print_verdicts,
+    ratio,
+    replay,
+    sync,
+    timed,
+)
 from condcli.analysis import headmax
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.inputs import Batch
@@ -103,11 +113,11 @@ def vit_on_device(cfg: Config, device: torch.device) -> tuple[LoadedModel, list[
     print(f"\n=== {device}: {cfg.model} (random init), {n} synthetic images, batch {cfg.batch_size} ===")
     print(f"forward, fused attention (model(pixels)): {t['forward']:9.2f} s")
     print(f"full plain spectrum (all metrics):         {t['spectrum']:9.2f} s")
-    print(f"ratio spectrum / forward on {device}:        {t['spectrum'] / t['forward']:9.2f}x")
-    fastest = min(raw["spectrum"]) / min(raw["forward"])
+    print(f"ratio spectrum / forward on {device}:        {ratio(t['spectrum'], t['forward']):9.2f}x")
+    fastest = ratio(min(raw["spectrum"]), min(raw["forward"]))
     verdict = Verdict(
         f"{device} full plain spectrum / forward, {n} images",
-        t["spectrum"] / t["forward"],
+        ratio(t["spectrum"], t["forward"]),
         TARGET_FORWARD,
         fastest,
     )
@@ -130,7 +140,7 @@ def cpu_path(cfg: Config, device_seconds: float) -> list[Verdict]:
     timed({"warm-up": lambda: spectrum(loaded, batches[:1])}, 1, cpu)
     seconds = _median(timed({"cpu": lambda: spectrum(loaded, batches)}, 1, cpu)["cpu"])
     scaled = seconds * cfg.images / count
-    speedup = scaled / device_seconds
+    speedup = ratio(scaled, device_seconds)
     print(
         f"\nCPU path ({torch.get_num_threads()} torch threads): {seconds:.2f} s on {count} images, scaled "
         f"× {cfg.images}/{count} = {scaled:.1f} s for {cfg.images} (measured on a subset and scaled)"

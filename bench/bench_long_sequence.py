@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from bench.bench_spectrum import Verdict, forward, machine, print_verdicts, replay
+from bench.bench_spectrum import Verdict, forward, machine, print_verdicts, ratio, replay
 from condcli.analysis.common import release_memory
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.capture import capture
@@ -206,7 +206,7 @@ def run(shape: Llama, repeats: int) -> list[Verdict]:
         f"{depth / more:.0f} MiB per layer ({depth / more / p_mib:.2f} × one layer's P)"
     )
     # a layer's P kept after its analysis would cost at least one P per further layer
-    per_layer = max(depth, 0.0) / more / p_mib
+    per_layer = ratio(max(depth, 0.0), more * p_mib)
     return [Verdict("no layer's P kept: ((e) − (d)) per further layer / one layer's P", per_layer, 1.0)]
 
 

@@ -32,7 +32,7 @@ from transformers import (
     TrainingArguments,
 )
 
-from bench.bench_spectrum import Verdict, machine, print_verdicts
+from bench.bench_spectrum import Verdict, machine, print_verdicts, ratio
 from condcli.monitor import ConditioningCallback
 
 TARGET = 1.05  # ≤ 5% more time per step
@@ -169,15 +169,15 @@ def main(argv: Sequence[str] | None = None) -> list[Verdict]:
         step, measured, begin = run(a.steps, a.every, device, a.batch_size, size)
         watched.append(step)
         total = step * max(a.steps - 1, 1)
-        share.append(total / (total - measured))  # (b) over (b) without its measurements: the same run
+        share.append(ratio(total, total - measured))  # (b) over (b) without its measurements: the same run
         setup.append(begin)
     p, w, inside = statistics.median(plain), statistics.median(watched), statistics.median(share)
     print(f"  (a) plain training step:                 {p * 1e3:8.1f} ms")
-    print(f"  (b) with ConditioningCallback(every {a.every}): {w * 1e3:8.1f} ms   {w / p:.3f}x (a)")
+    print(f"  (b) with ConditioningCallback(every {a.every}): {w * 1e3:8.1f} ms   {ratio(w, p):.3f}x (a)")
     print(f"      (b) over its own steps without the measurements: {inside:.3f}x")
     print(f"      (b) setup and step 1 (adapter, probe batch, first step): {statistics.median(setup):.2f} s")
     verdicts = [
-        Verdict(f"step time with the callback every {a.every} steps, (b)/(a)", w / p, TARGET),
+        Verdict(f"step time with the callback every {a.every} steps, (b)/(a)", ratio(w, p), TARGET),
         Verdict("the same, within run (b): its steps over its steps less the measurements", inside, TARGET),
     ]
     print_verdicts(verdicts)

@@ -26,6 +26,7 @@ from bench.bench_spectrum import (
     machine,
     make_batches,
     print_verdicts,
+    ratio,
     replay,
     timed,
 )
@@ -116,13 +117,16 @@ def bench_device(
     m = {k: min(v) for k, v in raw.items()}
     return [
         Verdict(
-            f"{device} rank-decay P spectra vs forward (c)/(a)", t["c"] / t["a"], TARGET, m["c"] / m["a"]
+            f"{device} rank-decay P spectra vs forward (c)/(a)",
+            ratio(t["c"], t["a"]),
+            TARGET,
+            ratio(m["c"], m["a"]),
         ),
         Verdict(
             f"{device} rank-decay P spectra vs its own forward (c)/(b)",
-            t["c"] / t["b"],
+            ratio(t["c"], t["b"]),
             TARGET,
-            m["c"] / m["b"],
+            ratio(m["c"], m["b"]),
         ),
     ]
 

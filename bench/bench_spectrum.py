@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import os
 import resource
 import statistics
@@ -80,8 +81,17 @@ class Verdict:
         return self.value <= self.target
 
     def line(self) -> str:
+        if not math.isfinite(
+            self.value
+        ):  # a clock or an RSS reading of a loaded machine gave nothing to divide
+            return f"{self.what}: n/a (not measurable in this run) ≤ {self.target:g}x  MISS"
         beside = f" (fastest runs {self.fastest:.2f}x)" if self.fastest is not None else ""
         return f"{self.what}: {self.value:.2f}x{beside} ≤ {self.target:g}x  {'PASS' if self.ok else 'MISS'}"
+
+
+def ratio(a: float, b: float) -> float:
+    """a / b, NaN where b is not positive (a timing of 0 s or an RSS delta of 0 on a loaded machine)."""
+    return a / b if b > 0 else math.nan
 
 
 # ---------------------------------------------------------------- inputs and timing
@@ -369,22 +379,28 @@ def bench_device(cfg: Config, device: torch.device) -> list[Verdict]:
     m = {k: min(v) for k, v in raw.items()}
     verdicts = [
         Verdict(
-            f"{device} spectrum --no-conditioned (d)/(a)", t["d"] / t["a"], TARGET_OVERHEAD, m["d"] / m["a"]
+            f"{device} spectrum --no-conditioned (d)/(a)",
+            ratio(t["d"], t["a"]),
+            TARGET_OVERHEAD,
+            ratio(m["d"], m["a"]),
         ),
         Verdict(
-            f"{device} full plain spectrum (d)/(a), issue 18", t["d"] / t["a"], TARGET_PLAIN, m["d"] / m["a"]
+            f"{device} full plain spectrum (d)/(a), issue 18",
+            ratio(t["d"], t["a"]),
+            TARGET_PLAIN,
+            ratio(m["d"], m["a"]),
         ),
         Verdict(
             f"{device} spectrum per forward pass (c)/(2·a)",
-            t["c"] / (2 * t["a"]),
+            ratio(t["c"], 2 * t["a"]),
             TARGET_OVERHEAD,
-            m["c"] / (2 * m["a"]),
+            ratio(m["c"], 2 * m["a"]),
         ),
         Verdict(
             f"{device} sweep-lambda, 19 further λ against the forward 1 + ((g) − (f))/(a)",
-            1 + (t["g"] - t["f"]) / t["a"],
+            1 + ratio(t["g"] - t["f"], t["a"]),
             TARGET_SWEEP,
-            1 + (m["g"] - m["f"]) / m["a"],
+            1 + ratio(m["g"] - m["f"], m["a"]),
         ),
     ]
     del fns, batches, loaded
@@ -408,8 +424,8 @@ def bench_device(cfg: Config, device: torch.device) -> list[Verdict]:
         )
     print(f"{'run time, s':<30} {mem[small]['seconds']:>10.1f} {mem[large]['seconds']:>10.1f}")
     for key, label in keys[::2]:
-        ratio = mem[large][key] / mem[small][key]
-        verdicts.append(Verdict(f"{device} {label} {large} vs {small} images", ratio, TARGET_MEMORY))
+        ratio_ = ratio(mem[large][key], mem[small][key])
+        verdicts.append(Verdict(f"{device} {label} {large} vs {small} images", ratio_, TARGET_MEMORY))
     return verdicts
 
 
@@ -457,7 +473,7 @@ def bench_plain(cfg: Config, device: torch.device) -> list[Verdict]:
     t = {k: statistics.median(v) for k, v in raw.items()}
     m = {k: min(v) for k, v in raw.items()}
     what = f"{device} full plain spectrum (d)/(a), issue 18"
-    return [Verdict(what, t["d"] / t["a"], TARGET_PLAIN, m["d"] / m["a"])]
+    return [Verdict(what, ratio(t["d"], t["a"]), TARGET_PLAIN, ratio(m["d"], m["a"]))]
 
 
 def _whole_forward(fn: Callable[[], object]) -> Callable[[], object]:

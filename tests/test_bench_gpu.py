@@ -4,7 +4,6 @@ tiny Llama, two images) so the GPU bench cannot rot while no GPU runs it. No tim
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
@@ -52,8 +51,6 @@ def test_every_part_runs_on_cpu_with_tiny_sizes(capsys: pytest.CaptureFixture[st
     assert "Llama-style decoder" in out and "torch.bfloat16" in out and "1 prompt of 32 tokens" in out
     assert "full plain spectrum (all layers" in out and "peak GPU MiB" in out
     assert [v.target for v in verdicts] == [bg.TARGET_FORWARD, bg.TARGET_SPEEDUP]
-    assert all(math.isfinite(v.value) and v.value > 0 for v in verdicts)
-    assert verdicts[1].ok == (verdicts[1].value >= 20)  # a speed-up target is a floor
     for v in verdicts:
         assert v.line() in out
 

@@ -3,8 +3,6 @@ the ratio and its verdict are printed. No timing is asserted (the numbers are ma
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from bench import bench_monitor as bm
@@ -16,7 +14,5 @@ def test_bench_prints_both_runs_and_the_ratio(capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert "(a) plain training step" in out and "(b) with ConditioningCallback(every 2)" in out
     assert [v.target for v in verdicts] == [1.05, 1.05]
-    assert all(math.isfinite(v.value) and v.value > 0 for v in verdicts)
-    assert verdicts[1].value > 1  # the measurements took time within run (b)
     assert all(v.line() in out for v in verdicts)
     assert "condcli/" not in out  # the Trainer's printed logs are off: the table stays readable

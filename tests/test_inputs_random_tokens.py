@@ -53,17 +53,15 @@ def test_no_draw_is_larger_than_one_batch(monkeypatch: pytest.MonkeyPatch) -> No
 def test_the_first_batch_of_30m_samples_needs_no_memory_up_front() -> None:
     """In a child process under a 6 GiB address-space limit (30M × 64 int64 ids would be 15 GB)."""
     code = (
-        "import resource, time; resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30));"
+        "import resource; resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30));"
         "from condcli.inputs import InputSpec, Preprocessing, stream;"
         "pre = Preprocessing('text', 'none', max_length=512, vocab_size=30522);"
-        "t = time.perf_counter(); b = next(iter(stream(pre, InputSpec(max_samples=30_000_000))));"
-        "print(*b.inputs['input_ids'].shape, time.perf_counter() - t)"
+        "b = next(iter(stream(pre, InputSpec(max_samples=30_000_000))));"
+        "print(*b.inputs['input_ids'].shape)"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    rows, length, seconds = done.stdout.split()
-    assert (rows, length) == ("8", "64")
-    assert float(seconds) < 1.0, seconds
+    assert done.stdout.split() == ["8", "64"]  # under the limit: nothing sized by the 30M samples was made
 
 
 def test_a_batch_too_large_for_memory_is_one_error(monkeypatch: pytest.MonkeyPatch) -> None:

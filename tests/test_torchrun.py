@@ -182,11 +182,11 @@ def test_a_bug_on_rank_zero_is_exit_3_on_both_ranks(tmp_path: Path) -> None:
 def test_a_rank_killed_mid_run_ends_the_other_with_one_line_not_a_hang(tmp_path: Path) -> None:
     kill = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
     args = ["sweep-lambda", "vit-plain", *TINY, "--json"]
-    (code0, out0, err0, seconds), (code1, _, _, _) = ranks(args, tmp_path, kill, timeout_s="30")
+    (code0, out0, err0, _), (code1, _, _, _) = ranks(args, tmp_path, kill, timeout_s="30")
     assert code1 == -9
     assert code0 == 2 and out0 == ""
     assert err0.count("\n") == 1 and err0.startswith("error: another process of this torchrun run stopped")
-    assert seconds < 60
+    # no hang: ranks() runs each process under a subprocess timeout, which fails the test (no timing judged)
 
 
 def test_under_torchrun_a_rank_killed_stops_the_run_with_one_line_from_rank_0(tmp_path: Path) -> None:
@@ -195,7 +195,6 @@ def test_under_torchrun_a_rank_killed_stops_the_run_with_one_line_from_rank_0(tm
     program.write_text(RANK_PROGRAM)
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"]
     kill = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
-    started = time.monotonic()
     done = subprocess.run(
         [*launcher, str(program), "spectrum", "vit-plain", *TINY, "--json"],
         cwd=tmp_path,
@@ -207,8 +206,7 @@ def test_under_torchrun_a_rank_killed_stops_the_run_with_one_line_from_rank_0(tm
     assert done.returncode == 1 and done.stdout == b""
     lines = [line for line in done.stderr.decode().splitlines() if line.startswith("error:")]
     assert lines == ["error: terminated"] or lines[0].startswith("error: another process"), lines
-    assert len(lines) == 1
-    assert time.monotonic() - started < 120
+    assert len(lines) == 1  # and no hang: the subprocess timeout above fails the test (no timing judged)
 
 
 def test_standard_input_is_refused_under_torchrun_in_one_line(tmp_path: Path) -> None:
