@@ -50,3 +50,16 @@ def measured(v: float | None, rel: float | None, digits: int = 3) -> str:
     if shown == 0:
         return floor_num(v / (1 + (rel or 0.0)))
     return f"{APPROX}{v:.{shown}g}"
+
+
+def rel_uncertainty(agg: object, statistic: str) -> float | None:
+    """The relative uncertainty a report's aggregate (a JSON dict) gives ``statistic``; None where it gives
+    none (older reports, quantities without a floor rule)."""
+    rel = agg.get("rel_uncertainty") if isinstance(agg, dict) else None
+    value = rel.get(statistic) if isinstance(rel, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None

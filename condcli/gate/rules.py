@@ -27,6 +27,7 @@ from condcli.gate.config import LIMITS, CheckConfig
 from condcli.gate.metrics import Statistic, count, report_layers, section, statistic_of
 from condcli.gate.report import CheckResult, fmt_pair, uncertainty_note
 from condcli.metrics import FLAG_SUBJECT, GATES, MetricDef
+from condcli.numbers import rel_uncertainty
 
 # rule → its per-layer metric (every gate of the registry but max_kappa, which is on X)
 LAYER_RULES: dict[str, MetricDef] = {rule: m for rule, m in GATES.items() if m.scope == "forward"}
@@ -85,7 +86,11 @@ def kappa_rule(
     if value > limit:
         shown, lim = fmt_pair(value, limit)
         floor = statistic_is_floor(agg, statistic)
-        shown = ("≥ " if floor else "") + shown + ("" if floor else uncertainty_note(_rel(agg, statistic)))
+        shown = (
+            ("≥ " if floor else "")
+            + shown
+            + ("" if floor else uncertainty_note(rel_uncertainty(agg, statistic)))
+        )
         reasons.append(f"{label.split(',')[0]} {statistic} {shown} > {lim}")
     reasons += _precision(inf, max(below, inf), n, dtype, what)
     return CheckResult(
@@ -99,17 +104,8 @@ def kappa_rule(
         reason="; ".join(reasons) or None,
         source=source,
         floor=statistic_is_floor(agg, statistic),
-        rel_uncertainty=_rel(agg, statistic),
+        rel_uncertainty=rel_uncertainty(agg, statistic),
     )
-
-
-def _rel(agg: Mapping[str, Any], statistic: Statistic) -> float | None:
-    """The relative uncertainty the report gives ``statistic`` of this aggregate (absent: None)."""
-    rel = agg.get("rel_uncertainty")
-    value = rel.get(statistic) if isinstance(rel, Mapping) else None
-    if isinstance(value, str):
-        return float(value)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -150,7 +146,7 @@ def _layer_values(report: Mapping[str, Any], metric: MetricDef, statistic: Stati
                 inf=count(agg.get("inf_count", 0), f"{path}.{key}.inf_count"),
                 below=0 if flag is None else count(below.get(flag) or 0, f"{path}.below_precision.{flag}"),
                 floor=statistic_is_floor(agg, statistic),
-                rel=_rel(agg, statistic),
+                rel=rel_uncertainty(agg, statistic),
             )
         )
     return out

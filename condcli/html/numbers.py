@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from condcli.numbers import WARN, floor_num
+from condcli.numbers import WARN, floor_num, rel_uncertainty
 from condcli.numbers import num as shared_num
 
 __all__ = ["WARN", "floats", "floor_num", "full", "is_floor", "num", "rel_uncertainty", "stat", "to_float"]
@@ -60,12 +60,6 @@ def is_floor(agg: Mapping[str, Any], statistic: str) -> bool:
     """Whether the report marks this statistic of an aggregate as only a floor (absent in older reports)."""
     marks = agg.get("floor")
     return isinstance(marks, Mapping) and marks.get(statistic) is True
-
-
-def rel_uncertainty(agg: Mapping[str, Any], statistic: str) -> float | None:
-    """The relative uncertainty the report gives this statistic of an aggregate (None where it gives none)."""
-    rel = agg.get("rel_uncertainty")
-    return to_float(rel.get(statistic)) if isinstance(rel, Mapping) else None
 
 
 def stat(agg: object, statistic: str = "median") -> float | None:

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from condcli.metrics import forward
-from condcli.numbers import num
+from condcli.numbers import measured, num, rel_uncertainty
 from condcli.plots.base import (
     CONDITIONED,
     PLAIN,
@@ -40,7 +40,12 @@ def spectrum_figure(report: Report) -> Figure:
     below = int(emb.get("below_precision", 0) or 0)
     warn = f", ⚠ {below} below precision" if below else ""
     curves = (
-        (emb["spectrum"], PLAIN, "X", f"median κ = {num(_median(emb['kappa']))}{warn}"),
+        (
+            emb["spectrum"],
+            PLAIN,
+            "X",
+            f"median κ = {measured(_median(emb['kappa']), rel_uncertainty(emb['kappa'], 'median'))}{warn}",
+        ),
         (
             emb["spectrum_conditioned"],
             CONDITIONED,
