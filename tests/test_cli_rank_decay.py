@@ -21,7 +21,7 @@ from tests.recording import vit_probs
 
 FAST = ["--max-samples", "2", "--batch-size", "2"]
 AGG_KEYS = {"median", "mean", "min", "max", "per_sample", "inf_count"}
-KAPPA_KEYS = AGG_KEYS | {"floor", "floor_count", "per_sample_floor"}  # a κ may be a floor (SPEC §2)
+KAPPA_KEYS = AGG_KEYS | {"floor", "floor_count", "per_sample_floor", "rel_uncertainty"}  # SPEC §2
 
 
 @pytest.fixture(scope="module")

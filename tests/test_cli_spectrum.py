@@ -20,7 +20,7 @@ from tests.helpers import np_kappa
 
 FAST = ["--max-samples", "2", "--batch-size", "2"]
 AGG_KEYS = {"median", "mean", "min", "max", "per_sample", "inf_count"}
-FLOOR_KEYS = {"floor_count", "floor", "per_sample_floor"}
+FLOOR_KEYS = {"floor_count", "floor", "per_sample_floor", "rel_uncertainty"}
 
 
 def test_json_has_every_spec_key(cli_json: Callable[..., dict[str, Any]]) -> None:

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from condcli.cli.tables import header
+from condcli.cli.tables import header, stat
 from condcli.numbers import num
 from condcli.rank_report import MatrixAggregate, RankDecayReport, RankDecayResult, RankLayer
 
@@ -79,7 +79,7 @@ def render(out: Console, report: RankDecayReport) -> None:
     e, lam = report.embedding, f"{report.settings.lam:g}"
     out.print(
         escape(
-            f"X: median κ(X) {num(e.kappa.median)}, κ(X + {lam}·I_k) {num(e.kappa_conditioned.median)} "
+            f"X: median κ(X) {stat(e.kappa, 'median')}, κ(X + {lam}·I_k) {num(e.kappa_conditioned.median)} "
             f"[{e.where}]"
         )
     )
