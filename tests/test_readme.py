@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import pytest
 from click.testing import Result
 
-from condcli.numbers import APPROX, WARN
+from tests.claims import assert_same_at_claimed_precision
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -43,42 +41,6 @@ def test_readme_table_is_what_make_demo_prints(
         "report.json",
         "spectrum.png",
     ]
-
-
-def claimed(cell: str) -> tuple[float, float] | None:
-    """The interval a printed number claims, or None for text: its value ± one unit of its last digit
-    ("151": [150, 152]; "≈9e+09": [8e9, 1e10]); a floor "≥ 1.7e+07" claims [1.6e7, ∞). ⚠ is set aside:
-    which samples fall below the floor may differ between machines, the interval is what is compared."""
-    text = cell.replace(WARN, "").strip()
-    floor = text.startswith("≥ ")
-    text = text.removeprefix("≥ ").removeprefix(APPROX)
-    try:
-        value = Decimal(text)
-    except InvalidOperation:
-        return None
-    if not value.is_finite():
-        return (math.inf, math.inf)
-    exponent = value.as_tuple().exponent
-    assert isinstance(exponent, int)
-    ulp = float(Decimal(1).scaleb(exponent))
-    return (float(value) - ulp, math.inf if floor else float(value) + ulp)
-
-
-def assert_same_at_claimed_precision(readme: str, printed: str) -> None:
-    """The README's block and the printed one: the same lines and cells, each number within the precision
-    both claim (their intervals meet), so that digits below a value's uncertainty, which another machine's
-    float32 kernels may change (docs/math.md), never fail the comparison."""
-    old, new = readme.splitlines(), printed.splitlines()
-    assert len(old) == len(new), printed
-    for a, b in zip(old, new, strict=True):
-        cells_a, cells_b = re.split(r"[│┃]", a), re.split(r"[│┃]", b)
-        assert len(cells_a) == len(cells_b), (a, b)
-        for x, y in zip(cells_a, cells_b, strict=True):
-            ia, ib = claimed(x), claimed(y)
-            if ia is None or ib is None:
-                assert x.strip() == y.strip(), (a, b)
-            else:
-                assert ia[0] <= ib[1] and ib[0] <= ia[1], f"{x.strip()!r} vs {y.strip()!r} in {b}"
 
 
 @pytest.mark.parametrize(
