@@ -39,7 +39,7 @@ def supported_digits(v: float, rel: float | None, digits: int = 3) -> int:
 
 
 def measured(v: float | None, rel: float | None, digits: int = 3) -> str:
-    """A measurement with its relative uncertainty ``rel`` (docs/math.md, "Digits a capture supports"):
+    """A measurement with its relative uncertainty ``rel`` (docs/math.md#digits-a-capture-supports):
     :func:`num` where ``rel`` supports all ``digits``; "≈9e+09" with the digits it supports; where it supports
     none (no upper end), the lower end it proves, as a floor "≥ 5.2e+09"."""
     if v is None or math.isinf(v):

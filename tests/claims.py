@@ -1,4 +1,4 @@
-"""Printed numbers compared at the precision they claim (docs/math.md, "Digits a capture supports"): digits
+"""Printed numbers compared at the precision they claim (docs/math.md#digits-a-capture-supports): digits
 below a value's uncertainty, which another machine's float32 kernels may change, never fail a comparison."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The digits a capture supports (docs/math.md): relative uncertainties, their statistics, and the printing.
+"""The digits a capture supports (docs/math.md#digits-a-capture-supports): relative uncertainties, their
+statistics, and the printing.
 
 The statistics are checked by brute force: every choice of per-sample values inside their intervals (the
 corners, and random points) gives a statistic inside the interval the reported uncertainty claims, and the

@@ -1,9 +1,11 @@
-"""The digits a capture supports: the relative uncertainty of a κ from the rounding of the captured matrix.
+"""The digits a capture supports (docs/math.md#digits-a-capture-supports): the relative uncertainty of a κ
+from the rounding of the captured matrix.
 
-Storing a matrix in its capture dtype moves every singular value by at most tol = u·‖X‖_F (Weyl; the floor
-rule of docs/math.md). Above the floor, a measured κ = σ_1/σ_k therefore carries the relative uncertainty
-r = tol/σ_k (≈ κ/floor): the capture's own κ lies in [κ/(1+r), κ/(1−r)] to first order in tol/σ_1. Where
-σ_k ≤ tol the value is a floor: its r is ``inf`` (the true value is at least it, with no upper bound).
+Storing a matrix in its capture dtype moves every singular value by at most tol = u·‖X‖_F (Weyl; see
+docs/math.md#floors-below-the-captures-resolution). Above the floor, a measured κ = σ_1/σ_k therefore carries
+the relative uncertainty r = tol/σ_k (≈ κ/floor): the capture's own κ lies in [κ/(1+r), κ/(1−r)] to first
+order in tol/σ_1. Where σ_k ≤ tol the value is a floor: its r is ``inf`` (the true value is at least it, with
+no upper bound).
 
 - A product of κ's with uncertainties r_i (μ(LA) = κ(W_Q)κ(W_K)κ(W_V)κ(A_l)³, μ(A) = κ(P)κ(A_l)κ(W_V)) has
   r = Π(1 + r_i) − 1: its interval holds every product of the factors' intervals (weights are stored
