@@ -67,7 +67,8 @@ class CheckResult:
     baseline: float | None = None  # baseline metrics: the baseline's value (limit = it × (1 + tolerance))
     improved: bool = False  # baseline metrics: better than the baseline by more than the tolerance
     floor: bool = False  # the value is only a floor σ_1/tol (SPEC §2): the true value is at least this
-    # the value's relative uncertainty from the capture's rounding (docs/math.md#digits-a-capture-supports); None: not tracked
+    # the value's relative uncertainty from the capture's rounding, None where not tracked
+    # (docs/math.md#digits-a-capture-supports)
     rel_uncertainty: float | None = None
 
     def shown(self) -> tuple[str, str]:
