@@ -102,10 +102,12 @@ def exact_lookup(model: nn.Module, x: torch.Tensor, inputs: dict[str, torch.Tens
 
 
 def layer_set(adapter: Adapter, layers: Iterable[int] | None) -> list[int]:
-    """Sorted layer indices (None = all; negative counts from the end); out of range is one clear error."""
+    """Sorted layer indices (None = all; negative counts from the end); out of range is one clear error.
+    A layer whose generic reading failed its proof (``LayerSpec.refused``) is left out: it has no numbers."""
     count = len(adapter.layers)
+    refused = {s.index for s in adapter.layers if s.refused is not None}
     if layers is None:
-        return list(range(count))
+        return [i for i in range(count) if i not in refused]
     chosen = sorted({i if i >= 0 else count + i for i in layers})
     bad = [i for i in chosen if not 0 <= i < count]
     if bad:
@@ -113,7 +115,7 @@ def layer_set(adapter: Adapter, layers: Iterable[int] | None) -> list[int]:
             f"`layers` asks for a layer this model does not have ({count} layers: 0…{count - 1})",
             "pass indices between 0 and the last layer; negative ones count from the end (e.g. 0,3,-1)",
         )
-    return chosen
+    return [i for i in chosen if i not in refused]
 
 
 class _Recorder:

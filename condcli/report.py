@@ -244,6 +244,8 @@ class LayerReport:
     conditioned: ForwardStats | None  # the conditioned forward, when it was run
     probs_note: str | None = None  # why P (and so μ(A), κ(P), H(P)) cannot be observed in this layer
     entropy_heads: tuple[float, ...] | None = None  # per head: median over samples of H(P)
+    # how Q/K/V were found: "family", "declared", "generic (verified)" or "generic (unverified)"
+    qkv_source: str = "family"
 
     def to_json(self) -> dict[str, Any]:
         w = self.weights
@@ -268,6 +270,7 @@ class LayerReport:
         )
         out["heads_detail"] = None if self.heads_detail is None else [h.to_json() for h in self.heads_detail]
         out["conditioned"] = None if self.conditioned is None else self.conditioned.to_json()
+        out["qkv_source"] = self.qkv_source
         return out
 
 

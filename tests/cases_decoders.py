@@ -79,7 +79,11 @@ def separate(m: Any, heads: int = H, kv: int = H, attn: str = "self_attn", out: 
 
 
 def rows_split(
-    a: Any, lin: nn.Linear, split: Callable[[torch.Tensor], tuple[torch.Tensor, ...]], kv: int
+    a: Any,
+    lin: nn.Linear,
+    split: Callable[[torch.Tensor], tuple[torch.Tensor, ...]],
+    kv: int,
+    out: str | None = None,
 ) -> Site:
     """A fused projection's W per role: the family's own split applied to Wᵀ (the output for x = I_d) and
     to the bias (the output for x = 0), heads side by side."""
@@ -90,7 +94,8 @@ def rows_split(
         r: (wp.flatten(1), None if bp is None else bp.flatten())
         for r, wp, bp in zip("qkv", w_parts, b_parts, strict=True)
     }
-    return Site(a, a.dense if hasattr(a, "dense") else a.o_proj, w, H, kv_heads=kv)
+    proj = getattr(a, out) if out is not None else a.dense if hasattr(a, "dense") else a.o_proj
+    return Site(a, proj, w, H, kv_heads=kv)
 
 
 def phi3_sites(m: Any) -> list[Site]:
@@ -125,6 +130,62 @@ def falcon_sites(m: Any, kv: int) -> list[Site]:
         rows_split(b.self_attention, b.self_attention.query_key_value, partial(split, b.self_attention), kv)
         for b in blocks(m)
     ]
+
+
+def codegen_sites(m: Any) -> list[Site]:
+    """CodeGenAttention.forward: qkv.view(..., mp_num, 3·local).split(local) gives query, VALUE, key, each
+    reshaped to (..., H, d_h) across the shards."""
+
+    def split(a: Any, t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        local = D // a.mp_num
+        q, v, k = t.unflatten(-1, (a.mp_num, 3 * local)).split(local, dim=-1)
+        return tuple(x.flatten(-2) for x in (q, k, v))
+
+    return [rows_split(b.attn, b.attn.qkv_proj, partial(split, b.attn), H, "out_proj") for b in blocks(m)]
+
+
+def codegen() -> nn.Module:
+    config = tf.CodeGenConfig(
+        vocab_size=VOCAB,
+        n_embd=D,
+        n_layer=LAYERS,
+        n_head=H,
+        rotary_dim=4,
+        n_positions=64,
+        initializer_range=INIT,
+    )
+    return base_model(config)
+
+
+def persimmon_sites(m: Any) -> list[Site]:
+    """PersimmonAttention._split_heads: view(..., H, 3, d_h), each head's q, k, v side by side."""
+
+    def split(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        r = t.unflatten(-1, (H, 3, DH))
+        return tuple(r[..., i, :].flatten(-2) for i in range(3))
+
+    return [rows_split(b.self_attn, b.self_attn.query_key_value, split, H) for b in blocks(m)]
+
+
+def bigcode_sites(m: Any, multi_query: bool) -> list[Site]:
+    """GPTBigCodeAttention.forward: multi-query splits c_attn's output (d, d_h, d_h) into q and ONE shared k
+    and v head; else view(..., H, 3·d_h).split(d_h), each head's q, k, v side by side."""
+
+    def split(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if multi_query:
+            return t.split((D, DH, DH), dim=-1)
+        q, k, v = t.unflatten(-1, (H, 3 * DH)).split(DH, dim=-1)
+        return tuple(x.flatten(-2) for x in (q, k, v))
+
+    kv = 1 if multi_query else H
+    return [rows_split(b.attn, b.attn.c_attn, split, kv, "c_proj") for b in blocks(m)]
+
+
+def bigcode(multi_query: bool) -> Callable[[], nn.Module]:
+    config = tf.GPTBigCodeConfig(
+        vocab_size=VOCAB, n_embd=D, n_layer=LAYERS, n_head=H, multi_query=multi_query, initializer_range=INIT
+    )
+    return partial(base_model, config)
 
 
 def falcon(**kw: Any) -> Callable[[], nn.Module]:
@@ -197,6 +258,13 @@ CASES: dict[str, dict[str, Case]] = {
         "gpt_neox_fused": case(hf(tf.GPTNeoXConfig), neox_sites),
         "falcon_multi_query": case(falcon(multi_query=True), partial(falcon_sites, kv=1)),
         "bloom_alibi": case(bloom, neox_sites),
+        # fused layouts as transformers' forwards split them: sharded [q|v|k], per head, multi-query
+        "codegen_sharded_qvk": case(codegen, codegen_sites),
+        "persimmon_per_head": case(
+            hf(tf.PersimmonConfig, partial_rotary_factor=0.5, qk_layernorm=True), persimmon_sites
+        ),
+        "gpt_bigcode_multi_query": case(bigcode(True), partial(bigcode_sites, multi_query=True)),
+        "gpt_bigcode_multi_head": case(bigcode(False), partial(bigcode_sites, multi_query=False)),
         "opt": case(opt, partial(separate, out="out_proj")),
         "gptj": case(gptj, partial(separate, attn="attn", out="out_proj")),
         "mixtral_moe": case(

@@ -34,6 +34,11 @@ POSITIONS = {
     "phi2_partial_rotary": PARTIAL.format(50),
     "gptj": "positions enter inside attention (rotary, on the first 4 channels of each head)",
     "bloom_alibi": "positions enter inside attention (ALiBi)",
+    "codegen_sharded_qvk": "positions enter inside attention (rotary, on the first 4 channels of each head)",
+    "persimmon_per_head": PARTIAL.format(50),
+    **dict.fromkeys(
+        ("gpt_bigcode_multi_query", "gpt_bigcode_multi_head"), "after the position embedding 'wpe'"
+    ),
     "opt": "after the position embedding 'decoder.embed_positions'",
     **dict.fromkeys(
         ("albert_shared", "albert_inner_groups", "albert_two_groups_of_two"),

@@ -191,11 +191,11 @@ def linear_qkv(weight: torch.Tensor, bias: torch.Tensor | None, heads: int) -> H
     return fused_qkv(weight, bias, heads, heads, "stacked")
 
 
-FusedLayout = Literal["stacked", "per_head", "per_group"]
+FusedLayout = Literal["stacked", "per_head", "per_group", "sharded_qvk"]
 
 
 def fused_rows(
-    layout: FusedLayout, heads: int, kv_heads: int, head_dim: int
+    layout: FusedLayout, heads: int, kv_heads: int, head_dim: int, shards: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Which output rows of a fused Q/K/V projection are Q (H·d_h, head after head), K and V (H_kv·d_h).
 
@@ -203,8 +203,11 @@ def fused_rows(
     ``per_head``: (H, 3, d_h), each head's q, k, v side by side (GPT-NeoX, Bloom, Falcon multi-head).
     ``per_group``: (H_kv, H/H_kv + 2, d_h), each KV group's queries then its k and v (Falcon's
     new_decoder_architecture); query head g·(H/H_kv) + j is the j-th query of group g.
+    ``sharded_qvk``: (shards, 3, H·d_h/shards), each shard's q, then v, then k (CodeGen's ``mp_num`` = 4
+    model-parallel shards: ``qkv.view(..., shards, 3·local).split(local)`` gives query, value, key); the
+    heads run on across the shards.
     """
-    if heads % kv_heads or (layout == "per_head" and kv_heads != heads):
+    if heads % kv_heads or (layout in ("per_head", "sharded_qvk") and kv_heads != heads):
         raise ValueError(f"a {layout} fused projection cannot hold {heads} query and {kv_heads} KV heads")
     qw, kw = heads * head_dim, kv_heads * head_dim
     if layout == "stacked":
@@ -212,13 +215,23 @@ def fused_rows(
     if layout == "per_head":
         r = torch.arange(3 * qw).view(heads, 3, head_dim)
         return r[:, 0].flatten(), r[:, 1].flatten(), r[:, 2].flatten()
+    if layout == "sharded_qvk":
+        if qw % shards:
+            raise ValueError(f"{heads}·{head_dim} query rows do not split into {shards} shards")
+        r = torch.arange(3 * qw).view(shards, 3, qw // shards)
+        return r[:, 0].flatten(), r[:, 2].flatten(), r[:, 1].flatten()
     group = heads // kv_heads
     r = torch.arange(qw + 2 * kw).view(kv_heads, group + 2, head_dim)
     return r[:, :group].flatten(), r[:, group].flatten(), r[:, group + 1].flatten()
 
 
 def fused_qkv(
-    weight: torch.Tensor, bias: torch.Tensor | None, heads: int, kv_heads: int, layout: FusedLayout
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    heads: int,
+    kv_heads: int,
+    layout: FusedLayout,
+    shards: int = 1,
 ) -> HeadWeights:
     """A fused projection's weight ((H + 2·H_kv)·d_h, d) and bias split the way ``layout`` lays them out."""
     rows = int(weight.shape[0])
@@ -227,7 +240,7 @@ def fused_qkv(
             f"a fused projection of {rows} rows cannot hold {heads} query and {kv_heads} KV heads "
             "of equal width"
         )
-    q, k, v = fused_rows(layout, heads, kv_heads, rows // (heads + 2 * kv_heads))
+    q, k, v = fused_rows(layout, heads, kv_heads, rows // (heads + 2 * kv_heads), shards)
     ws = (weight[q].T, weight[k].T, weight[v].T)
     bs = (None, None, None) if bias is None else (bias[q], bias[k], bias[v])
     return head_split(ws, bs, heads, kv_heads)
@@ -243,6 +256,11 @@ def separate_qkv(
 
 # per-head q, k (..., n, d_h) at positions 0..n−1 → as the model rotates them (RoPE)
 Rotation = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+# how a layer's Q/K/V projections were found (the report's ``qkv_source``): a family adapter's own reading, a
+# declared (TOML) one, or the generic path's, proven on the model's first batch or not
+QKVSource = Literal["family", "declared", "generic (verified)", "generic (unverified)"]
 
 
 @dataclass(frozen=True)
@@ -268,6 +286,10 @@ class LayerSpec:
         "P cannot be observed: the attention computes its softmax as a function, "
         "with no module or returned weights to hook"
     )
+    qkv_source: QKVSource = "family"
+    # why this layer yields no number: the generic reading of its Q/K/V failed its proof on the first batch
+    # (:mod:`condcli.adapters.generic_verify`); None: the layer is analysed
+    refused: str | None = None
 
     @property
     def probs_note(self) -> str | None:

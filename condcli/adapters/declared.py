@@ -66,6 +66,7 @@ def build(model: nn.Module, file: Path) -> Adapter:
                 weights=weights,
                 causal=d.causal,
                 no_probs=f"P is not observed: {file} declares attention.probs.source = 'none'",
+                qkv_source="declared",
             )
         )
     where = "input" if d.x_at_input else "output"

@@ -287,6 +287,7 @@ def build(model: nn.Module) -> Adapter:
                 window=window,
                 no_probs=why or LayerSpec.no_probs,
                 rotation=rotation(model, attn, i) if vision is None and rotary_inside else None,
+                qkv_source="generic (unverified)",  # until proven on the first batch (generic_verify)
             )
         )
     if any(spec.rotation is not None for spec in layers):

@@ -24,13 +24,21 @@ SEPARATE = (
     ("wq", "wk", "wv"),
     ("query_proj", "key_proj", "value_proj"),  # DeBERTa-v2
 )
-FUSED = ("qkv", "in_proj", "Wqkv", "qkv_proj", "query_key_value")
+FUSED = ("qkv", "in_proj", "Wqkv", "qkv_proj", "query_key_value", "c_attn")
 HEAD_ATTRS = ("num_heads", "num_attention_heads", "n_head", "n_heads", "nhead", "heads")
-KV_HEAD_ATTRS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads")
+KV_HEAD_ATTRS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "kv_heads")
 
 # (fused projection, attention class (any in its MRO), attribute of the attention that must be true, layout),
-# first match wins; "*" matches any.
+# first match wins; "*" matches any. Each is read from the family's forward in transformers 5 (how it splits
+# the projection's output), and proven on the model's first batch (:mod:`condcli.adapters.generic_verify`).
 FUSED_LAYOUTS: tuple[tuple[str, str, str | None, FusedLayout], ...] = (
+    # qkv.view(..., mp_num, 3·local).split(local) → query, value, key; mp_num = 4 in CodeGenAttention
+    ("qkv_proj", "CodeGenAttention", None, "sharded_qvk"),
+    # _split_heads: view(..., H, 3, d_h)
+    ("query_key_value", "PersimmonAttention", None, "per_head"),
+    # multi_query: split((d, kv_dim, kv_dim)) with kv_dim = d_h; else view(..., H, 3·d_h).split(d_h)
+    ("c_attn", "GPTBigCodeAttention", "multi_query", "stacked"),
+    ("c_attn", "GPTBigCodeAttention", None, "per_head"),
     ("query_key_value", "FalconAttention", "new_decoder_architecture", "per_group"),
     ("query_key_value", "FalconAttention", "multi_query", "stacked"),  # [Q | K (d_h) | V (d_h)]
     ("query_key_value", "FalconAttention", None, "per_head"),
@@ -109,7 +117,7 @@ def count_heads(attn: Any) -> tuple[int, int] | None:
     if found is not None and found[0] not in ("separate", "mha"):
         layout, _ = fused_layout(attn, found[0])
         rows = int(found[1][0].out_features)  # type: ignore[arg-type]
-        if layout == "per_head" or rows % (h + 2 * kv):
+        if layout in ("per_head", "sharded_qvk") or rows % (h + 2 * kv):
             kv = h  # the layout holds one K and one V per query head
         if rows % (h + 2 * kv):
             return None
@@ -129,7 +137,8 @@ def head_weights(attn: Any, n_heads: int, kv_heads: int) -> HeadWeights:
         return fused_qkv(m.in_proj_weight, m.in_proj_bias, n_heads, n_heads, "stacked")
     layout, _ = fused_layout(attn, kind)
     bias = m.bias if m.bias is not None else beside_bias(attn)
-    return fused_qkv(m.weight, bias, n_heads, kv_heads, layout)
+    shards = count(attn, ("mp_num",)) or 1 if layout == "sharded_qvk" else 1
+    return fused_qkv(m.weight, bias, n_heads, kv_heads, layout, shards)
 
 
 def beside_bias(attn: Any) -> torch.Tensor | None:
@@ -196,6 +205,7 @@ LAYOUT_WORDS: dict[FusedLayout, str] = {
     "stacked": "[Q | K | V] stacked",
     "per_head": "each head's q, k, v side by side",
     "per_group": "each KV group's queries, then its k and v",
+    "sharded_qvk": "shards of [q | v | k] (mp_num)",
 }
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from condcli.analysis.common import Progress, release_memory, resolve_lambda
+from condcli.analysis.proof import prove_first_batch
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.errors import InputError, UsageError
 from condcli.inputs import InputSpec, stream
@@ -200,6 +201,7 @@ def _analyse(
     try:
         lam = resolve_lambda(options.lam, loaded.adapter)
         inputs = stream(loaded.preprocessing, spec)
+        loaded = prove_first_batch(loaded, inputs)  # the generic reading, proven before any number
         chosen = SpectrumOptions(lam=lam, layers=options.layers, conditioned=False, seed=options.seed)
         with bar(f"step {checkpoint.step}", inputs.expected) as advance:
             report = analyse_spectrum(loaded, inputs, chosen, "command line", advance)

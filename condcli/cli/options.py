@@ -374,11 +374,13 @@ class RunSetup:
 
     def analyse(self, label: str, runner: Runner[Opts, R], options: Opts) -> R:
         """Run one analysis runner over the inputs, with a progress bar on stderr labelled ``label``."""
+        from condcli.analysis.proof import prove_first_batch
         from condcli.cli.progress import progress_bar
 
         inputs = self.inputs()
+        loaded = prove_first_batch(self.loaded, inputs)  # the generic reading, proven before any number
         with progress_bar(label, inputs.expected, enabled=self.progress) as advance:
-            result = runner(self.loaded, inputs, options, self.model_from, advance)
+            result = runner(loaded, inputs, options, self.model_from, advance)
         input_notes(inputs.notes())
         return result
 

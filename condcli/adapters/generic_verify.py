@@ -1,0 +1,391 @@
+"""The generic path proves its reading of Q/K/V on the model's first batch (DESIGN: no number from a guess).
+
+Each generic layer's attention call is watched from inside (a ``TorchFunctionMode``, as
+:mod:`condcli.adapters.softmax_tap` watches softmax): the q, k and v it consumes are the operands of its
+score product Q·Kᵀ and of P·V (``@``/``matmul``, ``bmm``, ``baddbmm``) or the arguments of
+``F.scaled_dot_product_attention``. The inferred projections of A_l (A_l W + b per head, float64, from the
+layer's own :class:`~condcli.adapters.base.HeadWeights`), after the attention's q/k norms (children named
+``q_norm``, ``k_layernorm``, …) and the family's rotation (RoPE) where known, must equal them:
+
+- q equals a left operand of a product (or SDPA's query), k the transpose of a right one (SDPA's key), v a
+  right one (SDPA's value), each up to one positive scale (a scale folded into q, e.g. q·d_h^-½) and within
+  the capture dtype's rounding: relative residual ≤ √eps(dtype) (the rounding of a d-term product in that
+  dtype is ≈ √d·eps, far below it; a wrong split leaves a residual of order 1);
+- in the module's own token order, else as a set of rows (attentions that regroup tokens inside their call);
+- where the model rotates q and k by a rotation the path does not reproduce, q and k are proven by their
+  row norms (any rotation of a row keeps its norm).
+
+A layer is verified where q, k and v are all proven; refused where the reading is contradicted (an inferred
+role equals what the model uses as another role, or a fused projection's split matches nothing the
+attention consumes); unverified otherwise (nothing to compare, or transforms the path cannot follow).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from condcli.adapters.base import Adapter, HeadWeights, LayerSpec
+from condcli.adapters.generic_attn import read
+
+Tensor = torch.Tensor
+ROLES = ("q", "k", "v")
+PRODUCTS = frozenset(
+    {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm, torch.Tensor.bmm}
+)
+ADD_PRODUCTS = frozenset({torch.baddbmm, torch.Tensor.baddbmm})
+SDPA = nn.functional.scaled_dot_product_attention
+NORM_NAMES = {
+    "q": re.compile(r"^(q|query)_?(norm|layernorm|layer_norm|ln)$|^norm_?q$"),
+    "k": re.compile(r"^(k|key)_?(norm|layernorm|layer_norm|ln)$|^norm_?k$"),
+}
+
+
+class Watch(TorchFunctionMode):
+    """Records, per role, the tensors an attention call consumes (oriented (..., n, d_h)); passes every call
+    through unchanged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: dict[str, list[Tensor]] = {r: [] for r in ROLES}
+
+    def __torch_function__(
+        self, func: Callable[..., Any], types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        if func in PRODUCTS:
+            self._product(_arg(args, kwargs, 0, "input"), _arg(args, kwargs, 1, "other", "mat2"))
+        elif func in ADD_PRODUCTS:  # Bloom: alibi.baddbmm(batch1=q, batch2=kᵀ, beta=…, alpha=…)
+            self._product(_arg(args, kwargs, 1, "batch1"), _arg(args, kwargs, 2, "batch2"))
+        elif func is SDPA:
+            names = ("query", "key", "value")
+            got = [args[i] if len(args) > i else kwargs.get(n) for i, n in enumerate(names)]
+            for role, t in zip(ROLES, got, strict=True):
+                if isinstance(t, Tensor) and t.ndim >= 3:
+                    self.seen[role].append(t.detach())
+        return func(*args, **kwargs)
+
+    def _product(self, a: Any, b: Any) -> None:
+        if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a.ndim >= 3 and b.ndim >= 3):
+            return
+        if not (a.is_floating_point() and b.is_floating_point()):
+            return
+        self.seen["q"].append(a.detach())
+        self.seen["k"].append(b.detach().transpose(-1, -2))
+        self.seen["v"].append(b.detach())
+
+
+def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], i: int, *names: str) -> Any:
+    """Positional argument ``i`` of a call, else the first of its keyword ``names`` given."""
+    if len(args) > i:
+        return args[i]
+    return next((kwargs[n] for n in names if n in kwargs), None)
+
+
+@dataclass
+class Proof:
+    """What the first batch proved of one layer's reading."""
+
+    proven: dict[str, str] = field(default_factory=dict)  # role → how ("exactly", "as rows", "by row norms")
+    contradicted: list[str] = field(default_factory=list)  # what the model's call contradicts
+    seen: bool = False  # the call consumed tensors the inferred ones could be compared with
+    elsewhere: tuple[str, ...] = ()  # roles not computed from A_l's tokens: not compared
+
+    @property
+    def verified(self) -> bool:
+        return not self.contradicted and all(r in self.proven for r in ROLES)
+
+
+def tolerance(dtype: torch.dtype) -> float:
+    """Relative residual allowed between an inferred and an observed tensor computed in ``dtype``."""
+    return float(torch.finfo(dtype).eps) ** 0.5 if dtype.is_floating_point else 1e-6
+
+
+def _fit(observed: Tensor, inferred: Tensor, tol: float) -> bool:
+    """observed ≈ s·inferred for one s > 0 (float64), relative residual ≤ tol."""
+    o, x = observed.reshape(-1).to(torch.float64), inferred.reshape(-1).to(torch.float64)
+    xx = float(x @ x)
+    on = float(o.norm())
+    if xx == 0.0 or on == 0.0 or not torch.isfinite(o).all():
+        return False
+    s = float(o @ x) / xx
+    return s > 0 and float((o - s * x).norm()) <= tol * on
+
+
+def _rows(t: Tensor) -> Tensor:
+    """(..., d_h) → its rows in a canonical order: sorted by a fixed projection (order-free comparison)."""
+    m = t.reshape(-1, t.shape[-1]).to(torch.float64)
+    g = torch.Generator().manual_seed(0)
+    key = m @ torch.randn(m.shape[-1], generator=g, dtype=torch.float64).to(m.device)
+    rows: Tensor = m[key.argsort()]
+    return rows
+
+
+def _unit(t: Tensor) -> Tensor:
+    """Each row (last axis) scaled to unit norm, float64 (zero rows stay zero)."""
+    t = t.to(torch.float64)
+    unit: Tensor = t / t.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+    return unit
+
+
+def matches(observed: Tensor, inferred: Tensor, tol: float, per_row: bool = False) -> str | None:
+    """How ``observed`` (the module's tensor, (..., n, d_h)) equals ``inferred`` (B, G, H, n, d_h): "exactly"
+    (same order), "as rows" (the same rows in another order); with ``per_row`` (q and k, which a model
+    may normalise or rotate row by row) "by row directions" or "by row norms"; None where it does not."""
+    if observed.shape[-1] != inferred.shape[-1] or observed.numel() != inferred.numel():
+        return None
+    if not per_row:
+        if observed.shape[-2] == inferred.shape[-2] and _fit(observed.reshape(inferred.shape), inferred, tol):
+            return "exactly"
+        if _fit(_rows(observed), _rows(inferred), tol):
+            return "as rows"
+        return None
+    if observed.shape[-2] == inferred.shape[-2]:  # rows normalised (cosine attention: Swin V2, q/k norms)
+        if _fit(_unit(observed.reshape(inferred.shape)), _unit(inferred), tol):
+            return "by row directions"
+    # row norms, in the module's own order only, and only where they say something: rows of nearly equal
+    # norm (q/k norms, LayerNorm'd heads) would match any other such rows
+    if observed.shape[-2] != inferred.shape[-2]:
+        return None
+    on = observed.reshape(inferred.shape).to(torch.float64).norm(dim=-1)
+    xn = inferred.to(torch.float64).norm(dim=-1)
+    spread = float(xn.std() / xn.mean()) if xn.numel() > 1 and float(xn.mean()) > 0 else 0.0
+    return "by row norms" if spread >= 10 * tol and _fit(on, xn, tol) else None
+
+
+def _norms(attn: nn.Module) -> dict[str, nn.Module]:
+    """The attention's q and k norms (Qwen3, OLMo2, Gemma3, Persimmon, …), by their names."""
+    out: dict[str, nn.Module] = {}
+    for name, child in attn.named_children():
+        for role, pattern in NORM_NAMES.items():
+            if pattern.match(name.lower()):
+                out[role] = child
+    return out
+
+
+def _apply_norm(norm: nn.Module, x: Tensor) -> Tensor | None:
+    """A q/k norm applied as the attention applies it: over each head (d_h) or the whole width (H·d_h)."""
+    w = next(iter(norm.parameters()), None)
+    dtype = w.dtype if w is not None else torch.float32
+    width = int(w.shape[-1]) if w is not None else x.shape[-1]
+    try:
+        with torch.no_grad():
+            if width == x.shape[-1]:
+                y: Tensor = norm(x.to(dtype))
+                return y.to(torch.float64)
+            if width == x.shape[-3] * x.shape[-1]:  # (B, G, H, n, d_h) → (B, G, n, H·d_h)
+                flat: Tensor = norm(x.transpose(-2, -3).flatten(-2).to(dtype))
+                heads, width = int(x.shape[-3]), int(x.shape[-1])
+                per_head = flat.to(torch.float64).reshape(*flat.shape[:-1], heads, width)
+                return per_head.transpose(-2, -3)
+    except (RuntimeError, ValueError, TypeError):
+        return None
+    return None
+
+
+def inferred(spec: LayerSpec, attn: nn.Module, a: Tensor) -> dict[str, Tensor]:
+    """q, k, v (B, G, heads, n, d_h), float64, as the layer's reading says the attention computes them from
+    A_l (B, G, n, c): projected, then the q/k norms and the rotation the path knows."""
+    w: HeadWeights = spec.weights()
+    x = a.to(torch.float64)
+    out = {}
+    for role, wr, br in (("q", w.wq, w.bq), ("k", w.wk, w.bk), ("v", w.wv, w.bv)):
+        y = torch.einsum("bgnc,hcd->bghnd", x, wr.to(x.device))
+        out[role] = y if br is None else y + br.to(x.device)[:, None, :]
+    for role, norm in _norms(attn).items():
+        normed = _apply_norm(norm, out[role])
+        if normed is not None:
+            out[role] = normed
+    if spec.rotation is not None:
+        out["q"], out["k"] = spec.rotation(out["q"], out["k"])
+    return out
+
+
+def judge(site: Site, a: Tensor, watch: Watch) -> Proof:
+    """Compare the layer's inferred q, k, v with what its attention call consumed (one call)."""
+    proof = Proof(elsewhere=site.elsewhere)
+    tol = tolerance(a.dtype)
+    ours = inferred(site.spec, site.attn, a)
+    w = site.spec.weights()
+    mine: dict[str, list[Tensor]] = {r: [ours[r]] for r in ROLES}
+    if w.kv_heads != w.heads:  # the module may repeat each KV head for its query heads (repeat_kv)
+        index = w.kv_index().to(a.device)
+        for r in ("k", "v"):
+            mine[r].append(ours[r][:, :, index])
+    proof.seen = any(watch.seen[r] for r in ROLES)
+    for role in ROLES:
+        how = _found(watch.seen[role], mine[role], tol, per_row=False)
+        if how is None and role in ("q", "k"):
+            how = _found(watch.seen[role], mine[role], tol, per_row=True)
+        if how is not None:
+            proof.proven[role] = how
+    for role in ROLES:  # a role proven nowhere but equal to what the call uses as another: a swap
+        if role in proof.proven:
+            continue
+        for other in ROLES:
+            if other != role and any(
+                matches(t, x, tol) == "exactly" for t in watch.seen[other] for x in mine[role]
+            ):
+                proof.contradicted.append(f"the inferred {role.upper()} is what it uses as {other.upper()}")
+    comparable = [r for r in ROLES if r not in site.elsewhere]
+    if site.fused and proof.seen and comparable and not any(r in proof.proven for r in comparable):
+        proof.contradicted.append(
+            "the split of its fused projection gives no Q, K or V its attention consumes"
+        )
+    return proof
+
+
+def _found(seen: list[Tensor], mine: list[Tensor], tol: float, per_row: bool) -> str | None:
+    """How one of ``seen`` equals one of ``mine`` (see :func:`matches`); None where none does."""
+    for t in seen:
+        for x in mine:
+            how = matches(t, x, tol, per_row)
+            if how is not None:
+                return how
+    return None
+
+
+@dataclass(frozen=True)
+class Site:
+    """One generic layer's attention call to watch."""
+
+    spec: LayerSpec
+    attn: nn.Module
+    fused: bool  # its Q/K/V come from one projection the path split
+    elsewhere: tuple[str, ...] = ()  # roles computed from other tokens than A_l's (class token, pooling, …)
+
+
+def site(spec: LayerSpec) -> Site:
+    """A generic layer's attention module (the module its A_l probe reads) and its reading's shape."""
+    attn = spec.attn_in.module
+    reading = read(attn)
+    if reading is None:
+        return Site(spec, attn, False, ROLES)
+    elsewhere = (("q",) if reading.queries else ()) + (("k", "v") if reading.keys else ())
+    return Site(spec, attn, reading.kind != "separate", elsewhere)
+
+
+def sites(adapter: Adapter) -> list[Site]:
+    """The layers whose reading is to be proven: the generic ones."""
+    return [site(s) for s in adapter.layers if s.qkv_source.startswith("generic")]
+
+
+def _hooks(group: list[Site], batch: int, proofs: dict[int, Proof], open_watches: list[Watch]) -> list[Any]:
+    """The pre- and post-hook on the attention module that ``group``'s layers share: call k is layer k's."""
+    calls = [0]
+    pending: list[tuple[Site, Tensor, Watch] | None] = []
+
+    def enter(module: nn.Module, args: Any, kwargs: Any) -> None:
+        k = calls[0]
+        calls[0] += 1
+        if k >= len(group):
+            pending.append(None)
+            return
+        site = group[k]
+        a = site.spec.attn_in.take(args, kwargs, None, batch)
+        if a is None:
+            pending.append(None)
+            return
+        watch = Watch()
+        watch.__enter__()  # type: ignore[no-untyped-call]
+        open_watches.append(watch)
+        pending.append((site, a.detach(), watch))
+
+    def leave(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+        got = pending.pop()
+        if got is None:
+            return
+        site, a, watch = got
+        open_watches.remove(watch)
+        watch.__exit__(None, None, None)  # type: ignore[no-untyped-call]
+        proofs[site.spec.index] = judge(site, a, watch)
+
+    first = group[0].attn
+    return [
+        first.register_forward_pre_hook(enter, with_kwargs=True),
+        first.register_forward_hook(leave, with_kwargs=True),
+    ]
+
+
+@contextmanager
+def watching(todo: list[Site], batch: int, proofs: dict[int, Proof]) -> Iterator[None]:
+    """Hooks that watch each site's attention call (the k-th call of a shared module is its k-th layer) and
+    judge it into ``proofs``; removed on leaving, also where the forward raised."""
+    groups: dict[int, list[Site]] = {}
+    for s in todo:
+        groups.setdefault(id(s.attn), []).append(s)
+    open_watches: list[Watch] = []
+    handles = [h for group in groups.values() for h in _hooks(group, batch, proofs, open_watches)]
+    try:
+        yield
+    finally:
+        while open_watches:
+            open_watches.pop().__exit__(None, None, None)  # type: ignore[no-untyped-call]
+        for h in handles:
+            h.remove()
+
+
+def _unproven(proof: Proof) -> str:
+    """Why a layer's reading is not proven, in words."""
+    missing = [r.upper() for r in ROLES if r not in proof.proven and r not in proof.elsewhere]
+    said = [f"{', '.join(missing)} not found among the tensors its attention consumes"] if missing else []
+    away = [r.upper() for r in proof.elsewhere if r not in proof.proven]
+    if away:
+        said.append(f"{', '.join(away)} come from other tokens than A_l's and were not compared")
+    return "; ".join(said)
+
+
+def prove(adapter: Adapter, inputs: dict[str, Tensor], batch: int) -> tuple[Adapter, list[str]]:
+    """Run the model once on the first batch's ``inputs`` and prove each generic layer's reading: the
+    adapter with every generic layer's ``qkv_source`` (``refused`` where the proof failed), and notes."""
+    todo = sites(adapter)
+    if not todo:
+        return adapter, []
+    proofs: dict[int, Proof] = {}
+    with watching(todo, batch, proofs), adapter.eager_attention(), torch.no_grad():
+        adapter.run(inputs)
+    layers, notes = [], []
+    refused, unproven = [], []
+    for spec in adapter.layers:
+        proof = proofs.get(spec.index) if spec.qkv_source.startswith("generic") else None
+        if proof is None:
+            if spec.qkv_source.startswith("generic"):
+                unproven.append(spec.name)
+            layers.append(spec)
+            continue
+        if proof.contradicted:
+            why = "; ".join(dict.fromkeys(proof.contradicted))
+            layers.append(replace(spec, qkv_source="generic (unverified)", refused=why))
+            refused.append(f"{spec.name} ({why})")
+        elif proof.verified:
+            layers.append(replace(spec, qkv_source="generic (verified)"))
+        else:
+            layers.append(replace(spec, qkv_source="generic (unverified)"))
+            unproven.append(f"{spec.name} ({_unproven(proof)})")
+    verified = sum(s.qkv_source == "generic (verified)" for s in layers)
+    if verified:
+        notes.append(
+            f"Q/K/V reading proven on the first batch for {verified} of {len(todo)} generic layers: the "
+            "inferred q, k, v equal the tensors each attention consumes"
+        )
+    if unproven:
+        notes.append(
+            f"Q/K/V reading not proven (marked unverified): {', '.join(unproven[:4])}"
+            + (f" and {len(unproven) - 4} more" if len(unproven) > 4 else "")
+            + "; declare the layout in a TOML file passed as `--adapter` to make it certain"
+        )
+    if refused:
+        notes.append(
+            f"— no numbers for {', '.join(refused[:3])}"
+            + (f" and {len(refused) - 3} more" if len(refused) > 3 else "")
+            + ": the generic reading of Q/K/V could not be proven; declare the model's layout in a TOML "
+            "file passed as `--adapter` (README: 'Your own model')"
+        )
+    return replace(adapter, layers=tuple(layers)), notes

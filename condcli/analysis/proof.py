@@ -1,0 +1,43 @@
+"""Before the first reported number: the generic path's reading of Q/K/V, proven on the first batch.
+
+:func:`prove_first_batch` runs the model once on the first batch of the stream and hands back the loaded
+model with each generic layer marked ``generic (verified)`` or ``generic (unverified)``, a layer whose
+reading the model contradicts refused (no numbers: :func:`condcli.capture.layer_set` leaves it out), and
+notes saying so (:mod:`condcli.adapters.generic_verify`). Family and declared adapters pass unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from condcli.adapters.generic_verify import prove
+from condcli.big_model import main_device
+from condcli.errors import InputError
+from condcli.inputs import Batch
+from condcli.sources import LoadedModel
+
+
+def prove_first_batch(loaded: LoadedModel, inputs: Iterable[Batch]) -> LoadedModel:
+    """``loaded`` with its generic layers' readings proven on the first batch of ``inputs`` (exit 2 where
+    no layer's reading can be proven)."""
+    adapter = loaded.adapter
+    if not any(s.qkv_source.startswith("generic") for s in adapter.layers):
+        return loaded
+    batch = next(iter(inputs), None)
+    if batch is None:
+        return loaded
+    model = adapter.model
+    dtype = next(model.parameters()).dtype
+    device = main_device(model)
+    prepared = {
+        k: v.to(device, dtype) if v.is_floating_point() else v.to(device) for k, v in batch.inputs.items()
+    }
+    proven, notes = prove(adapter, prepared, batch.size)
+    if proven.layers and all(s.refused is not None for s in proven.layers):
+        raise InputError(
+            f"the generic reading of {type(model).__name__}'s Q/K/V could not be proven on its first batch: "
+            f"{proven.layers[0].refused}",
+            "declare the model's layout in a TOML file passed as `--adapter` (README: 'Your own model')",
+        )
+    return replace(loaded, adapter=proven, notes=[*loaded.notes, *notes])
