@@ -9,19 +9,10 @@ maxima so far. Each is decomposed exactly as :func:`condcli.analysis.persample.s
 maxima and the floor flags are those of decomposing every head (bitwise, with one decomposition per call: the
 CPU default), and which heads are decomposed depends on the sample alone (SPEC §6).
 
-Where it runs (:data:`DEFAULTS`, per device kind of the captured P; :func:`forced` overrides it):
-
-- CPU, causal attention (P lower triangular) on at least :data:`MIN_TOKENS` tokens: on. Every head of a
-  random-init Llama's P on 2,048 tokens is a floor (σ_k ≈ 1e-20), proven by triangular solves in O(n²), so
-  one 2048×2048 SVD a layer is left of 12: measured here, `spectrum` of its 12 layers 56 s pruned against
-  216 s. The same model on 128, 256 and 512 tokens: 1.3 s against 1.2, 2.0 against 2.0, 4.8 against 5.4.
-- CPU, other attention: off. Measured here on ViT-B's P (197×197, 2 cores) the proof costs 0.75–0.85 of the
-  SVDs it may spare (Gram 0.40 ms, Cholesky 0.23, its inverse 0.43, σ_1 0.23, against 2.10 for an SVD on one
-  core), and 23% of the heads still need theirs (σ_k within √c of tol, and the maxima): no faster
-  (`bench_spectrum --plain-only`, contender (i)).
-- CUDA: on, *to be confirmed by bench_gpu on a real GPU*: the proof is a few batched kernels per sample,
-  while PyTorch runs the SVD of a matrix above 32×32 one matrix at a time (strategies), so sparing most of
-  them is the larger part of κ(P)'s cost there.
+Where it runs (:data:`DEFAULTS`, per device kind of the captured P; :func:`forced` overrides it): on the CPU
+for causal attention (P lower triangular, a floor proven by triangular solves in O(n²)) from
+:data:`MIN_TOKENS` tokens on, off for other attention on the CPU (the proof costs nearly the SVDs it spares),
+and on for CUDA. The figures behind these defaults: docs/performance.md#pruned-maxima-over-heads.
 """
 
 from __future__ import annotations

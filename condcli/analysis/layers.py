@@ -44,11 +44,10 @@ def weight_kappas(w: HeadWeights) -> WeightKappas:
 
 
 def weight_kappas_of(weights: Mapping[int, HeadWeights]) -> dict[int, WeightKappas]:
-    """:func:`weight_kappas` of every layer, the full projections of all layers over one thread pool (ViT-B:
-    36 d×d SVDs) rather than three at a time. Each matrix is still its own decomposition, so every κ is the
-    one :func:`weight_kappas` gives; each is assembled from its heads inside the task that decomposes it, so
-    no stack of them all is built first (ViT-B: 170 MB of float64 copied on one thread while the pool
-    waited)."""
+    """:func:`weight_kappas` of every layer, the full projections of all layers over one thread pool rather
+    than three at a time. Each matrix is still its own decomposition, so every κ is the one
+    :func:`weight_kappas` gives; each is assembled from its heads inside the task that decomposes it, so no
+    stack of them all is built first (docs/performance.md#weight-condition-numbers)."""
     jobs = [(i, j, getattr(w, f"w{name}")) for i, w in weights.items() for j, name in enumerate(PROJECTIONS)]
     mats = [m for _, _, m in jobs]
     if all(m.device.type == "cpu" for m in mats):

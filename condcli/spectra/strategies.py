@@ -14,20 +14,10 @@ batch size (SPEC §6). Strategies that decompose one matrix per call ignore the 
 - ``batched``: one call per group. On CPU PyTorch loops LAPACK inside (last digits differ from one-matrix
   calls, still the same whatever the sample batch size). On CUDA it is one cuSOLVER dispatch per sample.
 
-Defaults (:data:`DEFAULTS`): CPU ``threads`` (measured here: 1.9× the loop for 197×197 SVDs on 2 cores;
-``batched`` is no faster on CPU). CUDA ``batched``, *to be confirmed by bench_gpu on a real GPU*
-(``python -m bench.bench_gpu``), chosen from PyTorch's sources and issues:
-
-- ``svdvals`` on CUDA (``svd_cusolver``, default driver gesvdj) runs the batched kernel gesvdjBatched only
-  for matrices ≤ 32×32 and otherwise launches gesvdj matrix after matrix, with one host sync per *call* for
-  the convergence check: a stack costs one sync, a per-matrix loop one sync per matrix.
-- ``eigvalsh`` on CUDA uses the batched solver (syevjBatched / cusolverDnXsyevBatched) for n ≤ 32 and loops
-  syevd above (pytorch/pytorch#175585, #174674: CuPy's XsyevBatched is ~100× faster on 500×100×100); any
-  build that routes larger n to XsyevBatched (the fix those issues ask for) speeds up this path at no cost.
-- Handing off to CPU threads costs a device→host copy and is bounded by the host's cores.
-
-So ``batched`` is never worse than ``loop`` on CUDA (the same kernels, fewer syncs and Python calls) and
-gets the batched kernels wherever PyTorch has them.
+Defaults (:data:`DEFAULTS`): ``threads`` on the CPU, each decomposition on one MKL thread; ``batched`` on
+CUDA, which is never worse than ``loop`` there (the same kernels, fewer host syncs and Python calls) and gets
+cuSOLVER's batched kernels wherever PyTorch has them. The measurements and sources behind these defaults:
+docs/performance.md#decomposition-strategies.
 """
 
 from __future__ import annotations
