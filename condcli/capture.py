@@ -12,6 +12,7 @@ arrives); :mod:`condcli.spectra` upcasts them to float64 for the math.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Collection, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -140,6 +141,7 @@ class _Recorder:
         self.fired: dict[tuple[int, str], int] = {}
         self.pending = {i for i, expect in self.expect.items() if expect}  # layers not yet complete
         self.on_complete: Callable[[], None] | None = None  # called when the last pending layer completes
+        self.delivered: set[int] = set()  # layers handed to the sink
 
     def put(self, index: int, probe: str, value: torch.Tensor | None) -> None:
         key = (index, probe)
@@ -155,6 +157,7 @@ class _Recorder:
             return
         if self.sink is not None:
             self.sink(self.layers.pop(index))
+            self.delivered.add(index)
         self.pending.discard(index)
         if not self.pending and self.on_complete is not None:
             self.on_complete()
@@ -181,6 +184,7 @@ def _hook(
     batch: int,
     recorder: _Recorder,
     taps: list[Tap],
+    module: nn.Module,
 ) -> list[RemovableHandle]:
     """The hook(s) on the module that ``group``'s ``name`` probes share: call k goes to its k-th layer.
 
@@ -224,20 +228,82 @@ def _hook(
             fire(args, kwargs, None if tap is None else tap.result())
 
         return [
-            first.module.register_forward_pre_hook(enter, with_kwargs=True),
-            first.module.register_forward_hook(leave, with_kwargs=True),
+            module.register_forward_pre_hook(enter, with_kwargs=True),
+            module.register_forward_hook(leave, with_kwargs=True),
         ]
     if first.after:
 
         def post(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
             fire(args, kwargs, output)
 
-        return [first.module.register_forward_hook(post, with_kwargs=True)]
+        return [module.register_forward_hook(post, with_kwargs=True)]
 
-    def pre(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def pre(m: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         fire(args, kwargs, None)
 
-    return [first.module.register_forward_pre_hook(pre, with_kwargs=True)]
+    return [module.register_forward_pre_hook(pre, with_kwargs=True)]
+
+
+STABLE = "describe the model's stable modules in a TOML file passed as `adapter` (README: 'Your own model')"
+
+
+# a module the model replaced inside a forward → its path (where its replacement is hooked from then on)
+_PATHS: weakref.WeakKeyDictionary[nn.Module, str] = weakref.WeakKeyDictionary()
+
+
+def restored(model: nn.Module, attached: set[int], module: nn.Module) -> nn.Module:
+    """The module to hook for ``module``: itself while the model holds it, else the one now at its path
+    (recorded by :func:`moved`), or, where the model replaced it before any capture saw it, the innermost
+    module that computes with the very same parameters; else ``module`` itself."""
+    if id(module) in attached:
+        return module
+    path = _PATHS.get(module)
+    if path is not None:
+        try:
+            return model.get_submodule(path)
+        except AttributeError:
+            return module
+    own = sorted(map(id, module.parameters()))
+    same = [m for m in model.modules() if own and sorted(map(id, m.parameters())) == own]
+    return same[-1] if same else module
+
+
+def moved(model: nn.Module, before: dict[str, nn.Module], modules: list[nn.Module]) -> list[str]:
+    """The paths where the model replaced one of ``modules`` during the forward (``before``: its modules by
+    path when the forward began), each recorded for :func:`restored`.
+
+    A replacement is followed only where the module it re-created computes with the very same parameters
+    (BigBird's ``set_attention_type`` re-creates its attention around the same q, k, v projections):
+    condcli's weights were read from the one it replaced. Else one line (exit 2).
+    """
+    now = dict(model.named_modules())
+    held = {id(m) for m in now.values()}
+    where = {id(m): n for n, m in before.items()}
+    out = []
+    for old in dict.fromkeys(modules):
+        path = where.get(id(old))
+        if id(old) in held or path is None:
+            continue
+        parts = path.split(".")
+        root = next(
+            ".".join(parts[:i])
+            for i in range(1, len(parts) + 1)
+            if now.get(".".join(parts[:i])) is not before[".".join(parts[:i])]
+        )
+        was, new = before[root], now.get(root)
+        if (
+            new is None
+            or path not in now
+            or sorted(map(id, was.parameters())) != sorted(map(id, new.parameters()))
+        ):
+            raise InputError(
+                f"{type(model).__name__} replaced its module '{root}' during the forward "
+                f"({type(was).__name__} → {type(new).__name__}) with other weights than those condcli read",
+                STABLE,
+            )
+        _PATHS[old] = path
+        out.append(path)
+    return out
 
 
 def capture(
@@ -249,6 +315,7 @@ def capture(
     conditioning: Conditioning | None = None,
     sink: LayerSink | None = None,
     to_end: bool = False,
+    _again: bool = False,
 ) -> Capture:
     """One forward pass of ``adapter.model`` on ``batch`` with hooks; returns what they saw.
 
@@ -281,6 +348,14 @@ def capture(
     lengths = batch.lengths.to(device) if batch.lengths is not None else None
     size = batch.size
     recorder = _Recorder(probes, (adapter.layers[i] for i in chosen), sink, device)
+    model = adapter.model
+    before = dict(model.named_modules())  # the modules the model holds before the forward, by path
+    held = {id(m) for m in before.values()}
+    targets: dict[int, nn.Module] = {}  # each probe's module → the module hooked for it in this forward
+
+    def resolve(module: nn.Module) -> nn.Module:
+        return targets.setdefault(id(module), restored(model, held, module))
+
     seen: dict[str, torch.Tensor] = {}
     point = adapter.embedding
 
@@ -325,14 +400,15 @@ def capture(
         # The embedding hook goes first: a probe on the same module (DaViT's layer-0 X_l reads the cpe1
         # output that is also X) then sees the conditioned tensor, as the model does.
         if point.at_input:
-            handles.append(point.module.register_forward_pre_hook(on_input, with_kwargs=True))
+            handles.append(resolve(point.module).register_forward_pre_hook(on_input, with_kwargs=True))
         else:
-            handles.append(point.module.register_forward_hook(on_output))
+            handles.append(resolve(point.module).register_forward_hook(on_output))
         wanted = set(chosen)
         for name in recorder.wanted:
             for group in _shared(adapter, name):
                 if wanted.intersection(s.index for s in group):
-                    handles.extend(_hook(name, group, wanted, size, recorder, taps))
+                    module = resolve(getattr(group[0], name).module)
+                    handles.extend(_hook(name, group, wanted, size, recorder, taps, module))
         # eager attention only where P is captured: X_l and A_l alone need no materialised P, and the model
         # runs its own (fused) attention, as a user's forward does
         needs_p = "probs" in recorder.wanted and any(adapter.layers[i].probs is not None for i in chosen)
@@ -348,14 +424,40 @@ def capture(
             h.remove()
     if stopped:  # a block it stopped in has its offloaded weights offloaded again, hooks and taps gone
         settle(adapter.model)
-    if "x" not in seen:
-        raise InternalError(f"the embedding point {point.name} never ran", "report it with the model name")
-    silent = [
-        f"{adapter.layers[i].name}:{n}"
+    silent_keys = [
+        (i, n)
         for i in chosen
         for n in recorder.wanted
         if getattr(adapter.layers[i], n) is not None and (i, n) not in recorder.fired
     ]
+    silent = [f"{adapter.layers[i].name}:{n}" for i, n in silent_keys]
+    lost = [point.module] * ("x" not in seen) + [getattr(adapter.layers[k], n).module for k, n in silent_keys]
+    replaced = moved(model, before, [resolve(m) for m in lost]) if lost else []
+    if replaced and not _again:  # hooked where they now are (re-created once: BigBird's switch)
+        done = recorder.delivered  # the sink has them already: not handed over twice
+
+        def rest(layer: LayerCapture) -> None:
+            if sink is not None and layer.index not in done:
+                sink(layer)
+
+        return capture(
+            adapter,
+            batch,
+            layers=layers,
+            probes=probes,
+            conditioning=conditioning,
+            sink=None if sink is None else rest,
+            to_end=to_end,
+            _again=True,
+        )
+    if replaced:
+        raise InputError(
+            f"{type(model).__name__} re-creates its module '{replaced[0]}' at every forward: hooks on it "
+            "never fire",
+            STABLE,
+        )
+    if "x" not in seen:
+        raise InternalError(f"the embedding point {point.name} never ran", "report it with the model name")
     if silent:
         raise InternalError(f"probe(s) never fired: {', '.join(silent[:4])}", "report it with the model name")
     result = Capture(

@@ -308,9 +308,10 @@ def test_softmax_probe_reads_heads_for_flat_layouts() -> None:
     assert partial(tapped_probs, 2)((), {}, flat, 2).shape == (2, 1, 2, 3, 3)
 
 
-def test_an_attention_that_blends_several_softmaxes_has_no_single_p() -> None:
-    """ConViT's GPSA mixes the tokens with a gated blend of a content and a position softmax: neither is its
-    P, so the layer says so instead of reporting the last one; its MHSA layers keep their observed P."""
+def test_an_attention_that_blends_several_softmaxes_has_p_and_its_mixing_matrix() -> None:
+    """ConViT's GPSA mixes the tokens with a gated blend of a content and a position softmax: P is the
+    content softmax and the blend is its mixing matrix M (numbers: tests/test_generic_gated.py); its MHSA
+    layers keep their observed P."""
     import timm
 
     from condcli.adapters import adapter_for
@@ -329,6 +330,5 @@ def test_an_attention_that_blends_several_softmaxes_has_no_single_p() -> None:
     kinds = [type(b.attn).__name__ for b in model.blocks]
     assert kinds == ["GPSA", "MHSA"]
     gpsa, mhsa = adapter_for(model).layers
-    assert gpsa.probs is None and gpsa.probs_note is not None
-    assert "GPSA computes 2 softmaxes over the keys in one call" in gpsa.probs_note
+    assert gpsa.probs is not None and gpsa.mixing is not None and "gated positional" in gpsa.attention
     assert mhsa.probs is not None and mhsa.probs_note is None

@@ -25,16 +25,18 @@ from condcli.adapters.base import (
     group_tokens,
 )
 from condcli.adapters.generic_attn import Reading, read
+from condcli.adapters.generic_gated import WORDS as GATED_WORDS
+from condcli.adapters.generic_gated import gated, gated_mixing, gated_probe
 from condcli.adapters.generic_heads import (
     FUSED,
-    attention_in,
     describe,
     local_window,
     rotary,
     rotation,
-    weights_on_request,
 )
 from condcli.adapters.generic_layouts import Grouping, grouped, module_probs, tapped
+from condcli.adapters.generic_mixers import attention_of, mixer_of, no_attention
+from condcli.adapters.generic_probs import Rows, hf_forward, returned_probs, sink, stochastic
 from condcli.adapters.generic_vision import Entry
 from condcli.adapters.generic_vision import plan as vision_plan
 from condcli.adapters.softmax_tap import softmax_probe
@@ -42,14 +44,23 @@ from condcli.errors import InputError
 
 
 def _blocks(model: nn.Module) -> tuple[str, nn.ModuleList] | None:
-    """The longest ModuleList/Sequential whose every element contains an attention module."""
-    best: tuple[str, nn.ModuleList] | None = None
+    """The stack of blocks: the ModuleList/Sequential holding the most attention blocks (then the longest),
+    each element an attention block or, in a hybrid, a block whose token mixer is no attention (a Mamba
+    layer) or of the same class as an attention block of the list."""
+    best: tuple[tuple[int, int], str, nn.ModuleList] | None = None
     for name, mod in model.named_modules():
         if not isinstance(mod, nn.ModuleList | nn.Sequential) or len(mod) == 0:
             continue
-        if all(attention_in(b) is not None for b in mod) and (best is None or len(mod) > len(best[1])):
-            best = (name, mod)  # type: ignore[assignment]
-    return best
+        has = [attention_of(b) is not None for b in mod]
+        kinds = {type(b) for b, h in zip(mod, has, strict=True) if h}
+        if not kinds or not all(
+            h or type(b) in kinds or mixer_of(b) is not None for b, h in zip(mod, has, strict=True)
+        ):
+            continue
+        key = (sum(has), len(mod))
+        if best is None or key > best[0]:
+            best = (key, name, mod)  # type: ignore[assignment]
+    return None if best is None else (best[1], best[2])
 
 
 # attention classes that mask causally without saying so in an ``is_causal`` attribute
@@ -139,7 +150,7 @@ def _shared(model: nn.Module) -> list[tuple[str, nn.Module]] | None:
         for name, mod in model.named_modules()
         if isinstance(mod, nn.ModuleList | nn.Sequential)
         for i, child in enumerate(mod)
-        if sum(attention_in(c) is c for c in child.modules()) == 1
+        if sum(attention_of(c) is c for c in child.modules()) == 1
     ]
     ids = {id(b) for _, b in held}
     leaves = [(name, b) for name, b in held if not any(id(m) in ids for m in b.modules() if m is not b)]
@@ -169,31 +180,14 @@ def _returned_probs(
     args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int, grouping: Grouping = "outer"
 ) -> torch.Tensor | None:
     """The attention weights an HF attention module returns beside its output, (B·G, H, q, k) → (B, G, H,
-    q, k), the images outermost or innermost on the leading axis; None where this call returned none.
-
-    Modules return other 4-D tensors too (T5: its position bias before the weights), so the one taken is
-    the last that is a probability matrix over the keys: entries in [0, 1], each row summing to 1.
-    """
+    q, k); None where this call returned none (a declared adapter's probe: its layer goes without P).
+    The generic path's own probe, :func:`condcli.adapters.generic_probs.returned_probs`, refuses instead."""
     if not isinstance(output, tuple):
         return None
     for t in reversed(output[1:]):
-        if isinstance(t, torch.Tensor) and t.ndim == 4 and t.shape[0] % batch == 0 and _stochastic(t):
+        if isinstance(t, torch.Tensor) and t.ndim == 4 and t.shape[0] % batch == 0 and stochastic(t):
             return grouped(t, batch, grouping)
     return None
-
-
-def _stochastic(t: torch.Tensor) -> bool:
-    """Entries in [0, 1] and rows summing to 1, within the rounding of the dtype P was computed in."""
-    if not t.is_floating_point() or t.numel() == 0:
-        return False
-    tol = 64 * torch.finfo(t.dtype).eps  # a power of two: 1 + tol is exact in t's own dtype
-    t = t.detach()
-    # row sums accumulated in float64, ≤ 32 MiB of P at a time: sum(dtype=float64) upcasts all it is given
-    # first, and this runs on every attention call (P of 12 heads × 2048² would be a 384 MiB copy)
-    mats = t.flatten(0, -3)
-    step = max(1, 2**22 // max(t.shape[-2] * t.shape[-1], 1))
-    rows = torch.cat([m.sum(-1, dtype=torch.float64) for m in torch.split(mats, step)])
-    return bool(t.min() >= 0 and t.max() <= 1 + tol and ((rows - 1).abs() <= tol * t.shape[-1]).all())
 
 
 def _window(attn: Any) -> int | None:
@@ -256,13 +250,24 @@ def build(model: nn.Module) -> Adapter:
             )
         softmax = next((m for m in attn.modules() if isinstance(m, nn.Softmax)), None)
         probs = Probe(softmax, partial(module_probs, heads, e.grouping), after=True) if softmax else None
+        mixing = None
+        if probs is None and gated(attn):  # ConViT: P the content softmax, M the gated mix
+            probs, mixing = gated_probe(attn, heads), gated_mixing(attn)
         returned = probs is None and hf_eager
+        sunk = sink(attn) if returned else None
         if returned:  # HF attention returns (output, weights) under eager attention
-            probs = Probe(attn, partial(_returned_probs, grouping=e.grouping), after=True)
+            rows: Rows = "at most one" if sunk else "one"
+            probs = Probe(attn, partial(returned_probs, e.name, rows, e.grouping), after=True)
             if i == 0:
                 notes.append(
                     "P: the attention weights each attention module returns under eager attention "
                     "(switched on for the capture)"
+                )
+            if sunk and first_call and not any("sink" in n for n in notes):
+                notes.append(
+                    f"{block_name}: {type(attn).__name__} adds a learned sink ('{sunk}') to the keys and "
+                    "drops its column after the softmax: P's rows sum to less than 1, and κ(P), μ(A), H(P) "
+                    "are of that matrix, the one that multiplies V"
                 )
         why = None  # else: the softmax the attention computes as a function, observed inside its call
         if probs is None:
@@ -273,11 +278,15 @@ def build(model: nn.Module) -> Adapter:
                 notes.append("P: the softmax each attention computes, observed inside its call")
         # where nothing computes P over the keys, probs stays None and the layer's probs_note says why
         window = _window(attn) if returned else None
+        what = e.attention if why is None else f"{type(attn).__name__} (no softmax over the keys)"
+        what = f"{what}; {GATED_WORDS}" if mixing is not None else what
+        if sunk:
+            what += ", with a learned sink whose column is dropped (rows sum to < 1)"
         layers.append(
             LayerSpec(
                 index=i,
                 name=e.name,
-                attention=e.attention if why is None else f"{type(attn).__name__} (no softmax over the keys)",
+                attention=what,
                 heads=heads,
                 x_in=e.x_in,
                 attn_in=e.attn_in,
@@ -287,6 +296,7 @@ def build(model: nn.Module) -> Adapter:
                 window=window,
                 no_probs=why or LayerSpec.no_probs,
                 rotation=rotation(model, attn, i) if vision is None and rotary_inside else None,
+                mixing=mixing,
                 qkv_source="generic (unverified)",  # until proven on the first batch (generic_verify)
             )
         )
@@ -300,7 +310,6 @@ def build(model: nn.Module) -> Adapter:
             f"κ(LA) actual: of the same unrotated, unbiased projections ({inside.split(',')[0]} not applied)"
         )
     is_hf = hasattr(model, "config") and getattr(model, "main_input_name", "") == "input_ids"
-    first = entries[0].block
     return Adapter(
         family="generic",
         model=model,
@@ -308,8 +317,8 @@ def build(model: nn.Module) -> Adapter:
         layers=tuple(layers),
         input_kind="images" if images and not is_hf else "text",
         notes=tuple(notes),
-        forward=(lambda inputs: model(**inputs, output_attentions=True))
-        if hf_eager and weights_on_request(attention_in(first) or first)
+        forward=hf_forward(model, [e.attn for e in entries])
+        if hf_eager
         else None
         if hasattr(model, "config")
         else (lambda inputs: model(inputs["pixel_values"])),
@@ -332,9 +341,15 @@ def _text_plan(model: nn.Module, inside: str | None) -> tuple[tuple[Entry, ...],
     blocks, each call of a shared block its own layer; X is the first block's input."""
     name = type(model).__name__
     found = _blocks(model)
+    if found is None and no_attention(model) is not None:
+        raise InputError(
+            f"{name} has no attention in any block: {no_attention(model)}; condcli analyses attention",
+            "pass a model with attention layers (a hybrid's attention blocks are analysed, the others named)",
+        )
     if found is None:
         raise InputError(
-            f"condcli does not know the family of {name} and found no stack of blocks with Q/K/V projections",
+            f"condcli does not know the family of {name} and found no stack of blocks with Q/K/V projections "
+            "(no attention in any block: MLP-only, convolution and state-space blocks are not analysed)",
             "describe its embedding, blocks and attention in a TOML file passed as `adapter` (README:"
             " 'Your own model'; the supported models are listed there too), or open an issue",
         )
@@ -358,12 +373,27 @@ def _text_plan(model: nn.Module, inside: str | None) -> tuple[tuple[Entry, ...],
         )
     else:
         order = [(f"{path}.{b}", block) for b, block in enumerate(blocks)]
+    first_block = order[0]
+    without = [(n, b) for n, b in order if attention_of(b) is None]
+    if without:
+        mixers = sorted({type(m).__name__ for _, b in without if (m := mixer_of(b)) is not None})
+        what = (
+            f"their token mixers ({', '.join(mixers)}) compute no softmax"
+            if mixers
+            else "no attention module"
+        )
+        order = [(n, b) for n, b in order if attention_of(b) is not None]
+        notes.append(
+            f"hybrid: {len(order)} of {len(blocks)} blocks hold attention and are analysed "
+            f"({_indices(path, [n for n, _ in order])}); no attention in blocks "
+            f"{_indices(path, [n for n, _ in without])} ({what}): not analysed"
+        )
     entries = []
     for block_name, block in order:
-        attn = attention_in(block)
+        attn = attention_of(block)
         assert attn is not None
         r = read(attn)
-        assert r is not None  # attention_in found its projections
+        assert r is not None  # attention_of found its projections
         entries.append(
             Entry(
                 block_name,
@@ -377,8 +407,8 @@ def _text_plan(model: nn.Module, inside: str | None) -> tuple[tuple[Entry, ...],
             )
         )
     embedding = EmbeddingPoint(
-        order[0][1],
-        order[0][0].split("#")[0],
+        first_block[1],
+        first_block[0].split("#")[0],
         f"input of the first block (after the position embedding {absolute})"
         if absolute is not None
         else f"input of the first block (generic adapter; {where})"
@@ -388,3 +418,8 @@ def _text_plan(model: nn.Module, inside: str | None) -> tuple[tuple[Entry, ...],
         at_input=True,
     )
     return tuple(entries), embedding, notes
+
+
+def _indices(path: str, names: list[str]) -> str:
+    """Block names under ``path``, as their indices where they are its elements ('1, 3')."""
+    return ", ".join(n.removeprefix(f"{path}.") for n in names)

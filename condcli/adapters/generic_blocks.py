@@ -1,7 +1,8 @@
 """Every attention layer of a vision model, in the order the model calls them (SPEC §1, §3).
 
-- An attention is a module whose Q/K/V projections :func:`condcli.adapters.generic_attn.read` reads, the
-  outermost such (a nested one is not counted twice). One under an attention-pooling head is not a
+- An attention is a module whose Q/K/V projections :func:`condcli.adapters.generic_attn.read` reads and
+  that computes a softmax (:func:`condcli.adapters.generic_mixers.is_attention`), the outermost such (a
+  nested one is not counted twice). One under an attention-pooling head is not a
   transformer block and is left out.
 - Its block is the lowest element of a ModuleList/Sequential that holds it and no other attention (a ViT,
   Swin or PVT block), else its highest ancestor that holds no other attention: the attention's own
@@ -27,6 +28,7 @@ from torch import nn
 
 from condcli.adapters.generic_attn import Reading, read
 from condcli.adapters.generic_layouts import Grouping, grouping_of, layout_of
+from condcli.adapters.generic_mixers import is_attention
 from condcli.adapters.generic_trace import Call, Trace, run_trace
 from condcli.layout import Layout
 
@@ -76,7 +78,7 @@ def attentions(model: nn.Module) -> dict[str, tuple[nn.Module, Reading]]:
         if any(p in POOLING_HEADS for p in parts):
             continue
         reading = read(mod) if name else None
-        if reading is not None:
+        if reading is not None and is_attention(mod, reading):  # a state-space mixer is none
             found[name] = (mod, reading)
     return found
 
@@ -120,22 +122,33 @@ def _parent(name: str) -> str:
 def discover(model: nn.Module, run: Callable[[Tensor], Any], examples: list[Tensor]) -> Discovery | None:
     """The attention layers of ``model`` (None: it has none the generic path reads). ``run`` calls the model
     on pixels; ``examples`` are inputs of the sizes to try, each two identical images."""
-    attns = attentions(model)
-    if not attns:
-        return None
-    block_of = blocks(model, attns)
-    modules = dict(model.named_modules())
-    keep = {id(modules[p]) for a in attns for p in _ancestors(a)}
-    attn_ids = {id(m) for m, _ in attns.values()}
-    trace, failure = None, ""
-    for pixels in examples:
-        try:
-            trace = run_trace(model, lambda p=pixels: run(p), keep, attn_ids)  # type: ignore[misc]
+    for again in (False, True):
+        attns = attentions(model)
+        if not attns:
+            return None
+        block_of = blocks(model, attns)
+        modules = dict(model.named_modules())
+        keep = {id(modules[p]) for a in attns for p in _ancestors(a)}
+        attn_ids = {id(m) for m, _ in attns.values()}
+        trace, failure = None, ""
+        for pixels in examples:
+            try:
+                trace = run_trace(model, lambda p=pixels: run(p), keep, attn_ids)  # type: ignore[misc]
+                break
+            except Exception as e:
+                failure = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+        if trace is None:
+            return _static(modules, attns, block_of, failure)
+        held = {id(m) for m in model.modules()}
+        if again or all(id(m) in held for m, _ in attns.values()):
             break
-        except Exception as e:
-            failure = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
-    if trace is None:
-        return _static(modules, attns, block_of, failure)
+        # the trial forward re-created attention modules (BigBird's switch of attention type): read the
+        # model again as it now is, and trace it once more
+    assert trace is not None  # a failed trace returned above
+    if not any(trace.of(m) for m, _ in attns.values()):
+        return _static(
+            modules, attns, block_of, "no attention module it found ran (re-created at every forward?)"
+        )
     return _traced(modules, attns, block_of, trace)
 
 

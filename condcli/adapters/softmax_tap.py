@@ -50,6 +50,7 @@ class SoftmaxTap(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self.probs: torch.Tensor | None = None
+        self.first: torch.Tensor | None = None  # the first of them
         self.count = 0  # softmaxes over the last dimension seen while active
 
     def __torch_function__(
@@ -65,12 +66,21 @@ class SoftmaxTap(TorchFunctionMode):
             dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
             if isinstance(dim, int) and dim % out.ndim == out.ndim - 1:
                 self.probs = out
+                self.first = out if self.first is None else self.first
                 self.count += 1
         return out
 
     def result(self) -> torch.Tensor | None:
         """The last softmax over the keys seen while active (None: there was none)."""
         return self.probs
+
+
+class FirstSoftmaxTap(SoftmaxTap):
+    """A :class:`SoftmaxTap` that hands over the first softmax over the keys of the call (ConViT's gated
+    attention: the content softmax, computed before the positional one it is blended with)."""
+
+    def result(self) -> torch.Tensor | None:
+        return self.first
 
 
 def tapped_probs(
@@ -175,10 +185,13 @@ def _calls_in(cls: type) -> tuple[tuple[SoftmaxCall, ...], bool] | None:
         return None
     scope = vars(inspect.getmodule(cls) or types.ModuleType("none"))
     calls, fused = list(_softmaxes(tree, scope)), _sdpa(tree)
+    seen: set[Any] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            fn = _resolve(node.func, scope)
-            if inspect.isfunction(fn) and not fn.__module__.startswith("torch"):
+        # a function called, or named to call later (HF: attention_interface = eager_attention_forward)
+        if isinstance(node, ast.Name | ast.Attribute) and isinstance(node.ctx, ast.Load):
+            fn = _resolve(node, scope)
+            if inspect.isfunction(fn) and not fn.__module__.startswith("torch") and fn not in seen:
+                seen.add(fn)
                 try:
                     inner = ast.parse(textwrap.dedent(inspect.getsource(fn)))
                 except (OSError, TypeError, SyntaxError):
@@ -186,6 +199,22 @@ def _calls_in(cls: type) -> tuple[tuple[SoftmaxCall, ...], bool] | None:
                 calls.extend(_softmaxes(inner, fn.__globals__))
                 fused = fused or _sdpa(inner)
     return tuple(calls), fused
+
+
+def computes_softmax(attn: nn.Module) -> bool:
+    """Whether ``attn`` computes a softmax at all, by its code (over any dimension, or inside
+    scaled_dot_product_attention, an ``nn.Softmax`` or ``nn.MultiheadAttention``); True where the code
+    cannot be read. A module with projections that computes none is no attention (a state-space mixer)."""
+    if any(isinstance(m, nn.Softmax | nn.MultiheadAttention) for m in attn.modules()):
+        return True
+    for cls in {type(m) for m in attn.modules()}:
+        for c in cls.__mro__:
+            if c.__module__.startswith("torch.") or c is object:
+                continue
+            found = _calls_in(c)
+            if found is None or found[0] or found[1]:
+                return True
+    return False
 
 
 def _softmaxes(tree: ast.AST, scope: dict[str, Any]) -> Iterator[SoftmaxCall]:

@@ -14,7 +14,7 @@ from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.rank_layers import RankAccumulator, check_index, check_index_fits, rank_result
 from condcli.capture import LayerCapture, layer_set
 from condcli.conditioning import Conditioning
-from condcli.errors import InputError, InternalError, UsageError
+from condcli.errors import InputError, UsageError
 from condcli.inputs import Batch, InputStream
 from condcli.rank_report import RankDecayReport
 from condcli.report import ConditionedForward
@@ -72,11 +72,16 @@ def _conditioned(loaded: LoadedModel, options: RankDecayOptions) -> ConditionedF
 
 
 def _into(into: dict[int, RankAccumulator]) -> Take:
-    """Each captured layer's P into its accumulator."""
+    """Each captured layer's P into its accumulator; a layer whose P did not come is refused by name."""
 
     def take(layer: LayerCapture, lengths: torch.Tensor | None) -> None:
         if layer.probs is None:
-            raise InternalError(f"layer {layer.index}: P was not captured", "report it with the model name")
+            spec = into[layer.index].spec
+            raise InputError(
+                f"layer {layer.index} ({spec.name}): P cannot be observed: its attention ran but handed over "
+                "no attention probabilities",
+                "leave the layer out with `layers`, or run 'condcli inspect' to see what was found",
+            )
         into[layer.index].add(layer.probs, lengths)
 
     return take

@@ -1,0 +1,152 @@
+"""P as an HF attention module returns it beside its output, and when it must be asked for.
+
+- Attentions whose ``forward`` takes ``output_attentions`` (BERT-era code: ``(context, probs) if
+  output_attentions else (context,)``) return their weights only on request: the model is then run with
+  ``output_attentions=True`` for the capture. This is read from the module's own signature, for every family.
+- A returned P is the last 4-D tensor of the module's output that is a probability matrix over the keys.
+  Where the attention adds a learned sink to the keys and drops its column after the softmax (GPT-OSS
+  ``sinks``), its rows sum to less than 1: it is still the matrix that multiplies V, and it is taken as such
+  where the module keeps a sink. Anything else that is not a probability matrix is refused, naming the layer.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from condcli.adapters.generic_layouts import Grouping, grouped
+from condcli.errors import InputError
+
+Rows = Literal["one", "at most one"]  # what P's rows sum to: a softmax over the keys, or with a sink dropped
+
+
+def weights_on_request(attn: nn.Module) -> bool:
+    """Whether ``attn`` returns its attention weights only when ``output_attentions`` reaches it: its
+    ``forward`` takes that argument and branches on it (``if output_attentions``, ``… if output_attentions
+    else …``). One that ignores it or only passes it on (StableLM, Whisper) returns its weights anyway under
+    eager attention: asking would only install the library's own recording hooks."""
+    forward = type(attn).forward
+    try:
+        if "output_attentions" not in inspect.signature(forward).parameters:
+            return False
+        tree = ast.parse(textwrap.dedent(inspect.getsource(forward)))
+    except (TypeError, ValueError, OSError, SyntaxError):
+        return False
+    return any(
+        isinstance(n, ast.If | ast.IfExp)
+        and any(isinstance(t, ast.Name) and t.id == "output_attentions" for t in ast.walk(n.test))
+        for n in ast.walk(tree)
+    )
+
+
+def eager_twin(attn: nn.Module) -> type | None:
+    """The eager class an attention built for SDPA derives from (``XSdpaSelfAttention(XSelfAttention)``,
+    chosen once when the model is built, so switching the model to eager does not reach it), or None."""
+    cls = type(attn)
+    base = cls.__bases__[0] if cls.__bases__ else object
+    if "Sdpa" in cls.__name__ and base.__name__ == cls.__name__.replace("Sdpa", ""):
+        return base
+    return None
+
+
+@contextmanager
+def as_eager(attns: Sequence[nn.Module]) -> Iterator[None]:
+    """Run each SDPA-built attention as its eager twin (which computes and returns P), restored after."""
+    saved = [(m, type(m)) for m in attns]
+    try:
+        for m, _ in saved:
+            m.__class__ = eager_twin(m) or type(m)
+        yield
+    finally:
+        for m, cls in saved:
+            m.__class__ = cls
+
+
+def hf_forward(model: nn.Module, attns: Sequence[nn.Module]) -> Callable[[dict[str, Any]], Any] | None:
+    """How the generic path runs an HF model so that P is returned where it is captured: with
+    ``output_attentions=True`` where an attention returns its weights only on request, and SDPA-built
+    attentions run as their eager twins while the model is switched to eager attention (None: as it is)."""
+    request = any(weights_on_request(a) for a in attns)
+    twins = [a for a in attns if eager_twin(a) is not None]
+    if not request and not twins:
+        return None
+    extra = {"output_attentions": True} if request else {}
+
+    def run(inputs: dict[str, Any]) -> Any:
+        eager = getattr(getattr(model, "config", None), "_attn_implementation", None) == "eager"
+        with as_eager(twins if eager else ()):
+            return model(**inputs, **extra)
+
+    return run
+
+
+def sink(attn: nn.Module) -> str | None:
+    """The name of ``attn``'s learned attention sink (a parameter with 'sink' in its name), if it keeps one:
+    a softmax over the keys and the sink, whose column is dropped (the rows of P sum to less than 1)."""
+    return next((n for n, _ in attn.named_parameters(recurse=False) if "sink" in n.lower()), None)
+
+
+def rows_sum(t: torch.Tensor) -> torch.Tensor | None:
+    """Each row's sum, float64, where ``t``'s entries lie in [0, 1] (None: not a matrix of probabilities)."""
+    if not t.is_floating_point() or t.numel() == 0:
+        return None
+    tol = 64 * torch.finfo(t.dtype).eps
+    t = t.detach()
+    if not (t.min() >= 0 and t.max() <= 1 + tol):
+        return None
+    # accumulated in float64, ≤ 32 MiB of P at a time (this runs on every attention call)
+    mats = t.flatten(0, -3)
+    step = max(1, 2**22 // max(t.shape[-2] * t.shape[-1], 1))
+    return torch.cat([m.sum(-1, dtype=torch.float64) for m in torch.split(mats, step)])
+
+
+def stochastic(t: torch.Tensor, rows: Rows = "one") -> bool:
+    """Entries in [0, 1] and rows summing to 1 (``at most one``: to no more than 1), within the rounding of
+    the dtype P was computed in."""
+    sums = rows_sum(t)
+    if sums is None:
+        return False
+    tol = 64 * torch.finfo(t.dtype).eps * t.shape[-1]
+    return bool(((sums - 1).abs() <= tol).all() if rows == "one" else (sums <= 1 + tol).all())
+
+
+def returned_probs(
+    layer: str,
+    rows: Rows,
+    grouping: Grouping,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    output: Any,
+    batch: int,
+) -> torch.Tensor:
+    """The attention weights an HF attention module returns beside its output, (B·G, H, q, k) → (B, G, H,
+    q, k), the images outermost or innermost on the leading axis.
+
+    Modules return other 4-D tensors too (T5: its position bias before the weights), so the one taken is
+    the last that is a probability matrix over the keys. Where the call returned none, the capture stops
+    with one line naming ``layer``: a P that is missing is never reported as absent without a word.
+    """
+    found = tuple(output[1:]) if isinstance(output, tuple) else ()
+    four = [t for t in found if isinstance(t, torch.Tensor) and t.ndim == 4 and t.shape[0] % batch == 0]
+    for t in reversed(four):
+        if stochastic(t, rows):
+            return grouped(t, batch, grouping)
+    if any(stochastic(t, "at most one") for t in four):
+        why = (
+            "it returned attention weights whose rows sum to less than 1 (a dropped sink column or a gate?), "
+            "and condcli found no sink in the module to say what they are"
+        )
+    else:
+        why = "it returned no attention weights under eager attention, even with output_attentions"
+    raise InputError(
+        f"layer {layer}: P cannot be observed: {why}",
+        "run 'condcli inspect' to see what was found; describe the attention in a TOML file passed as "
+        "`adapter` (README: 'Your own model')",
+    )
