@@ -1,12 +1,14 @@
 """Inputs → streamed batches, through the model's own preprocessing (timm transforms, HF tokenizer).
 
 Sources of samples: a folder of ``images``, a ``text`` file (one sample per line), or a labelled deterministic
-default: synthetic images with 1/f (natural-image-like) spectra, a short built-in English text set,
-random token ids for a model without a tokenizer, or synthetic audio for an audio encoder
-(:mod:`condcli.inputs_audio`). Batches are produced lazily, so memory does not grow
-with the number of inputs, nor with the length of a text line (:mod:`condcli.inputs_reading`). Unreadable
-or non-image files are skipped and counted (:mod:`condcli.inputs_images`); what a reader of the results
-should know about the inputs (files skipped, lines truncated) is in :meth:`InputStream.notes`.
+default: synthetic images with 1/f (natural-image-like) spectra, a short built-in English text set, random
+token ids for a model without a tokenizer, or synthetic audio or video clips for an audio or video model
+(:mod:`condcli.inputs_audio`, :mod:`condcli.inputs_video`), through the model's own feature extractor or video
+processor; every tensor a processor makes that the model reads is fed, not only the first. Batches are
+produced lazily, so memory does not grow with the number of inputs, nor with the length of a text line
+(:mod:`condcli.inputs_reading`). Unreadable or non-image files are skipped and counted
+(:mod:`condcli.inputs_images`); what a reader of the results should know about the inputs (files skipped,
+lines truncated) is in :meth:`InputStream.notes`.
 """
 
 from __future__ import annotations
@@ -20,13 +22,11 @@ import numpy as np
 import torch
 
 from condcli.errors import InputError, UsageError
-from condcli.inputs_audio import describe as describe_audio
-from condcli.inputs_audio import synthetic_features
-from condcli.inputs_images import Skipped, folder_images
+from condcli.inputs_images import Skipped, folder_images, padded_lengths
 from condcli.inputs_reading import LineCount, TextSource, byte_bound, text_lines, text_source
 from condcli.inputs_text import DEFAULT_TEXTS
 
-InputKind = Literal["images", "text", "synthetic"]
+InputKind = Literal["images", "text", "synthetic", "audio", "video"]
 DEFAULT_SYNTHETIC_SAMPLES = 16
 RANDOM_TOKENS_LENGTH = 64
 
@@ -44,11 +44,20 @@ class Batch:
         return len(self.names)
 
 
+@dataclass(frozen=True)
+class Synthetic:
+    """Samples condcli makes itself for a model that reads audio or video (no files are read for these)."""
+
+    kind: Literal["audio", "video"]
+    make: Callable[[int, int, int], dict[str, torch.Tensor]]  # (seed, start, count) → the model's inputs
+    describe: Callable[[int, int], str]  # (count, seed) → what the samples are, for the report
+
+
 @dataclass
 class Preprocessing:
     """How a model wants its inputs; built by :mod:`condcli.sources` from the model's own config."""
 
-    modality: Literal["images", "text", "audio"]
+    modality: Literal["images", "text", "audio", "video"]
     describe: str  # e.g. "timm transforms: resize 248, center crop 224, mean/std ImageNet"
     image_transform: Callable[[Any], torch.Tensor] | None = None  # PIL image → (3, H, W)
     image_size: tuple[int, int] = (224, 224)
@@ -56,9 +65,11 @@ class Preprocessing:
     max_length: int = 512
     pad_to: int | None = None  # the model needs every sequence this long (Nyströmformer)
     vocab_size: int = 0
-    feature_extractor: Any = None  # an HF audio feature extractor (log-mel), or None → synthetic features
-    audio_shape: tuple[int, int] = (0, 0)  # (mel bins, frames) the audio encoder reads
-    sampling_rate: int = 16000
+    # PIL images → every tensor the model's image processor makes that it reads (None: ``image_transform``
+    # per image, stacked as pixel_values)
+    image_batch: Callable[[list[Any]], dict[str, torch.Tensor]] | None = None
+    synthetic: Synthetic | None = None  # audio / video: the clips condcli makes and feeds
+    feeds: tuple[str, ...] = ()  # the keyword arguments a batch carries (empty: not known in advance)
 
 
 @dataclass
@@ -177,18 +188,30 @@ def synthetic_image(index: int, seed: int, size: tuple[int, int]) -> np.ndarray:
 
 
 def _image_batches(pre: Preprocessing, spec: InputSpec, paths: Iterator[tuple[str, Any]]) -> Iterator[Batch]:
-    """Group (name, PIL image) pairs into batches of preprocessed pixels."""
-    assert pre.image_transform is not None
+    """Group (name, PIL image) pairs into batches of preprocessed pixels (and whatever else the model's
+    processor makes for them, where it makes more)."""
+    assert pre.image_transform is not None or pre.image_batch is not None
     names: list[str] = []
-    pixels: list[torch.Tensor] = []
+    pixels: list[Any] = []  # transformed pixels, or the images themselves for ``image_batch``
+
+    def done() -> Batch:
+        if pre.image_batch is not None:
+            made = pre.image_batch(pixels)
+            return Batch(made, padded_lengths(made), names)
+        return Batch({"pixel_values": torch.stack(pixels)}, None, names)
+
     for name, image in paths:
-        pixels.append(pre.image_transform(image))
+        pixels.append(
+            image
+            if pre.image_batch is not None or pre.image_transform is None
+            else pre.image_transform(image)
+        )
         names.append(name)
         if len(names) == spec.batch_size:
-            yield Batch({"pixel_values": torch.stack(pixels)}, None, names)
+            yield done()
             names, pixels = [], []
     if names:
-        yield Batch({"pixel_values": torch.stack(pixels)}, None, names)
+        yield done()
 
 
 def _synthetic_images(pre: Preprocessing, spec: InputSpec) -> Iterator[tuple[str, Any]]:
@@ -271,27 +294,25 @@ def _random_tokens(pre: Preprocessing, spec: InputSpec) -> Iterator[Batch]:
         yield Batch({"input_ids": part, "attention_mask": torch.ones_like(part)}, None, names)
 
 
-def _audio_batches(pre: Preprocessing, spec: InputSpec, count: int) -> Iterator[Batch]:
+def _synthetic_batches(made: Synthetic, spec: InputSpec, count: int) -> Iterator[Batch]:
     for start in range(0, count, spec.batch_size):
         size = min(spec.batch_size, count - start)
-        features = synthetic_features(
-            pre.feature_extractor, pre.audio_shape, pre.sampling_rate, spec.seed, start, size
-        )
-        names = [f"synthetic audio #{i}" for i in range(start, start + size)]
-        yield Batch({"input_features": features}, None, names)
+        names = [f"synthetic {made.kind} #{i}" for i in range(start, start + size)]
+        yield Batch(made.make(spec.seed, start, size), None, names)
 
 
-def _audio_stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
-    """Synthetic inputs of an audio encoder, labelled as such (audio files are not read yet)."""
+def _synthetic_stream(made: Synthetic, spec: InputSpec) -> InputStream:
+    """Synthetic clips of an audio or video model, labelled as such (audio and video files are not read)."""
     if spec.images is not None or spec.text is not None:
         given = "`images`" if spec.images is not None else "`text`"
         raise UsageError(
-            f"{given} was given for an audio model",
-            "this model reads audio; leave both out to analyse it on synthetic clips",
+            f"{given} was given for a{'n' * (made.kind == 'audio')} {made.kind} model",
+            f"this model reads {made.kind}; leave both out to analyse it on synthetic clips",
         )
     n = spec.max_samples or DEFAULT_SYNTHETIC_SAMPLES
-    what = describe_audio(pre.feature_extractor, pre.audio_shape, pre.sampling_rate, n, spec.seed)
-    return InputStream("synthetic", what, lambda s: _audio_batches(pre, spec, n), expected=n)
+    return InputStream(
+        made.kind, made.describe(n, spec.seed), lambda s: _synthetic_batches(made, spec, n), expected=n
+    )
 
 
 def _image_folder(folder: Path) -> Path:
@@ -323,8 +344,8 @@ def _text_stream(pre: Preprocessing, spec: InputSpec, source: TextSource) -> Inp
 
 def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
     """The batches a run will analyse, with the label that says what they are."""
-    if pre.modality == "audio":
-        return _audio_stream(pre, spec)
+    if pre.synthetic is not None:
+        return _synthetic_stream(pre.synthetic, spec)
     if pre.modality == "images":
         if spec.text is not None:
             raise UsageError("`text` was given for an image model", "use `images=DIR` for this model")

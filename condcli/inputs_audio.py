@@ -1,18 +1,54 @@
-"""Inputs of an audio encoder (Whisper): synthetic clips through the model's own log-mel feature extractor
-(batched into an input stream by :mod:`condcli.inputs`).
+"""Inputs of an audio model: synthetic clips through the model's own feature extractor, in the form the model
+reads (its :class:`Audio`):
 
-Audio files are not read yet. Each clip is deterministic (seed, index): 1/f ("pink") noise with a few
-tones on top, as long as the encoder's input window. A model with no feature extractor at all (neither in
-its folder nor, as for Whisper, the family's defaults) gets synthetic features: seeded standard-normal
-values of the shape the encoder reads. The description says which.
+- ``log-mel`` (Whisper): ``input_features`` (B, mel bins, frames), the encoder's whole input window;
+- ``spectrogram`` (AST): ``input_values`` (B, frames, mel bins), the extractor's fixed ``max_length``;
+- ``waveform`` (Wav2Vec2, HuBERT, WavLM, …): ``input_values`` (B, samples), normalised raw audio.
+
+Audio files are not read yet. Each clip is deterministic (seed, index): 1/f ("pink") noise with a few tones
+on top. A log-mel model with no feature extractor at all (neither in its folder nor the family's defaults)
+gets synthetic features: seeded standard-normal values of the shape the encoder reads; the description
+says which. Every tensor the extractor makes is returned (an ``attention_mask`` too); the caller keeps those
+the model reads.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import torch
+
+AudioKind = Literal["log-mel", "spectrogram", "waveform"]
+WAVEFORM_SECONDS = 1.0  # a waveform model reads clips of any length: this long
+FBANK_WINDOW, FBANK_SHIFT = 0.025, 0.010  # Kaldi fbank (AST): 25 ms frames every 10 ms
+
+
+@dataclass(frozen=True)
+class Audio:
+    """What an audio model reads: the kind, the key, one sample's shape and the clip it comes from."""
+
+    kind: AudioKind
+    shape: tuple[int, ...]  # one sample: (mel, frames) log-mel · (frames, mel) spectrogram · (samples,)
+    rate: int  # sampling rate (Hz)
+    samples: int  # audio samples per clip
+
+    @property
+    def key(self) -> str:
+        return "input_features" if self.kind == "log-mel" else "input_values"
+
+
+def audio_for(kind: AudioKind, extractor: Any, shape: tuple[int, ...], rate: int) -> Audio:
+    """The clip length that gives ``shape``: frames × hop (log-mel), a Kaldi fbank's window and shift
+    (spectrogram), or the samples themselves (waveform)."""
+    if kind == "log-mel":
+        samples = shape[1] * hop_length(extractor)
+    elif kind == "spectrogram":
+        samples = round((shape[0] - 1) * FBANK_SHIFT * rate + FBANK_WINDOW * rate)
+    else:
+        samples = shape[0]
+    return Audio(kind, shape, rate, samples)
 
 
 def synthetic_audio(index: int, seed: int, samples: int, rate: int) -> np.ndarray:
@@ -32,27 +68,23 @@ def synthetic_audio(index: int, seed: int, samples: int, rate: int) -> np.ndarra
     return np.asarray(0.5 * clip / (np.abs(clip).max() + 1e-12), dtype=np.float32)
 
 
-def synthetic_features(
-    extractor: Any, shape: tuple[int, int], rate: int, seed: int, start: int, count: int
-) -> torch.Tensor:
-    """(count, mel bins, frames) log-mel features of synthetic clips start … start + count − 1 through
-    ``extractor``; with no extractor, seeded standard-normal values of that shape."""
-    mel, frames = shape
+def synthetic_inputs(
+    extractor: Any, audio: Audio, seed: int, start: int, count: int
+) -> dict[str, torch.Tensor]:
+    """Every tensor ``extractor`` makes for synthetic clips start … start + count − 1 (the model's input
+    under ``audio.key``, of shape (count, *audio.shape)); with no extractor (log-mel only), seeded
+    standard-normal features of that shape."""
     if extractor is None:
         gen = torch.Generator().manual_seed(seed * 1_000_003 + start)
-        return torch.randn((count, mel, frames), generator=gen)
-    samples = frames * hop_length(extractor)
-    clips = [synthetic_audio(i, seed, samples, rate) for i in range(start, start + count)]
-    out = extractor(
-        clips,
-        sampling_rate=rate,
-        return_tensors="pt",
-        padding="max_length",
-        max_length=samples,
-        truncation=True,
-    )
-    features: torch.Tensor = out["input_features"]
-    return features[..., :frames]
+        return {audio.key: torch.randn((count, *audio.shape), generator=gen)}
+    clips = [synthetic_audio(i, seed, audio.samples, audio.rate) for i in range(start, start + count)]
+    kwargs: dict[str, Any] = {"sampling_rate": audio.rate, "return_tensors": "pt"}
+    if audio.kind == "log-mel":
+        kwargs.update(padding="max_length", max_length=audio.samples, truncation=True)
+    out = dict(extractor(clips, **kwargs))
+    if audio.kind == "log-mel":
+        out[audio.key] = out[audio.key][..., : audio.shape[1]]
+    return out
 
 
 def hop_length(extractor: Any) -> int:
@@ -60,16 +92,17 @@ def hop_length(extractor: Any) -> int:
     return int(getattr(extractor, "hop_length", 160))
 
 
-def describe(extractor: Any, shape: tuple[int, int], rate: int, count: int, seed: int) -> str:
+def describe(extractor: Any, audio: Audio, count: int, seed: int) -> str:
     """What the synthetic inputs are, for the report."""
-    mel, frames = shape
+    dims = " × ".join(str(n) for n in audio.shape)
     if extractor is None:
         return (
-            f"{count} synthetic log-mel feature maps ({mel} bins × {frames} frames, standard normal,"
-            f" seed {seed}; the model has no feature extractor)"
+            f"{count} synthetic log-mel feature maps ({dims}, standard normal, seed {seed};"
+            " the model has no feature extractor)"
         )
-    seconds = frames * hop_length(extractor) / rate
+    seconds = audio.samples / audio.rate
+    into = {"log-mel": "log-mel", "spectrogram": "spectrogram (frames × mel bins)", "waveform": "waveform"}
     return (
-        f"{count} synthetic audio clips (1/f noise + tones, seed {seed}; {seconds:.3g} s at {rate} Hz)"
-        f" → log-mel {mel} × {frames}"
+        f"{count} synthetic audio clips (1/f noise + tones, seed {seed}; {seconds:.3g} s at {audio.rate} Hz)"
+        f" → {into[audio.kind]} {dims} as {audio.key}"
     )

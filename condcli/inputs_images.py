@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
-from condcli.errors import one_line
+from condcli.errors import InputError, one_line
 
 HIGH_DEPTH = ("I;16", "I;16L", "I;16B", "I;16N")  # 16-bit grey
 EXAMPLES = 3  # skipped files named in notes and hints
@@ -112,3 +113,19 @@ def folder_images(folder: Path, max_samples: int | None, skipped: Skipped) -> It
         yield name, image
         if max_samples is not None and taken >= max_samples:
             return
+
+
+def padded_lengths(made: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    """Tokens per sample where an image processor pads patches (Siglip2's ``pixel_attention_mask``, (B, n)
+    ones then zeros): X's padding rows are excluded as a text model's are. None where nothing is padded."""
+    mask = next((v for k, v in made.items() if k.endswith("attention_mask") and v.ndim == 2), None)
+    if mask is None or bool(mask.all()):
+        return None
+    lengths = mask.sum(dim=1)
+    prefix = torch.arange(mask.shape[1])[None, :] < lengths[:, None]
+    if not torch.equal(mask.bool(), prefix):
+        raise InputError(
+            "the image processor's attention mask marks padding that is not at the end of each sample",
+            "condcli excludes padding from X only at the end; open an issue naming the model",
+        )
+    return lengths

@@ -1,5 +1,5 @@
-"""The model's own preprocessing: timm's data config + transforms, or the HF tokenizer, image processor or
-audio feature extractor.
+"""The model's own preprocessing: timm's data config + transforms, or the HF tokenizer or image processor
+(audio and video: :mod:`condcli.preprocessing_av`; which one a model gets: :mod:`condcli.model_inputs`).
 
 Never hand-written resizing or normalisation: when a model ships no preprocessing config, the family's
 library defaults are used and the description says so.
@@ -17,6 +17,7 @@ from torch import nn
 from condcli.errors import InputError
 from condcli.inputs import Preprocessing
 
+TEXT_FEEDS = ("input_ids", "attention_mask")  # what a text batch carries (condcli.inputs)
 HUGE = 1_000_000  # tokenizers without a real limit report model_max_length ≈ 1e30
 
 
@@ -45,14 +46,17 @@ def timm_preprocessing(model: nn.Module) -> Preprocessing:
 PREPROCESSOR = "preprocessor_config.json"
 
 
-def _load_local(load: Callable[[], Any], folder: Path, what: str, defaults: str) -> Any:
-    """``load()`` of the preprocessor (``what``) whose preprocessor_config.json is in ``folder``: that file
-    not being JSON, or any failure to load it, is one InputError naming it (never taken for no file)."""
+def _load_local(
+    load: Callable[[], Any], folder: Path, what: str, defaults: str, file: str = PREPROCESSOR
+) -> Any:
+    """``load()`` of the preprocessor (``what``) whose ``file`` (preprocessor_config.json) is in ``folder``:
+    that file not being JSON, or any failure to load it, is one InputError naming it (never taken for no
+    file)."""
     from condcli.parsing import read_json
 
-    hint = f"replace {PREPROCESSOR} with the model's own, or remove it to use {defaults}"
+    hint = f"replace {file} with the model's own, or remove it to use {defaults}"
     try:
-        read_json(folder / PREPROCESSOR, PREPROCESSOR, hint)
+        read_json(folder / file, file, hint)
         return load()
     except InputError as e:
         raise InputError(f"the {what} in {folder} cannot be loaded ({e.message})", hint) from None
@@ -64,7 +68,7 @@ def _load_local(load: Callable[[], Any], folder: Path, what: str, defaults: str)
                 f"the {what} in {folder} runs code from the folder",
                 "pass `trust_remote_code` if you trust that code",
             ) from None
-        why = f"{PREPROCESSOR}: {type(e).__name__}: {_first_line(e)}"
+        why = f"{file}: {type(e).__name__}: {_first_line(e)}"
         raise InputError(f"the {what} in {folder} cannot be loaded ({why})", hint) from None
 
 
@@ -98,20 +102,80 @@ def _image_processor(source: str | Path | None, config: Any, trust: bool) -> tup
             return proc, f"{type(proc).__name__} from {source}"
         except (OSError, ValueError, KeyError):
             pass
-    size = int(getattr(config, "image_size", 224))
-    proc = ViTImageProcessor(size={"height": size, "width": size})
-    return proc, f"ViTImageProcessor defaults at {size}×{size} (the model has no preprocessor config)"
+    h, w = image_size(config)
+    proc = ViTImageProcessor(size={"height": h, "width": w})
+    return proc, f"ViTImageProcessor defaults at {h}×{w} (the model has no preprocessor config)"
 
 
-def hf_image_preprocessing(source: str | Path | None, config: Any, trust: bool = False) -> Preprocessing:
+def image_size(config: Any, default: int = 224) -> tuple[int, int]:
+    """(height, width) from a config's ``image_size``: an integer, a [height, width] list or tuple, or a
+    {"height", "width"} mapping; anything else is one InputError naming it."""
+    value = getattr(config, "image_size", default)
+    if isinstance(value, dict):
+        value = (value.get("height"), value.get("width"))
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value, value)
+    if (
+        isinstance(value, tuple | list)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+    ):
+        return int(value[0]), int(value[1])
+    raise InputError(
+        f"the model's config gives image_size as {value!r}, not an image size",
+        "fix image_size in its config.json: an integer, or [height, width]",
+    )
+
+
+def keep_read(made: Any, reads: frozenset[str] | None) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """(the tensors of a processor's output that the model's forward reads, the names of those it does not
+    read); ``reads`` None: every tensor."""
+    kept: dict[str, torch.Tensor] = {}
+    dropped: list[str] = []
+    for key, value in dict(made).items():
+        if not isinstance(value, torch.Tensor):
+            continue
+        if reads is None or key in reads:
+            kept[key] = value
+        else:
+            dropped.append(key)
+    return kept, dropped
+
+
+def fed(kept: dict[str, torch.Tensor], dropped: list[str]) -> str:
+    """``"; feeds pixel_values, pixel_mask"`` (and what the forward does not read), for a description."""
+    text = f"; feeds {', '.join(kept)}"
+    return text + (f" (not read by the model, so not fed: {', '.join(dropped)})" if dropped else "")
+
+
+def hf_image_preprocessing(
+    source: str | Path | None, config: Any, trust: bool = False, reads: frozenset[str] | None = None
+) -> Preprocessing:
+    """The model's image processor, every tensor it makes for a batch of images that the model's forward
+    reads (``reads``: its parameter names; None: all), not only ``pixel_values``."""
+    from PIL import Image
+
     proc, describe = _image_processor(source, config, trust)
+    size = image_size(config)
+
+    def batch(images: list[Any]) -> dict[str, torch.Tensor]:
+        return keep_read(proc(images, return_tensors="pt"), reads)[0]
 
     def transform(image: Any) -> torch.Tensor:
         pixels: torch.Tensor = proc(image, return_tensors="pt")["pixel_values"][0]
         return pixels
 
-    size = int(getattr(config, "image_size", 224))
-    return Preprocessing("images", describe, image_transform=transform, image_size=(size, size))
+    kept, dropped = keep_read(proc([Image.new("RGB", (64, 48))], return_tensors="pt"), reads)
+    if list(kept) != ["pixel_values"] or dropped:
+        describe += fed(kept, dropped)
+    return Preprocessing(
+        "images",
+        describe,
+        image_transform=transform,
+        image_size=size,
+        image_batch=batch if list(kept) != ["pixel_values"] else None,
+        feeds=tuple(kept),
+    )
 
 
 def _max_positions(config: Any) -> int:
@@ -225,7 +289,12 @@ def hf_text_preprocessing(source: str | Path | None, config: Any, trust: bool = 
     tokenizer = _tokenizer(source, trust) if source is not None else None
     if tokenizer is None:
         return Preprocessing(
-            "text", "no tokenizer found: random token ids", max_length=limit, pad_to=pad_to, vocab_size=vocab
+            "text",
+            "no tokenizer found: random token ids",
+            max_length=limit,
+            pad_to=pad_to,
+            vocab_size=vocab,
+            feeds=TEXT_FEEDS,
         )
     tokenizer.padding_side = "right"
     if tokenizer.pad_token is None:  # GPT-2 style: padding is masked out of X anyway
@@ -239,6 +308,7 @@ def hf_text_preprocessing(source: str | Path | None, config: Any, trust: bool = 
         max_length=min(max_len, limit),
         pad_to=pad_to,
         vocab_size=vocab or len(tokenizer),
+        feeds=TEXT_FEEDS,
     )
 
 
@@ -251,53 +321,3 @@ def _token_limit(value: Any, limit: int, source: str | Path | None) -> int:
             " then apply)",
         )
     return int(value) if value < HUGE else limit
-
-
-def _encoder_frames(config: Any) -> int:
-    """The frames of log-mel an audio encoder reads: Whisper's two convolutions (strides 1, 2) halve them."""
-    positions = int(getattr(config, "max_source_positions", 1500))
-    return 2 * positions
-
-
-def hf_audio_preprocessing(source: str | Path | None, config: Any, trust: bool = False) -> Preprocessing:
-    """The model's own log-mel feature extractor (preprocessor_config.json), else the family's defaults for
-    Whisper, else none (the inputs are then synthetic features); the description says which."""
-    from transformers import AutoFeatureExtractor, WhisperFeatureExtractor
-
-    mel = int(getattr(config, "num_mel_bins", 80))
-    frames = _encoder_frames(config)
-    extractor: Any = None
-    describe = "no feature extractor: synthetic log-mel features"
-    if source is not None and Path(source).is_dir() and (Path(source) / PREPROCESSOR).is_file():
-        extractor = _load_local(
-            lambda: AutoFeatureExtractor.from_pretrained(str(source), trust_remote_code=trust),
-            Path(source),
-            "feature extractor",
-            "the family's defaults",
-        )
-        describe = f"{type(extractor).__name__} from {source}"
-    elif source is not None and not Path(source).is_dir():
-        try:
-            extractor = AutoFeatureExtractor.from_pretrained(str(source), trust_remote_code=trust)
-            describe = f"{type(extractor).__name__} from {source}"
-        except (OSError, ValueError, KeyError, TypeError):
-            extractor = None
-    if extractor is None and getattr(config, "model_type", "") == "whisper":
-        extractor = WhisperFeatureExtractor(feature_size=mel)
-        describe = (
-            f"WhisperFeatureExtractor defaults with {mel} mel bins (the model has no preprocessor config)"
-        )
-    if extractor is not None and int(getattr(extractor, "feature_size", mel)) != mel:
-        describe = (
-            f"no usable feature extractor ({type(extractor).__name__} gives "
-            f"{extractor.feature_size} mel bins, the model reads {mel}): synthetic log-mel features"
-        )
-        extractor = None
-    rate = int(getattr(extractor, "sampling_rate", 16000) or 16000)
-    return Preprocessing(
-        "audio",
-        f"{describe}, {mel} mel bins × {frames} frames",
-        feature_extractor=extractor,
-        audio_shape=(mel, frames),
-        sampling_rate=rate,
-    )

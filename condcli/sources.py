@@ -41,10 +41,8 @@ from condcli.hf_loading import analysed_module, hf_model, streams
 from condcli.inputs import Preprocessing
 from condcli.model_config import check_hf_config, check_raw_hf, check_timm_folder
 from condcli.model_config import flavour as flavour_of
+from condcli.model_inputs import hf_preprocessing
 from condcli.preprocessing import (
-    hf_audio_preprocessing,
-    hf_image_preprocessing,
-    hf_text_preprocessing,
     timm_preprocessing,
 )
 from condcli.samples import builtin_conditioning, sample_names, samples_dir
@@ -263,13 +261,8 @@ def _load_checkpoint(model: nn.Module, analysed: nn.Module, path: Path, arch: st
 def _hf_preprocessing(
     source: str | None, analysed: nn.Module, adapter: Adapter, trust: bool
 ) -> Preprocessing:
-    """The HF model's own preprocessing for what it reads: log-mel features, pixels or tokens."""
-    config: Any = analysed.config
-    if getattr(analysed, "main_input_name", "") == "input_features":
-        return hf_audio_preprocessing(source, config, trust)
-    if adapter.input_kind == "images":
-        return hf_image_preprocessing(source, config, trust)
-    return hf_text_preprocessing(source, config, trust)
+    """The HF model's own preprocessing for what it reads: pixels, video clips, audio or tokens."""
+    return hf_preprocessing(source, analysed, adapter.input_kind, trust)
 
 
 def _is_transformers_model(model: nn.Module) -> bool:

@@ -6,11 +6,13 @@ family's variants from several modules are merged, a variant name used twice is 
 
 from __future__ import annotations
 
+import tests.cases_av as cases_av
 from tests import cases_decoders, cases_encoders, cases_generic_toys, cases_timm_functional, cases_vision
 from tests.families import CASES as BASE
 from tests.families import Case
 
 MODULES = (cases_generic_toys, cases_timm_functional, cases_vision, cases_decoders, cases_encoders)
+MODULES += (cases_av,)  # video and audio inputs (issue 29, point 6)
 
 
 def merged() -> dict[str, dict[str, Case]]:

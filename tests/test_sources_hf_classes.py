@@ -190,7 +190,7 @@ def test_whisper_inputs_are_labelled_synthetic(folders: dict[str, Path]) -> None
     own = load(str(folders["whisper"]), LoadOptions(device="cpu")).preprocessing
     assert own.describe.startswith(f"WhisperFeatureExtractor from {folders['whisper']}")
     s = stream(own, InputSpec(max_samples=3, batch_size=2))
-    assert s.kind == "synthetic" and "synthetic audio clips" in s.description
+    assert s.kind == "audio" and "synthetic audio clips" in s.description
     shapes = [tuple(b.inputs["input_features"].shape) for b in s]
     assert shapes == [(2, 16, 32), (1, 16, 32)]
     bare = load(str(folders["whisper-bare"]), LoadOptions(device="cpu")).preprocessing

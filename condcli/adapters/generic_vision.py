@@ -21,6 +21,7 @@ from condcli.adapters.generic_attn import Reading
 from condcli.adapters.generic_blocks import TRACE_BATCH, Discovery, Found, discover
 from condcli.adapters.generic_layouts import Grouping, attention_input, stream_input
 from condcli.adapters.generic_trace import Trace
+from condcli.errors import InputError
 
 Tensor = torch.Tensor
 # a position encoding added to the tokens: a part of the last piece of its module or parameter name
@@ -53,9 +54,10 @@ class Plan:
 
 
 def example_images(model: nn.Module) -> list[Tensor]:
-    """Trial inputs for the trace, two identical random images each, at the sizes the model may be built
-    for: what it says it was built for first (timm ``patch_embed.img_size`` / ``img_size``, its pretrained
-    config, an HF config's ``image_size``), then common sizes."""
+    """Trial inputs for the trace, two identical random images (clips of ``num_frames`` frames for a video
+    model) each, at the sizes the model may be built for: what it says it was built for first (timm
+    ``patch_embed.img_size`` / ``img_size``, its pretrained config, an HF config's ``image_size``), then
+    common sizes."""
     param = next(model.parameters())
     config = getattr(model, "config", None)
     channels = int(getattr(config, "num_channels", 3) or 3)
@@ -73,11 +75,13 @@ def example_images(model: nn.Module) -> list[Tensor]:
     if isinstance(cfg.get("input_size"), tuple | list) and len(cfg["input_size"]) == 3:
         channels = int(cfg["input_size"][0])
     sizes += [(s, s) for s in SIZES if (s, s) not in sizes]
+    frames = getattr(config, "num_frames", None)  # a video model reads clips (B, T, C, H, W)
+    clip = (frames,) if isinstance(frames, int) and not isinstance(frames, bool) and frames > 0 else ()
     gen = torch.Generator().manual_seed(0)
     out = []
     for h, w in sizes:
-        one = torch.randn(1, channels, h, w, generator=gen)
-        out.append(one.expand(TRACE_BATCH, -1, -1, -1).to(param.device, param.dtype))
+        one = torch.randn(1, *clip, channels, h, w, generator=gen)
+        out.append(one.expand(TRACE_BATCH, *one.shape[1:]).to(param.device, param.dtype))
     return out
 
 
@@ -125,6 +129,7 @@ def plan(model: nn.Module, inside: str | None) -> Plan | None:
         if emb.note:
             notes.append(emb.note)
     else:
+        _whole_samples(found)
         point, at_input, layout = first.block, True, "tokens"
         where, what, enters = first_block, f"input of {first_block}", first_block
     lead = (
@@ -157,6 +162,23 @@ def plan(model: nn.Module, inside: str | None) -> Plan | None:
         point, where, description, layout=layout, after_position_encoding=bool(before), at_input=at_input
     )
     return Plan(entries, embedding, tuple(notes))
+
+
+def _whole_samples(found: Discovery) -> None:
+    """X taken as the first block's input must hold the trial's samples whole: a model that regroups them
+    before its first attention (TimeSformer's divided space-time attention reads (B·patches, frames, d))
+    is refused, not analysed on groups taken for samples."""
+    calls = found.trace.of(found.layers[0].block) if found.trace is not None else []
+    x = calls[0].inp if calls else None
+    if x is not None and x.ndim == 3 and x.shape[0] != TRACE_BATCH:
+        name = found.layers[0].name
+        raise InputError(
+            f"the first attention block '{name}' reads its tokens regrouped ({x.shape[0]} groups for"
+            f" {TRACE_BATCH} samples), and no module hands it the samples whole: X cannot be placed as"
+            " (B, N, d) here",
+            "describe the model's embedding and blocks in a TOML file passed as `adapter` (README: 'Your own"
+            " model')",
+        )
 
 
 def _entry(f: Found, softmaxes: int) -> Entry:

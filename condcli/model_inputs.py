@@ -1,0 +1,84 @@
+"""Which inputs a Hugging Face model gets, from what it reads: its ``main_input_name`` and its forward's
+parameters.
+
+- ``pixel_values``: images through its image processor, or, where its config has ``num_frames``, video clips
+  (B, T, C, H, W) through its video processor;
+- ``input_values``: audio, as a spectrogram where its config has ``num_mel_bins`` (AST), else a waveform;
+- ``input_features``: audio as log-mel features (Whisper);
+- ``input_ids``: text through its tokenizer.
+
+Every tensor the processor makes that the forward names is fed. A model that reads another main input, or
+whose forward requires an argument the inputs do not carry, is refused with one line: it is never analysed
+on inputs it did not ask for.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from condcli.errors import InputError
+from condcli.inputs import Preprocessing
+from condcli.inputs_audio import AudioKind
+from condcli.preprocessing import hf_image_preprocessing, hf_text_preprocessing
+from condcli.preprocessing_av import audio_preprocessing, video_preprocessing
+
+MADE = ("pixel_values", "input_values", "input_features", "input_ids")  # the main inputs condcli makes
+POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def forward_reads(module: nn.Module) -> tuple[frozenset[str], frozenset[str]]:
+    """(the parameters ``module.forward`` names, those of them it requires: no default)."""
+    try:
+        params = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):  # a forward with no readable signature: nothing is known
+        return frozenset(), frozenset()
+    named = [p for p in params if p.kind in (*POSITIONAL, inspect.Parameter.KEYWORD_ONLY)]
+    required = [p.name for p in named if p.default is inspect.Parameter.empty]
+    return frozenset(p.name for p in named), frozenset(required)
+
+
+def is_video(config: Any) -> bool:
+    """A config with a frame count reads clips (VideoMAE, TimeSformer, ViViT)."""
+    frames = getattr(config, "num_frames", None)
+    return frames is not None and not isinstance(frames, bool)
+
+
+def hf_preprocessing(
+    source: str | Path | None, analysed: nn.Module, input_kind: str, trust: bool = False
+) -> Preprocessing:
+    """The HF model's own preprocessing for what it reads (module docstring); one InputError where condcli
+    cannot make its inputs."""
+    config: Any = getattr(analysed, "config", None)
+    main = str(getattr(analysed, "main_input_name", "") or "")
+    reads, required = forward_reads(analysed)
+    keep = reads or None
+    name = type(analysed).__name__
+    if main == "input_features":
+        pre = audio_preprocessing(source, config, trust, "log-mel", keep)
+    elif main == "input_values":
+        kind: AudioKind = "spectrogram" if getattr(config, "num_mel_bins", None) is not None else "waveform"
+        pre = audio_preprocessing(source, config, trust, kind, keep)
+    elif main == "pixel_values" and is_video(config):
+        pre = video_preprocessing(source, config, trust, keep)
+    elif main == "pixel_values" or (not main and input_kind == "images"):
+        pre = hf_image_preprocessing(source, config, trust, keep)
+    elif main == "input_ids" or (not main and input_kind == "text"):
+        pre = hf_text_preprocessing(source, config, trust)
+    else:
+        raise InputError(
+            f"{name} reads {main}, an input condcli cannot make (it makes images, video clips, audio and"
+            " text: pixel_values, input_values, input_features, input_ids)",
+            "analyse a model that reads one of those, or open an issue naming the model",
+        )
+    missing = sorted(required - set(pre.feeds)) if pre.feeds else []
+    if missing:
+        raise InputError(
+            f"{name}.forward requires {', '.join(missing)}, which the inputs condcli makes"
+            f" for it do not carry (they carry {', '.join(pre.feeds)}; {pre.describe})",
+            "put the model's own preprocessor config (the processor that makes those) beside its weights",
+        )
+    return pre

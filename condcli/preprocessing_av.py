@@ -1,0 +1,203 @@
+"""The model's own audio feature extractor or video processor, and the synthetic clips fed through it.
+
+The processor is the model's own (its folder's preprocessor_config.json or video_preprocessor_config.json,
+or its hub id's), else the family's class in transformers' auto mappings built for the shapes in the
+model's config; the description says which. What the processor makes is checked against what the model
+reads (the frame count, mel bins and image size of its config) on one clip before any number: a model fed
+other inputs than it asks for is refused, never analysed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from condcli.errors import InputError
+from condcli.inputs import Preprocessing, Synthetic
+from condcli.inputs_audio import WAVEFORM_SECONDS, AudioKind, audio_for
+from condcli.inputs_audio import describe as describe_audio
+from condcli.inputs_audio import synthetic_inputs as audio_inputs
+from condcli.inputs_video import Video
+from condcli.inputs_video import describe as describe_video
+from condcli.inputs_video import synthetic_inputs as video_inputs
+from condcli.preprocessing import PREPROCESSOR, _first_line, _load_local, fed, image_size, keep_read
+
+VIDEO_PREPROCESSOR = "video_preprocessor_config.json"
+NO_CONFIG = "(the model has no preprocessor config)"
+
+
+def _own(source: str | Path | None, auto: Any, what: str, files: tuple[str, ...], trust: bool) -> Any:
+    """The processor of a model folder (the first of ``files`` it holds) or hub id; None where it has none."""
+    if source is None:
+        return None
+    folder = Path(source)
+    if folder.is_dir():
+        file = next((f for f in files if (folder / f).is_file()), None)
+        if file is None:
+            return None
+        load = lambda: auto.from_pretrained(str(source), trust_remote_code=trust)  # noqa: E731
+        return _load_local(load, folder, what, "the family's defaults", file)
+    try:
+        return auto.from_pretrained(str(source), trust_remote_code=trust)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # a hub id without one, or the hub out of reach
+
+
+def _family_class(config: Any, names: dict[str, Any], fallback: str | None = None) -> Any:
+    """The class transformers' auto mapping names for the config's model type (None: none)."""
+    import transformers
+
+    name = names.get(str(getattr(config, "model_type", ""))) or fallback
+    if isinstance(name, dict):  # image/video processors: one class per backend
+        name = name.get("torchvision") or next(iter(name.values()), None)
+    return getattr(transformers, name, None) if isinstance(name, str) else None
+
+
+def _positive(config: Any, name: str, default: int | None = None) -> int:
+    value = getattr(config, name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(
+            f"the model's config gives {name} as {value!r}, not a positive integer",
+            f"fix {name} in its config.json",
+        )
+    return value
+
+
+def _audio_shape(kind: AudioKind, config: Any, rate: int) -> tuple[int, ...]:
+    """One sample's input shape, from the config: (mel, frames) Whisper's two convolutions halve the
+    frames to ``max_source_positions``; (frames, mel) AST's ``max_length``; (samples,) a waveform."""
+    if kind == "log-mel":
+        return _positive(config, "num_mel_bins", 80), 2 * _positive(config, "max_source_positions", 1500)
+    if kind == "spectrogram":
+        return _positive(config, "max_length"), _positive(config, "num_mel_bins")
+    return (round(WAVEFORM_SECONDS * rate),)
+
+
+def _default_extractor(kind: AudioKind, config: Any) -> Any:
+    """The family's feature extractor (transformers' auto mapping) built for the model's config."""
+    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
+
+    cls = _family_class(config, FEATURE_EXTRACTOR_MAPPING_NAMES)
+    if cls is None:
+        return None
+    if kind == "log-mel":
+        return cls(feature_size=_positive(config, "num_mel_bins", 80))
+    if kind == "spectrogram":
+        return cls(num_mel_bins=_positive(config, "num_mel_bins"), max_length=_positive(config, "max_length"))
+    return cls(return_attention_mask=getattr(config, "feat_extract_norm", "") == "layer")
+
+
+def audio_preprocessing(
+    source: str | Path | None,
+    config: Any,
+    trust: bool = False,
+    kind: AudioKind = "log-mel",
+    reads: frozenset[str] | None = None,
+) -> Preprocessing:
+    """The model's own feature extractor, else the family's defaults; for a log-mel model with neither,
+    synthetic features (said so). A spectrogram or waveform model with neither is refused."""
+    from transformers import AutoFeatureExtractor
+
+    extractor = _own(source, AutoFeatureExtractor, "feature extractor", (PREPROCESSOR,), trust)
+    describe = f"{type(extractor).__name__} from {source}"
+    if extractor is None:
+        extractor = _default_extractor(kind, config)
+        describe = f"{type(extractor).__name__} defaults {NO_CONFIG}"
+    model_type = getattr(config, "model_type", "?")
+    if extractor is None and kind != "log-mel":
+        raise InputError(
+            f"this {model_type} model reads audio as {kind} input_values, but it has no feature extractor"
+            " and transformers names none for its family",
+            f"put the model's own {PREPROCESSOR} beside its weights",
+        )
+    rate = int(getattr(extractor, "sampling_rate", 16000) or 16000)
+    shape = _audio_shape(kind, config, rate)
+    if extractor is None:
+        describe = "no feature extractor: synthetic log-mel features"
+    elif kind == "log-mel" and int(getattr(extractor, "feature_size", shape[0])) != shape[0]:
+        describe = (
+            f"no usable feature extractor ({type(extractor).__name__} gives "
+            f"{extractor.feature_size} mel bins, the model reads {shape[0]}): synthetic log-mel features"
+        )
+        extractor = None
+    audio = audio_for(kind, extractor, shape, rate)
+    kept, dropped = keep_read(_probe(lambda: audio_inputs(extractor, audio, 0, 0, 1), describe), reads)
+    _check(kept, audio.key, (1, *shape), describe, "mel bins and frames" if kind != "waveform" else "samples")
+    dims = " × ".join(map(str, shape))
+    what = {"log-mel": "mel bins × frames", "spectrogram": "frames × mel bins", "waveform": "samples"}[kind]
+    made = Synthetic(
+        "audio",
+        lambda seed, start, count: keep_read(audio_inputs(extractor, audio, seed, start, count), reads)[0],
+        lambda count, seed: describe_audio(extractor, audio, count, seed),
+    )
+    text = f"{describe}, {dims} ({what}){fed(kept, dropped) if len(kept) > 1 or dropped else ''}"
+    return Preprocessing("audio", text, synthetic=made, feeds=tuple(kept))
+
+
+def _default_video_processor(config: Any, size: tuple[int, int]) -> Any:
+    from transformers.models.auto.video_processing_auto import VIDEO_PROCESSOR_MAPPING_NAMES
+
+    cls = _family_class(config, VIDEO_PROCESSOR_MAPPING_NAMES, "VideoMAEVideoProcessor")
+    h, w = size
+    return cls(size={"shortest_edge": min(h, w)}, crop_size={"height": h, "width": w})
+
+
+def video_preprocessing(
+    source: str | Path | None, config: Any, trust: bool = False, reads: frozenset[str] | None = None
+) -> Preprocessing:
+    """The model's own video processor, else the family's defaults, on synthetic clips of the config's
+    ``num_frames`` frames; what it makes must be ``pixel_values`` (1, T, C, H, W) of the config's shapes."""
+    from transformers import AutoVideoProcessor
+
+    video = Video(_positive(config, "num_frames"), _positive(config, "num_channels", 3), image_size(config))
+    files = (VIDEO_PREPROCESSOR, PREPROCESSOR)
+    processor = _own(source, AutoVideoProcessor, "video processor", files, trust)
+    describe = f"{type(processor).__name__} from {source}"
+    if processor is None:
+        processor = _default_video_processor(config, video.size)
+        describe = f"{type(processor).__name__} defaults at {video.size[0]}×{video.size[1]} {NO_CONFIG}"
+    kept, dropped = keep_read(_probe(lambda: video_inputs(processor, video, 0, 0, 1), describe), reads)
+    _check(kept, "pixel_values", (1, *video.shape), describe, "frames (num_frames), channels and image size")
+    made = Synthetic(
+        "video",
+        lambda seed, start, count: keep_read(video_inputs(processor, video, seed, start, count), reads)[0],
+        lambda count, seed: describe_video(video, count, seed),
+    )
+    text = f"{describe}, {video.frames} frames of {video.size[0]}×{video.size[1]}"
+    return Preprocessing("video", text + fed(kept, dropped), synthetic=made, feeds=tuple(kept))
+
+
+def _probe(make: Any, describe: str) -> Any:
+    """One clip through the processor: a processor that cannot make it is one InputError naming it."""
+    try:
+        return make()
+    except InputError:
+        raise
+    except MemoryError:
+        raise
+    except Exception as e:  # transformers' processors raise many types on an unusable config
+        raise InputError(
+            f"the {describe.split(' ')[0]} cannot preprocess a synthetic clip ({_first_line(e)})",
+            "put the model's own preprocessor config beside its weights",
+        ) from None
+
+
+def _check(kept: dict[str, Any], key: str, shape: tuple[int, ...], describe: str, what: str) -> None:
+    """The model's input ``key`` of one sample is ``shape``; else the inputs are not what it asks for."""
+    got = kept.get(key)
+    if got is None:
+        raise InputError(
+            f"the {describe.split(' ')[0]} makes no {key}, the input the model reads",
+            "put the model's own preprocessor config beside its weights",
+        )
+    if tuple(got.shape) != shape:
+        raise InputError(
+            f"the {describe.split(' ')[0]} makes {key} of shape {tuple(got.shape)}, but the model's config"
+            f" asks for {shape}: its {what} disagree with the model's",
+            "put the model's own preprocessor config beside its weights, or fix its config.json",
+        )
+
+
+def hf_audio_preprocessing(source: str | Path | None, config: Any, trust: bool = False) -> Preprocessing:
+    """A log-mel audio encoder's preprocessing (Whisper)."""
+    return audio_preprocessing(source, config, trust, "log-mel")
