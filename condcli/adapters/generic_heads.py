@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from condcli.adapters.base import FusedLayout, HeadWeights, Rotation, fused_qkv, separate_qkv
+from condcli.adapters.generic_probs import weights_on_request as on_request
 
 SEPARATE = (
     ("q", "k", "v"),
@@ -228,14 +229,10 @@ def describe(attn: nn.Module, heads: int, kv_heads: int) -> str:
     return f"{said}; Q, K, V from the fused {kind} ({how})"
 
 
-# attention classes whose softmax is a function and whose weights are returned only when the caller passes
-# ``output_attentions`` (positionally, from their layer): the model is then run with output_attentions=True
-WEIGHTS_ON_REQUEST = ("DisentangledSelfAttention",)  # DeBERTa, DeBERTa-v2
-
-
 def weights_on_request(attn: nn.Module) -> bool:
-    """Whether ``attn`` returns its attention weights only when the model is run with output_attentions."""
-    return bool({c.__name__ for c in type(attn).__mro__}.intersection(WEIGHTS_ON_REQUEST))
+    """Whether ``attn`` returns its attention weights only when the model is run with output_attentions:
+    read from its own forward, for every family (:mod:`condcli.adapters.generic_probs`)."""
+    return on_request(attn)
 
 
 def rotation(model: nn.Module, attn: nn.Module, layer: int) -> Rotation | None:
