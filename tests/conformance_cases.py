@@ -7,11 +7,13 @@ family's variants from several modules are merged, a variant name used twice is 
 from __future__ import annotations
 
 import tests.cases_av as cases_av
+import tests.cases_hybrid as cases_hybrid
 from tests import cases_decoders, cases_encoders, cases_generic_toys, cases_timm_functional, cases_vision
 from tests.families import CASES as BASE
 from tests.families import Case
 
 MODULES = (cases_generic_toys, cases_timm_functional, cases_vision, cases_decoders, cases_encoders)
+MODULES += (cases_hybrid,)  # attention or not, P on request, modules re-created in forward (issue 29)
 MODULES += (cases_av,)  # video and audio inputs (issue 29, point 6)
 
 
