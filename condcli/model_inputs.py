@@ -1,8 +1,9 @@
 """Which inputs a Hugging Face model gets, from what it reads: its ``main_input_name`` and its forward's
 parameters.
 
-- ``pixel_values``: images through its image processor, or, where its config has ``num_frames``, video clips
-  (B, T, C, H, W) through its video processor;
+- ``pixel_values``: images through its image processor, or, where it reads clips (its config has
+  ``num_frames``, and a 3-D convolution or a video processor in its family), video (B, T, C, H, W) through
+  its video processor;
 - ``input_values``: audio, as a spectrogram where its config has ``num_mel_bins`` (AST), else a waveform;
 - ``input_features``: audio as log-mel features (Whisper);
 - ``input_ids``: text through its tokenizer.
@@ -20,6 +21,7 @@ from typing import Any
 
 from torch import nn
 
+from condcli.adapters.generic_vision import clip_frames
 from condcli.errors import InputError
 from condcli.inputs import Preprocessing
 from condcli.inputs_audio import AudioKind
@@ -41,12 +43,6 @@ def forward_reads(module: nn.Module) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(p.name for p in named), frozenset(required)
 
 
-def is_video(config: Any) -> bool:
-    """A config with a frame count reads clips (VideoMAE, TimeSformer, ViViT)."""
-    frames = getattr(config, "num_frames", None)
-    return frames is not None and not isinstance(frames, bool)
-
-
 def hf_preprocessing(
     source: str | Path | None, analysed: nn.Module, input_kind: str, trust: bool = False
 ) -> Preprocessing:
@@ -62,7 +58,7 @@ def hf_preprocessing(
     elif main == "input_values":
         kind: AudioKind = "spectrogram" if getattr(config, "num_mel_bins", None) is not None else "waveform"
         pre = audio_preprocessing(source, config, trust, kind, keep)
-    elif main == "pixel_values" and is_video(config):
+    elif main == "pixel_values" and clip_frames(analysed) is not None:
         pre = video_preprocessing(source, config, trust, keep)
     elif main == "pixel_values" or (not main and input_kind == "images"):
         pre = hf_image_preprocessing(source, config, trust, keep)

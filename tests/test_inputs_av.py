@@ -66,6 +66,17 @@ def _build(name: str) -> tuple[nn.Module, Any]:
     if name == "videomae":
         cfg = tf.VideoMAEConfig(image_size=32, patch_size=8, num_frames=FRAMES, tubelet_size=2, **SMALL)
         return tf.VideoMAEModel(cfg), None
+    if name == "vivit":  # a 3-D convolution embeds tubelets of 2 frames
+        return tf.VivitModel(
+            tf.VivitConfig(image_size=32, num_frames=4, tubelet_size=[2, 8, 8], **SMALL)
+        ), None
+    if name in ("videomae-own", "videomae-wrong-crop"):
+        cfg = tf.VideoMAEConfig(image_size=32, patch_size=8, num_frames=4, tubelet_size=2, **SMALL)
+        crop = 32 if name == "videomae-own" else 24
+        proc = tf.VideoMAEImageProcessor(
+            size={"shortest_edge": crop}, crop_size={"height": crop, "width": crop}
+        )
+        return tf.VideoMAEModel(cfg), proc
     if name == "timesformer":
         return tf.TimesformerModel(
             tf.TimesformerConfig(image_size=32, patch_size=8, num_frames=3, **SMALL)
@@ -86,7 +97,18 @@ def _build(name: str) -> tuple[nn.Module, Any]:
     return tf.HubertModel(tf.HubertConfig(**CONV, **SMALL)), None
 
 
-NAMES = ("vit-list", "siglip2", "siglip2-bare", "videomae", "timesformer", "ast", "ast-wrong-extractor")
+NAMES = (
+    "vit-list",
+    "siglip2",
+    "siglip2-bare",
+    "videomae",
+    "videomae-own",
+    "videomae-wrong-crop",
+    "vivit",
+    "timesformer",
+    "ast",
+    "ast-wrong-extractor",
+)
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +154,8 @@ def _batches(folder: Path, spec: InputSpec) -> list[Any]:
     [
         ("vit-list", "synthetic", {"pixel_values": (2, 3, 32, 32)}),
         ("videomae", "video", {"pixel_values": (2, FRAMES, 3, 32, 32)}),
+        ("videomae-own", "video", {"pixel_values": (2, 4, 3, 32, 32)}),
+        ("vivit", "video", {"pixel_values": (2, 4, 3, 32, 32)}),
         ("ast", "audio", {"input_values": (2, 32, 16)}),
         ("wav2vec2", "audio", {"input_values": (2, 16000), "attention_mask": (2, 16000)}),
         ("hubert", "audio", {"input_values": (2, 16000)}),
@@ -201,6 +225,7 @@ def test_the_model_receives_what_the_processor_made(folders: dict[str, Path]) ->
         ("siglip2-bare", "requires pixel_attention_mask, spatial_shapes"),
         ("timesformer", "reads its tokens regrouped"),
         ("ast-wrong-extractor", "makes input_values of shape (1, 32, 8), but the model's config asks for"),
+        ("videomae-wrong-crop", "makes pixel_values of shape (1, 4, 3, 24, 24), but the model's config asks"),
     ],
 )
 def test_a_model_whose_inputs_condcli_cannot_make_is_refused_in_one_line(
@@ -247,3 +272,22 @@ def test_an_unusable_image_size_is_one_error(value: Any) -> None:
     config = type("Config", (), {"image_size": value})()
     with pytest.raises(InputError, match="gives image_size as"):
         image_size(config)
+
+
+def test_the_models_own_video_processor_is_used(folders: dict[str, Path]) -> None:
+    pre = load(str(folders["videomae-own"]), LoadOptions(device="cpu")).preprocessing
+    assert pre.describe.startswith(f"VideoMAEVideoProcessor from {folders['videomae-own']}")
+    bare = load(str(folders["videomae"]), LoadOptions(device="cpu")).preprocessing
+    assert "defaults at 32×32 (the model has no preprocessor config)" in bare.describe
+
+
+def test_a_frame_count_alone_does_not_make_a_video_model() -> None:
+    import transformers as tf
+
+    from condcli.adapters.generic_vision import clip_frames
+
+    torch.manual_seed(0)
+    frames = tf.XCLIPVisionModel(tf.XCLIPVisionConfig(image_size=32, patch_size=8, num_frames=4, **SMALL))
+    assert clip_frames(frames) is None  # X-CLIP's vision encoder reads frames one by one
+    clips = tf.VideoMAEModel(tf.VideoMAEConfig(image_size=32, patch_size=8, num_frames=FRAMES, **SMALL))
+    assert clip_frames(clips) == FRAMES

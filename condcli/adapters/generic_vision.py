@@ -75,14 +75,30 @@ def example_images(model: nn.Module) -> list[Tensor]:
     if isinstance(cfg.get("input_size"), tuple | list) and len(cfg["input_size"]) == 3:
         channels = int(cfg["input_size"][0])
     sizes += [(s, s) for s in SIZES if (s, s) not in sizes]
-    frames = getattr(config, "num_frames", None)  # a video model reads clips (B, T, C, H, W)
-    clip = (frames,) if isinstance(frames, int) and not isinstance(frames, bool) and frames > 0 else ()
+    frames = clip_frames(model)  # a video model reads clips (B, T, C, H, W)
+    clip = (frames,) if frames is not None else ()
     gen = torch.Generator().manual_seed(0)
     out = []
     for h, w in sizes:
         one = torch.randn(1, *clip, channels, h, w, generator=gen)
         out.append(one.expand(TRACE_BATCH, *one.shape[1:]).to(param.device, param.dtype))
     return out
+
+
+def clip_frames(model: nn.Module) -> int | None:
+    """Frames per clip where ``model`` reads video (B, T, C, H, W): its config has ``num_frames`` and it
+    embeds with a 3-D convolution or its family has a video processor in transformers (VideoMAE, ViViT,
+    TimeSformer); None for an image model, also one with a frame count that reads frames one by one
+    (X-CLIP's vision encoder)."""
+    config = getattr(model, "config", None)
+    frames = getattr(config, "num_frames", None)
+    if not isinstance(frames, int) or isinstance(frames, bool) or frames < 1:
+        return None
+    if any(isinstance(m, nn.Conv3d) for m in model.modules()):
+        return frames
+    from transformers.models.auto.video_processing_auto import VIDEO_PROCESSOR_MAPPING_NAMES
+
+    return frames if getattr(config, "model_type", None) in VIDEO_PROCESSOR_MAPPING_NAMES else None
 
 
 def _pair(value: Any) -> tuple[int, int] | None:
