@@ -60,9 +60,10 @@ def hf_preprocessing(
         pre = audio_preprocessing(source, config, trust, kind, keep)
     elif main == "pixel_values" and clip_frames(analysed) is not None:
         pre = video_preprocessing(source, config, trust, keep)
-    elif main == "pixel_values" or (not main and input_kind == "images"):
+    elif main == "pixel_values" or (input_kind == "images" and main in ("", "input_ids")):
+        # (a declared adapter reading images from a class that keeps transformers' default main input)
         pre = hf_image_preprocessing(source, config, trust, keep)
-    elif main == "input_ids" or (not main and input_kind == "text"):
+    elif main in ("", "input_ids"):
         pre = hf_text_preprocessing(source, config, trust)
     else:
         raise InputError(
