@@ -1,6 +1,7 @@
 """Conformance cases of the generic adapter on models of no family: the shared toy model (P from an
-``nn.Softmax`` module, from a plain-function softmax, or not observable) and an HF
-model's returned weights."""
+``nn.Softmax`` module, from a plain-function softmax, or not observable), an HF model's returned weights,
+and the toy with its q, k, v found other ways (tests/toy_readings.py): upper-case names, q_head/k_head/v_head,
+1×1 Conv1d/Conv2d maps, plain parameters multiplied as x @ W or F.linear(x, W)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,16 @@ from tests.families import (
     tokens,
 )
 from tests.toy_models import FactorizedAttention, ToyModel
+from tests.toy_readings import (
+    ToyParameters,
+    ToyProjections,
+    conv1d,
+    conv2d,
+    head_names,
+    parameters,
+    parameters_linear,
+    upper_case,
+)
 
 
 def toy() -> nn.Module:
@@ -75,6 +86,28 @@ def toy_sites(m: Any) -> list[Site]:
     return [linears(a, None, a.q, a.k, a.v, probs=probs) for a in (b.attn for b in m.layers)]
 
 
+def named_sites(m: Any) -> list[Site]:
+    """Separate q, k, v maps under any names (Wq, q_head, …), Linear or 1×1 convolutions: W is the weight
+    flattened to (out, in) and transposed, as y = x W + b."""
+    sites = []
+    for a in (b.attn for b in m.layers):
+        assert isinstance(a, ToyProjections)
+        maps = [getattr(a, n) for n in a.names]
+        w = {r: (c.weight.flatten(1).T, c.bias) for r, c in zip("qkv", maps, strict=True)}
+        sites.append(Site(a, None, w, a.num_heads, probs=softmax_probs))
+    return sites
+
+
+def parameter_sites(m: Any) -> list[Site]:
+    """W_Q, W_K, W_V held as plain parameters, as the toy's forward multiplies them."""
+    sites = []
+    for a in (b.attn for b in m.layers):
+        assert isinstance(a, ToyParameters)
+        w = dict(zip("qkv", a.weights(), strict=True))
+        sites.append(Site(a, None, w, a.num_heads, probs=softmax_probs))  # type: ignore[arg-type]
+    return sites
+
+
 def distilbert() -> nn.Module:
     """An HF model of no known family: P is the weights its attention returns under eager attention."""
     torch.manual_seed(0)
@@ -102,5 +135,12 @@ CASES: dict[str, dict[str, Case]] = {
         "functional_softmax": Case(toy_functional, images, toy_sites, toy_layers),
         "factorized_no_probs": Case(toy_factorized, images, toy_sites, toy_layers, observable=False),
         "hf_returned_weights": Case(distilbert, partial(tokens, [7, 4], 7), distilbert_sites),
+        # more ways to find q, k, v (issue 29): names in any case, q_head, 1×1 convolutions, parameters
+        "upper_case_wq_wk_wv": Case(upper_case, images, named_sites, toy_layers),
+        "q_head_k_head_v_head": Case(head_names, images, named_sites, toy_layers),
+        "conv1d_projections": Case(conv1d, images, named_sites, toy_layers),
+        "conv2d_1x1_projections": Case(conv2d, images, named_sites, toy_layers),
+        "parameters_x_at_w": Case(parameters, images, parameter_sites, toy_layers),
+        "parameters_f_linear": Case(parameters_linear, images, parameter_sites, toy_layers),
     },
 }

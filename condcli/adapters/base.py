@@ -287,6 +287,9 @@ class LayerSpec:
         "with no module or returned weights to hook"
     )
     qkv_source: QKVSource = "family"
+    # other readings of the generic path (a parameter's orientation, an unknown fused layout), tried by the
+    # first batch's proof where ``weights`` is not proven; the one proven replaces it, none is used unproven
+    alternatives: tuple[Callable[[], HeadWeights], ...] = ()
     # why this layer yields no number: the generic reading of its Q/K/V failed its proof on the first batch
     # (:mod:`condcli.adapters.generic_verify`); None: the layer is analysed
     refused: str | None = None

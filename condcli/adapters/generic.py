@@ -298,6 +298,7 @@ def build(model: nn.Module) -> Adapter:
                 rotation=rotation(model, attn, i) if vision is None and rotary_inside else None,
                 mixing=mixing,
                 qkv_source="generic (unverified)",  # until proven on the first batch (generic_verify)
+                alternatives=r.alternatives,
             )
         )
     if any(spec.rotation is not None for spec in layers):

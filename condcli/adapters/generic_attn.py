@@ -26,15 +26,19 @@ from typing import Any
 import torch
 from torch import nn
 
-from condcli.adapters.base import HeadWeights, fused_qkv, head_split
+from condcli.adapters.base import FusedLayout, HeadWeights, fused_qkv, head_split
 from condcli.adapters.generic_heads import (
     HEAD_ATTRS,
+    PARAMS,
     count,
     count_heads,
     fused_layout,
     head_weights,
+    param_weights,
     projections,
+    read_from_source,
 )
+from condcli.adapters.generic_maps import linear_map, param_projections
 
 Tensor = torch.Tensor
 
@@ -52,25 +56,9 @@ class Reading:
     queries: str | None = None  # where the queries come from, when not from every token of A_l
     keys: str | None = None  # where the keys and values come from, when not from A_l's tokens
     windows: str | None = None  # how the module groups its input itself: "in mask units", "over channels"
-
-
-def linear_map(m: Any) -> tuple[Tensor, Tensor | None] | None:
-    """(weight (out, in), bias) of the affine map ``m`` computes: an nn.Linear, a 1×1 Conv2d, or one of
-    them followed by a BatchNorm (LeViT's LinearNorm and ConvNorm, read as in eval: the BatchNorm folded)."""
-    if not isinstance(m, nn.Module):
-        return None
-    if isinstance(m, nn.Linear):
-        return m.weight, m.bias
-    if isinstance(m, nn.Conv2d) and tuple(m.kernel_size) == (1, 1) and m.groups == 1:
-        return m.weight.flatten(1), m.bias
-    lin, bn = linear_map(getattr(m, "linear", None)), getattr(m, "bn", None)
-    if lin is not None and isinstance(bn, nn.BatchNorm1d | nn.BatchNorm2d) and bn.running_var is not None:
-        assert bn.running_mean is not None
-        (w, b), var = lin, bn.running_var
-        scale = (bn.weight if bn.weight is not None else 1) / torch.sqrt(var + bn.eps)
-        shift = (bn.bias if bn.bias is not None else 0) - bn.running_mean * scale
-        return w * scale[:, None], shift if b is None else b * scale + shift
-    return None
+    # other readings of the same weights, tried in turn where the first batch does not prove ``weights``
+    # (a parameter's orientation, an unknown fused layout); never used unproven
+    alternatives: tuple[Callable[[], HeadWeights], ...] = ()
 
 
 def _rows(w: Tensor, b: Tensor | None, rows: Tensor) -> tuple[Tensor, Tensor | None]:
@@ -218,10 +206,31 @@ def _standard(attn: nn.Module) -> Reading | None:
     kind, mods = found
     counts = count_heads(attn)
     heads, kv_heads = counts if counts is not None else (None, 1)
-    known = kind in ("separate", "mha") or fused_layout(attn, kind)[1]
+    known = kind in ("separate", "mha", PARAMS) or fused_layout(attn, kind)[1]
     first: Any = mods[0]
-    width = int(first.embed_dim if kind == "mha" else first.in_features)
-    return Reading(kind, heads, kv_heads, width, partial(head_weights, attn, heads or 1, kv_heads), known)
+    h = heads or 1
+    others: tuple[Callable[[], HeadWeights], ...] = ()
+    if kind == "mha":
+        width = int(first.embed_dim)
+    elif kind == PARAMS:
+        stored = param_projections(attn)
+        assert stored is not None
+        width = int(stored["q"][0].shape[0])  # read as x @ W: W is in × out
+        others = (partial(param_weights, attn, h, kv_heads, "F.linear(x, W)"),)
+    else:
+        mapped = linear_map(first)
+        assert mapped is not None
+        width = int(mapped[0].shape[1])
+        rows = int(mapped[0].shape[0])
+        if not read_from_source(attn, kind) and kv_heads == h and rows % (3 * h) == 0:
+            # the catch-all [Q | K | V] is only a first try: each head's q | k | v next
+            others = (partial(_fused_as, first, h, "per_head"),)
+    weights = partial(head_weights, attn, h, kv_heads)
+    return Reading(kind, heads, kv_heads, width, weights, known, alternatives=others)
+
+
+def _fused_as(m: nn.Linear, heads: int, layout: FusedLayout) -> HeadWeights:
+    return fused_qkv(m.weight, m.bias, heads, heads, layout)
 
 
 def read(attn: nn.Module) -> Reading | None:
@@ -253,6 +262,7 @@ def read(attn: nn.Module) -> Reading | None:
         found.queries or queries,
         found.keys or keys,
         windows,
+        found.alternatives,
     )
 
 

@@ -14,7 +14,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from condcli.adapters.base import FusedLayout, HeadWeights, Rotation, fused_qkv, separate_qkv
+from condcli.adapters.base import FusedLayout, HeadWeights, Rotation, fused_qkv, head_split
+from condcli.adapters.generic_maps import Orientation, linear_map, param_map, param_projections
 from condcli.adapters.generic_probs import weights_on_request as on_request
 
 SEPARATE = (
@@ -24,8 +25,10 @@ SEPARATE = (
     ("q_lin", "k_lin", "v_lin"),
     ("wq", "wk", "wv"),
     ("query_proj", "key_proj", "value_proj"),  # DeBERTa-v2
+    ("q_head", "k_head", "v_head"),
 )
 FUSED = ("qkv", "in_proj", "Wqkv", "qkv_proj", "query_key_value", "c_attn")
+PARAMS = "its own parameters"  # the projections' kind where W_Q, W_K, W_V are plain parameters
 HEAD_ATTRS = ("num_heads", "num_attention_heads", "n_head", "n_heads", "nhead", "heads")
 KV_HEAD_ATTRS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "kv_heads")
 
@@ -50,22 +53,35 @@ FUSED_LAYOUTS: tuple[tuple[str, str, str | None, FusedLayout], ...] = (
 
 
 def projections(module: nn.Module) -> tuple[str, tuple[nn.Module, ...]] | None:
-    """("separate", (q, k, v)), (fused name, (qkv,)) or ("mha", (mha,)) when ``module`` holds the projections.
+    """("separate", (q, k, v)), (fused name, (qkv,)), ("mha", (mha,)) or (:data:`PARAMS`, (module,)) when
+    ``module`` holds the projections.
 
-    A fused projection is taken when its width splits into three equal parts or the module names its KV
-    head count (grouped-query attention, e.g. Phi-3's (H + 2·H_kv)·d_h rows).
+    Names are compared in lower case (``Wq``, ``Wk``, ``Wv``); a separate projection is any affine map
+    :func:`~condcli.adapters.generic_maps.linear_map` reads (nn.Linear, 1×1 Conv1d/Conv2d, with a folded
+    BatchNorm); ``params``: W_Q, W_K, W_V held as plain parameters. A fused projection is taken when its
+    width splits into three equal parts or the module names its KV head count (grouped-query attention,
+    e.g. Phi-3's (H + 2·H_kv)·d_h rows).
     """
-    children = dict(module.named_children())
+    children = {n.lower(): c for n, c in module.named_children()}
     for names in SEPARATE:
-        if all(isinstance(children.get(n), nn.Linear) for n in names):
-            return "separate", tuple(children[n] for n in names)
+        found = [children.get(n) for n in names]
+        if all(linear_map(c) is not None for c in found):
+            return "separate", tuple(c for c in found if c is not None)
     for name in FUSED:
-        lin = children.get(name)
+        lin = children.get(name.lower())
         if isinstance(lin, nn.Linear) and (lin.out_features % 3 == 0 or count(module, KV_HEAD_ATTRS)):
             return name, (lin,)
     if isinstance(module, nn.MultiheadAttention) and module.in_proj_weight is not None:
         return "mha", (module,)
+    if param_projections(module) is not None:
+        return PARAMS, (module,)
     return None
+
+
+def _out_width(m: nn.Module) -> int:
+    mapped = linear_map(m)
+    assert mapped is not None
+    return int(mapped[0].shape[0])
 
 
 def attention_in(block: nn.Module) -> nn.Module | None:
@@ -96,6 +112,16 @@ def fused_layout(attn: nn.Module, projection: str) -> tuple[FusedLayout, bool]:
     raise AssertionError("FUSED_LAYOUTS ends with a catch-all")
 
 
+def read_from_source(attn: nn.Module, projection: str) -> bool:
+    """Whether ``attn``'s fused ``projection`` has a layout row of its own in :data:`FUSED_LAYOUTS` (read
+    from its family's source), not only the catch-all [Q | K | V]."""
+    classes = {c.__name__ for c in type(attn).__mro__}
+    return any(
+        name == projection and cls in classes and (switch is None or getattr(attn, switch, False) is True)
+        for name, cls, switch, _ in FUSED_LAYOUTS
+    )
+
+
 def count_heads(attn: Any) -> tuple[int, int] | None:
     """(query heads, key/value heads): from the module's or its config's head counts, else from
     ``head_dim`` and the projection widths (Llama-style attention keeps only ``head_dim``); checked against
@@ -106,7 +132,7 @@ def count_heads(attn: Any) -> tuple[int, int] | None:
     head_dim = count(attn, ("head_dim",))
     if found is not None and found[0] == "separate" and head_dim:
         q, k, _ = found[1]
-        q_out, k_out = int(q.out_features), int(k.out_features)  # type: ignore[arg-type]
+        q_out, k_out = _out_width(q), _out_width(k)
         if h is None and q_out % head_dim == 0:
             h = q_out // head_dim
         if kv is None and k_out % head_dim == 0 and k_out != q_out:
@@ -115,7 +141,7 @@ def count_heads(attn: Any) -> tuple[int, int] | None:
         return None
     if kv is None or h % kv:
         kv = h
-    if found is not None and found[0] not in ("separate", "mha"):
+    if found is not None and found[0] not in ("separate", "mha", PARAMS):
         layout, _ = fused_layout(attn, found[0])
         rows = int(found[1][0].out_features)  # type: ignore[arg-type]
         if layout in ("per_head", "sharded_qvk") or rows % (h + 2 * kv):
@@ -131,8 +157,12 @@ def head_weights(attn: Any, n_heads: int, kv_heads: int) -> HeadWeights:
     assert found is not None
     kind, mods = found
     if kind == "separate":
-        q, k, v = mods
-        return separate_qkv(q, k, v, n_heads, kv_heads)  # type: ignore[arg-type]
+        maps = [linear_map(m) for m in mods]
+        ws = tuple(m[0].T for m in maps if m is not None)
+        bs = tuple(m[1] for m in maps if m is not None)
+        return head_split(ws, bs, n_heads, kv_heads)  # type: ignore[arg-type]
+    if kind == PARAMS:
+        return param_weights(attn, n_heads, kv_heads, "x @ W")
     m: Any = mods[0]
     if kind == "mha":
         return fused_qkv(m.in_proj_weight, m.in_proj_bias, n_heads, n_heads, "stacked")
@@ -140,6 +170,15 @@ def head_weights(attn: Any, n_heads: int, kv_heads: int) -> HeadWeights:
     bias = m.bias if m.bias is not None else beside_bias(attn)
     shards = count(attn, ("mp_num",)) or 1 if layout == "sharded_qvk" else 1
     return fused_qkv(m.weight, bias, n_heads, kv_heads, layout, shards)
+
+
+def param_weights(attn: Any, n_heads: int, kv_heads: int, orientation: Orientation) -> HeadWeights:
+    """W_Q, W_K, W_V held as plain parameters, read in ``orientation`` (see generic_maps)."""
+    found = param_projections(attn)
+    assert found is not None
+    maps = [param_map(*found[r], orientation) for r in ("q", "k", "v")]
+    ws = (maps[0][0].T, maps[1][0].T, maps[2][0].T)
+    return head_split(ws, (maps[0][1], maps[1][1], maps[2][1]), n_heads, kv_heads)
 
 
 def beside_bias(attn: Any) -> torch.Tensor | None:
@@ -220,8 +259,11 @@ def describe(attn: nn.Module, heads: int, kv_heads: int) -> str:
     found = projections(attn)
     kind = found[0] if found is not None else "separate"
     if kind == "separate":
-        names = next(ns for ns in SEPARATE if all(isinstance(getattr(attn, n, None), nn.Linear) for n in ns))
+        mods = found[1] if found is not None else ()
+        names = [n for n, c in attn.named_children() if any(c is m for m in mods)]
         return f"{said}; Q, K, V from {', '.join(names)}"
+    if kind == PARAMS:
+        return f"{said}; Q, K, V from {PARAMS}, read as x @ W unless the first batch proves F.linear(x, W)"
     if kind == "mha":
         return f"{said}; Q, K, V from nn.MultiheadAttention's in_proj, [Q | K | V] stacked"
     layout, known = fused_layout(attn, kind)
@@ -270,6 +312,16 @@ def _rotate(
     with torch.no_grad():  # x only gives the dtype and device: cos, sin (1, n, r) in q's dtype
         cos, sin = emb(torch.empty(0, dtype=q.dtype, device=device), positions, **extra)
     r = int(cos.shape[-1])
-    # (1, n, r) → (1, 1, n, r) by the family's own unsqueeze: broadcast over groups and heads
-    qr, kr = apply(q[..., :r], k[..., :r], cos.to(q.device), sin.to(q.device))
+    cos, sin = cos.to(q.device), sin.to(q.device)
+    # (1, n, r) → (1, 1, n, r) by the family's own unsqueeze: broadcast over groups and heads. Whole heads
+    # first: a family whose cos covers half a head (GPT-OSS rotates the two halves) or that splits off the
+    # unrotated channels itself; else the first r channels, the rest passed through (partial rotary)
+    if r == q.shape[-1] or 2 * r == q.shape[-1]:
+        try:
+            qr, kr = apply(q, k, cos, sin)
+            if qr.shape == q.shape and kr.shape == k.shape:
+                return qr, kr
+        except RuntimeError:
+            pass
+    qr, kr = apply(q[..., :r], k[..., :r], cos, sin)
     return torch.cat([qr, q[..., r:]], -1), torch.cat([kr, k[..., r:]], -1)

@@ -34,6 +34,7 @@ from torch.overrides import TorchFunctionMode
 
 from condcli.adapters.base import Adapter, HeadWeights, LayerSpec
 from condcli.adapters.generic_attn import read
+from condcli.adapters.generic_heads import PARAMS
 
 Tensor = torch.Tensor
 ROLES = ("q", "k", "v")
@@ -97,6 +98,7 @@ class Proof:
     contradicted: list[str] = field(default_factory=list)  # what the model's call contradicts
     seen: bool = False  # the call consumed tensors the inferred ones could be compared with
     elsewhere: tuple[str, ...] = ()  # roles not computed from A_l's tokens: not compared
+    chosen: Callable[[], HeadWeights] | None = None  # the alternative reading proven in place of the first
 
     @property
     def verified(self) -> bool:
@@ -203,8 +205,9 @@ def inferred(spec: LayerSpec, attn: nn.Module, a: Tensor) -> dict[str, Tensor]:
         normed = _apply_norm(norm, out[role])
         if normed is not None:
             out[role] = normed
-    if spec.rotation is not None:
-        out["q"], out["k"] = spec.rotation(out["q"], out["k"])
+    if spec.rotation is not None:  # as the analysis rotates them: (groups, heads, n, d_h)
+        q, k = spec.rotation(out["q"].flatten(0, 1), out["k"].flatten(0, 1))
+        out["q"], out["k"] = q.reshape(out["q"].shape), k.reshape(out["k"].shape)
     return out
 
 
@@ -242,6 +245,26 @@ def judge(site: Site, a: Tensor, watch: Watch) -> Proof:
     return proof
 
 
+def judge_all(site: Site, a: Tensor, watch: Watch) -> Proof:
+    """:func:`judge` of the layer's reading, else of the first of its alternatives that is proven (the
+    proof then carries it in ``chosen``)."""
+    try:
+        proof = judge(site, a, watch)
+    except (RuntimeError, ValueError):  # the reading cannot even be applied to A_l: nothing proven
+        proof = Proof(seen=True, elsewhere=site.elsewhere)
+    if proof.verified:
+        return proof
+    for alternative in site.spec.alternatives:
+        try:
+            other = judge(replace(site, spec=replace(site.spec, weights=alternative)), a, watch)
+        except (RuntimeError, ValueError):  # the weights do not split or apply that way
+            continue
+        if other.verified:
+            other.chosen = alternative
+            return other
+    return proof
+
+
 def _found(seen: list[Tensor], mine: list[Tensor], tol: float, per_row: bool) -> str | None:
     """How one of ``seen`` equals one of ``mine`` (see :func:`matches`); None where none does."""
     for t in seen:
@@ -269,7 +292,7 @@ def site(spec: LayerSpec) -> Site:
     if reading is None:
         return Site(spec, attn, False, ROLES)
     elsewhere = (("q",) if reading.queries else ()) + (("k", "v") if reading.keys else ())
-    return Site(spec, attn, reading.kind != "separate", elsewhere)
+    return Site(spec, attn, reading.kind not in ("separate", PARAMS), elsewhere)
 
 
 def sites(adapter: Adapter) -> list[Site]:
@@ -305,7 +328,7 @@ def _hooks(group: list[Site], batch: int, proofs: dict[int, Proof], open_watches
         site, a, watch = got
         open_watches.remove(watch)
         watch.__exit__(None, None, None)  # type: ignore[no-untyped-call]
-        proofs[site.spec.index] = judge(site, a, watch)
+        proofs[site.spec.index] = judge_all(site, a, watch)
 
     first = group[0].attn
     return [
@@ -352,7 +375,7 @@ def prove(adapter: Adapter, inputs: dict[str, Tensor], batch: int) -> tuple[Adap
     with watching(todo, batch, proofs), adapter.eager_attention(), torch.no_grad():
         adapter.run(inputs)
     layers, notes = [], []
-    refused, unproven = [], []
+    refused, unproven, chosen = [], [], []
     for spec in adapter.layers:
         proof = proofs.get(spec.index) if spec.qkv_source.startswith("generic") else None
         if proof is None:
@@ -365,7 +388,10 @@ def prove(adapter: Adapter, inputs: dict[str, Tensor], batch: int) -> tuple[Adap
             layers.append(replace(spec, qkv_source="generic (unverified)", refused=why))
             refused.append(f"{spec.name} ({why})")
         elif proof.verified:
-            layers.append(replace(spec, qkv_source="generic (verified)"))
+            if proof.chosen is not None:
+                chosen.append(spec.name)
+            weights = proof.chosen or spec.weights
+            layers.append(replace(spec, qkv_source="generic (verified)", weights=weights, alternatives=()))
         else:
             layers.append(replace(spec, qkv_source="generic (unverified)"))
             unproven.append(f"{spec.name} ({_unproven(proof)})")
@@ -374,6 +400,11 @@ def prove(adapter: Adapter, inputs: dict[str, Tensor], batch: int) -> tuple[Adap
         notes.append(
             f"Q/K/V reading proven on the first batch for {verified} of {len(todo)} generic layers: the "
             "inferred q, k, v equal the tensors each attention consumes"
+        )
+    if chosen:
+        notes.append(
+            f"{', '.join(chosen[:3])}{' …' if len(chosen) > 3 else ''}: the first reading of Q/K/V was not "
+            "proven, another reading of the same weights was (a parameter's orientation, a fused layout)"
         )
     if unproven:
         notes.append(
