@@ -77,6 +77,9 @@ def _build(name: str) -> tuple[nn.Module, Any]:
             size={"shortest_edge": crop}, crop_size={"height": crop, "width": crop}
         )
         return tf.VideoMAEModel(cfg), proc
+    if name == "xclip-vision":
+        cfg = tf.XCLIPVisionConfig(image_size=32, patch_size=8, num_frames=4, **SMALL)
+        return tf.XCLIPVisionModel(cfg), None
     if name == "timesformer":
         return tf.TimesformerModel(
             tf.TimesformerConfig(image_size=32, patch_size=8, num_frames=3, **SMALL)
@@ -106,6 +109,7 @@ NAMES = (
     "videomae-wrong-crop",
     "vivit",
     "timesformer",
+    "xclip-vision",
     "ast",
     "ast-wrong-extractor",
 )
@@ -224,6 +228,7 @@ def test_the_model_receives_what_the_processor_made(folders: dict[str, Path]) ->
     [
         ("siglip2-bare", "requires pixel_attention_mask, spatial_shapes"),
         ("timesformer", "reads its tokens regrouped"),
+        ("xclip-vision", "has a frame count (num_frames 4) but embeds frames one by one"),
         ("ast-wrong-extractor", "makes input_values of shape (1, 32, 8), but the model's config asks for"),
         ("videomae-wrong-crop", "makes pixel_values of shape (1, 4, 3, 24, 24), but the model's config asks"),
     ],
