@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("condcli.__main__", "condcli.cli")),
     ("monitor", ("condcli.monitor",)),  # drives the analysis from inside a training loop
     ("analysis", ("condcli.analysis", "condcli.inspection")),
-    ("readers of reports", ("condcli.gate", "condcli.plots", "condcli.html")),
+    ("readers of reports", ("condcli.gate", "condcli.plots", "condcli.html", "condcli.figures")),
     (
         "pipeline",
         (

@@ -9,7 +9,7 @@ from html import escape
 
 from condcli.html.numbers import full, num
 
-# magma (matplotlib's HEAT_CMAP of plots.rank) and viridis (plots' DEPTH_CMAP), sampled at 0, 1/16, …, 1
+# magma (plots.draw.HEAT_CMAP) and viridis (plots.draw.DEPTH_CMAP), sampled at 0, 1/16, …, 1
 MAGMA = (
     "#000004", "#0a0822", "#1d1147", "#36106b", "#51127c", "#6a1c81", "#832681", "#9c2e7f", "#b73779",
     "#d0416f", "#e75263", "#f56b5c", "#fc8961", "#fea772", "#fec488", "#fde2a3", "#fcfdbf",
@@ -18,7 +18,6 @@ VIRIDIS = (
     "#440154", "#48186a", "#472d7b", "#424086", "#3b528b", "#33638d", "#2c728e", "#26828e", "#21918c",
     "#1fa088", "#28ae80", "#3fbc73", "#5ec962", "#84d44b", "#addc30", "#d8e219", "#fde725",
 )  # fmt: skip
-DEPTH_RANGE = (0.15, 0.9)  # the part of viridis the rank-decay layers span, as plots.rank.DEPTH_RANGE
 
 
 def color_at(stops: Sequence[str], t: float) -> str:
@@ -102,10 +101,3 @@ def heatmap(
     out.append(f'<text x="{bx + 18}" y="{top + bh}" class="tick">{num(lo, 4)}</text>')
     out.append("</svg>")
     return f'<figure class="fig heat">{"".join(out)}</figure>'
-
-
-def depth_color(t: float) -> str:
-    """The rank-decay colour of depth ``t`` in [0, 1] (first layer 0): viridis over :data:`DEPTH_RANGE`, as
-    :mod:`condcli.plots.rank` colours its curves and colour bar."""
-    lo, hi = DEPTH_RANGE
-    return color_at(VIRIDIS, lo + (hi - lo) * min(1.0, max(0.0, t)))

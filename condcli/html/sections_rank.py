@@ -1,7 +1,8 @@
 """The sections of a ``rank-decay`` report (Linformer, Figure 1): the normalized cumulative spectrum c_j of P,
-one curve per layer coloured by depth with its p10–p90 band (as :mod:`condcli.plots.rank`), the layers ×
-heads heatmap of c_m, the per-layer table (c_m, rank at 90 %, erank), and per layer its heads' curves and
-table, picked by layer. With a conditioned forward each figure and table has its conditioned twin."""
+one curve per layer coloured by depth with its p10–p90 band, the layers × heads heatmap of c_m (both
+described in :mod:`condcli.figures.rank`, which the PNGs draw too), the per-layer table (c_m, rank at 90 %,
+erank), and per layer its heads' curves and table, picked by layer. With a conditioned forward each figure
+and table has its conditioned twin."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from condcli.figures import Heatmap
+from condcli.figures import rank as described
 from condcli.html.controls import picker
-from condcli.html.heatmap import depth_color
+from condcli.html.described import chart, heat
 from condcli.html.numbers import floats, full, num, stat, to_float
 from condcli.html.section import (
     Report,
     Section,
-    as_map,
     as_maps,
     conditioned_note,
     guarded,
@@ -24,27 +26,12 @@ from condcli.html.section import (
     missing,
     notes_html,
 )
-from condcli.html.svg import Chart, RefLine, Series, heatmap, line_chart
 from condcli.html.tables import Cell, number, table
-
-Y_LABEL = "c_j: share of Σσ in the j largest σ of P"
 
 
 def panels(report: Report) -> list[tuple[Mapping[str, Any], str, str]]:
     """(rank_decay section, title, id suffix) for the plain forward and, where run, the conditioned one."""
-    out = []
-    plain = as_map(report.get("rank_decay"))
-    if as_maps(plain.get("layers")):
-        out.append((plain, "plain forward", "plain"))
-    cond = as_map(report.get("rank_decay_conditioned"))
-    if as_maps(cond.get("layers")):
-        out.append((cond, f"conditioned forward (X + {lam_text(report)}·I_k)", "cond"))
-    return out
-
-
-def _m_label(section: Mapping[str, Any]) -> str:
-    m = section.get("index_m")
-    return f"m = {m}" if m is not None else "m = round(n/4) per layer"
+    return described.sections(report)
 
 
 def _c(v: float | None) -> Cell:
@@ -52,96 +39,16 @@ def _c(v: float | None) -> Cell:
     return Cell("—") if v is None or math.isnan(v) else Cell(f"{v:.3f}", v)
 
 
-def _depth(report: Report) -> tuple[float, float]:
-    idx = [
-        to_float(layer.get("index")) or 0.0
-        for s, _, _ in panels(report)
-        for layer in as_maps(s.get("layers"))
-    ]
-    lo = min(idx, default=0.0)
-    return lo, max(max(idx, default=1.0), lo + 1)
-
-
-def _low(report: Report) -> float:
-    """The y range's bottom shared by every panel: the lowest p10 less 0.05, not below 0 (as plots.rank)."""
-    lows = [
-        v
-        for s, _, _ in panels(report)
-        for layer in as_maps(s.get("layers"))
-        for v in floats(as_map(layer.get("cumulative")).get("p10"))
-        or floats(as_map(layer.get("cumulative")).get("median"))
-        if math.isfinite(v)
-    ]
-    return max(0.0, min(lows, default=0.0) - 0.05)
-
-
-def curves_chart(report: Report, section: Mapping[str, Any], title: str, chart_id: str) -> str:
-    """c_j against j, one median curve per layer with its p10–p90 band, a dotted line at a common m."""
-    lo, hi = _depth(report)
-    series = []
-    n_max = 1
-    for layer in as_maps(section.get("layers")):
-        band = as_map(layer.get("cumulative"))
-        median = floats(band.get("median"))
-        if not median:
-            continue
-        n_max = max(n_max, len(median))
-        p10, p90 = floats(band.get("p10")), floats(band.get("p90"))
-        index = to_float(layer.get("index")) or 0.0
-        series.append(
-            Series(
-                f"layer {layer.get('index')}",
-                [float(j) for j in range(1, len(median) + 1)],
-                median,
-                depth_color((index - lo) / (hi - lo)),
-                band=(p10, p90) if len(p10) == len(p90) == len(median) else None,
-                group=f"layer-{layer.get('index')}",
-                width=1.3,
-            )
-        )
-    if not series:
-        return missing("the cumulative spectra")
-    m = to_float(section.get("index_m"))
-    refs = [RefLine(m, f"m = {num(m, 6)}", "#808080", "x", "2 3")] if m is not None else []
-    log_x = n_max > 16
-    chart = Chart(
-        f"{title}: median over heads and samples, p10–p90",
-        "singular value index j" + (" (log scale)" if log_x else ""),
-        Y_LABEL,
-        series,
-        log_y=False,
-        log_x=log_x,
-        refs=refs,
-        y_range=(_low(report), 1.02),
-        x_range=(1.0, float(n_max)) if n_max > 1 else None,
-        band_legend=False,
-    )
-    return line_chart(chart, chart_id)
-
-
-def heat_rows(section: Mapping[str, Any]) -> list[list[float]]:
-    """layers × heads of c_m (NaN where a layer has fewer heads than the widest)."""
-    rows = [floats(layer.get("heads_at_m")) for layer in as_maps(section.get("layers"))]
-    width = max((len(r) for r in rows), default=0)
-    return [r + [math.nan] * (width - len(r)) for r in rows]
-
-
 def heatmaps(report: Report) -> str:
     """The layers × heads heatmap of c_m per panel, on one colour scale (figures, side by side in a pair)."""
-    ps = panels(report)
-    tables = [heat_rows(s) for s, _, _ in ps]
-    finite = [v for t in tables for row in t for v in row if math.isfinite(v)]
-    if not finite:
+    figure = described.heatmap(report)
+    if not any(isinstance(h, Heatmap) and h.vrange is not None for h in figure.panels):
         return missing("c_m per head (heads_at_m)")
-    vrange = (min(finite), max(max(finite), min(finite) + 1e-6))
-    out = []
-    for (section, title, suffix), rows in zip(ps, tables, strict=True):
-        labels = [f"layer {layer.get('index')}" for layer in as_maps(section.get("layers"))]
-        cols = [f"head {j}" for j in range(max((len(r) for r in rows), default=0))]
-        out.append(
-            heatmap(rows, labels, cols, f"{title}: c_m, {_m_label(section)}", "c_m", f"heat-{suffix}", vrange)
-        )
-    return "".join(out)
+    return "".join(
+        heat(h, f"heat-{suffix}")
+        for h, (_, _, suffix) in zip(figure.panels, panels(report), strict=True)
+        if isinstance(h, Heatmap)
+    )
 
 
 def figures(report: Report) -> str:
@@ -151,7 +58,7 @@ def figures(report: Report) -> str:
     for section, title, suffix in panels(report):
 
         def curves(section: Mapping[str, Any] = section, title: str = title, suffix: str = suffix) -> str:
-            return curves_chart(report, section, title, f"curves-{suffix}")
+            return chart(described.curves_panel(report, section, title), f"curves-{suffix}")
 
         parts.append(guarded("", title, curves).html)
     parts.append(guarded("", "Layers × heads: c_m", lambda: heatmaps(report)).html)
@@ -202,7 +109,7 @@ def layer_table(report: Report) -> str:
             row += _layer_cells(twin) if twin is not None else [Cell("—")] * 4
         rows.append(row)
     caption = (
-        f"rank decay of P per layer ({_m_label(plain)}; medians over samples × windows × heads; "
+        f"rank decay of P per layer ({described.m_label(plain)}; medians over samples × windows × heads; "
         "c_m: share of Σσ in the m largest σ)"
     )
     note = (
@@ -210,44 +117,6 @@ def layer_table(report: Report) -> str:
         "exp(−Σ p_i log p_i), p_i = σ_i/Σσ."
     )
     return table(header, rows, caption, "table-rank") + f'<p class="footnote">{escape(note)}</p>'
-
-
-def _heads_chart(layer: Mapping[str, Any], title: str, chart_id: str, low: float) -> str:
-    heads = as_maps(layer.get("heads_detail"))
-    series = []
-    n = 1
-    for h in heads:
-        median = floats(as_map(h.get("cumulative")).get("median"))
-        if not median:
-            continue
-        n = max(n, len(median))
-        j = to_float(h.get("head")) or 0.0
-        series.append(
-            Series(
-                f"head {h.get('head')}",
-                [float(i) for i in range(1, len(median) + 1)],
-                median,
-                depth_color(j / max(1.0, len(heads) - 1.0)),
-                width=1.2,
-                values=False,
-            )
-        )
-    if not series:
-        return ""
-    m = to_float(layer.get("index_m"))
-    chart = Chart(
-        title,
-        "singular value index j" + (" (log scale)" if n > 16 else ""),
-        Y_LABEL,
-        series,
-        log_y=False,
-        log_x=n > 16,
-        refs=[RefLine(m, f"m = {num(m, 6)}", "#808080", "x", "2 3")] if m else [],
-        y_range=(low, 1.02),
-        x_range=(1.0, float(n)) if n > 1 else None,
-        width=560,
-    )
-    return line_chart(chart, chart_id)
 
 
 def _heads_table(layer: Mapping[str, Any], table_id: str) -> str:
@@ -268,7 +137,7 @@ def _heads_table(layer: Mapping[str, Any], table_id: str) -> str:
 def per_layer(report: Report) -> str:
     """Per layer (picked with JS, all shown without): its heads' curves and table, plain and conditioned."""
     ps = panels(report)
-    low = _low(report)
+    low = described.low(report)
     blocks, options = [], []
     for layer in as_maps(ps[0][0].get("layers")):
         index = str(layer.get("index"))
@@ -279,9 +148,8 @@ def per_layer(report: Report) -> str:
             twin = next((x for x in as_maps(section.get("layers")) if str(x.get("index")) == index), None)
             if twin is None or not as_maps(twin.get("heads_detail")):
                 continue
-            parts.append(
-                _heads_chart(twin, f"{label}, {title}: c_j per head", f"heads-{suffix}-{index}", low)
-            )
+            heads = described.heads_panel(twin, f"{label}, {title}: c_j per head", low)
+            parts.append(chart(heads, f"heads-{suffix}-{index}") if heads.drawn() else "")
             parts.append(_heads_table(twin, f"table-heads-{suffix}-{index}"))
         if parts:
             blocks.append(

@@ -1,17 +1,18 @@
 """The sections of a ``spectrum`` report (also the analysis part of a ``check`` report): X and its Figure-1
 spectrum, the per-layer κ and μ curves (plain against conditioned), the per-layer table and the per-head
-tables. Series, scales and labels are those of :mod:`condcli.plots.spectrum`; labels come from the metric
-registry."""
+tables. The figures are described in :mod:`condcli.figures.spectrum` (the PNGs draw the same descriptions);
+labels come from the metric registry."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from condcli.figures import spectrum as described_spectrum
 from condcli.html.controls import picker, toggles
-from condcli.html.numbers import floats, num, stat, to_float
+from condcli.html.described import chart, heat
+from condcli.html.numbers import floats, to_float
 from condcli.html.section import (
     Report,
     Section,
@@ -23,16 +24,10 @@ from condcli.html.section import (
     missing,
     notes_html,
 )
-from condcli.html.svg import CONDITIONED, PLAIN, Chart, Series, heatmap, line_chart
 from condcli.html.tables import Cell, agg_cell, footnotes_html, marks, number, table
 from condcli.metrics import EMBEDDING, FORWARD, WEIGHTS, MetricDef, flag_of, forward
 
 EMB = {m.key: m for m in EMBEDDING}
-
-
-def _kappa_text(agg: object) -> str:
-    v = stat(agg)
-    return num(v)
 
 
 def embedding_table(report: Report) -> str:
@@ -68,101 +63,28 @@ def embedding_table(report: Report) -> str:
 
 def spectrum_chart(report: Report) -> str:
     """Figure 1: σ_i of X (red) and of X + λ·I_k (green) by index, log y, p10–p90 bands."""
-    emb = as_map(report.get("embedding"))
+    panel = described_spectrum.spectrum(report).panel(0)
+    if not panel.drawn():
+        return missing(panel.missing)
     lam = lam_text(report)
-    below = int(to_float(emb.get("below_precision")) or 0)
-    warn = f", ⚠ {below} below precision" if below else ""
-    series = []
-    for key, agg_key, color, name, group, extra in (
-        ("spectrum", "kappa", PLAIN, "X", "plain", warn),
-        (
-            "spectrum_conditioned",
-            "kappa_conditioned",
-            CONDITIONED,
-            f"X + λ·I_k, λ = {lam}",
-            "conditioned",
-            "",
-        ),
-    ):
-        band = as_map(emb.get(key))
-        median = floats(band.get("median"))
-        if not median:
-            continue
-        x = [float(i) for i in range(1, len(median) + 1)]
-        p10, p90 = floats(band.get("p10")), floats(band.get("p90"))
-        has_band = len(p10) == len(median) == len(p90)
-        label = f"{name} (median κ = {_kappa_text(emb.get(agg_key))}{extra})"
-        series.append(
-            Series(
-                label,
-                x,
-                median,
-                color,
-                band=(p10, p90) if has_band else None,
-                group=group,
-                band_name=f"{name}: p10–p90",
-            )
-        )
-    if not series:
-        return missing("the spectrum of X")
-    chart = Chart("Singular values of the embedded tokens X", "singular value index i", "σ_i", series)
     groups = [("plain", "X"), ("conditioned", f"X + {lam}·I_k")]
-    return (
-        toggles("fig-spectrum", groups)
-        + f'<div id="fig-spectrum">{line_chart(chart, "chart-spectrum")}</div>'
-    )
-
-
-def _medians(layers: list[Mapping[str, Any]], key: str, conditioned: bool) -> list[float]:
-    out = []
-    for layer in layers:
-        src = as_map(layer.get("conditioned")) if conditioned else layer
-        v = stat(src.get(key))
-        out.append(math.nan if v is None else v)
-    return out
+    return toggles("fig-spectrum", groups) + f'<div id="fig-spectrum">{chart(panel, "chart-spectrum")}</div>'
 
 
 def layer_charts(report: Report) -> str:
     """Per-layer median κ(X_l), κ(A_l) (left) and μ(LA) (right), plain red and conditioned green."""
-    layers = as_maps(report.get("layers"))
-    x = [float(to_float(layer.get("index")) or i) for i, layer in enumerate(layers)]
-    has_cond = any(isinstance(layer.get("conditioned"), Mapping) for layer in layers)
-    kinds = [(False, PLAIN, "", "plain")] + (
-        [(True, CONDITIONED, ", conditioned", "conditioned")] if has_cond else []
-    )
-    kappa, mu = [], []
-    mu_label = forward("mu_la").label
-    for cond, color, suffix, group in kinds:
-        for key, dash in (("kappa", ""), ("kappa_attn_input", "6 3")):
-            kappa.append(
-                Series(
-                    forward(key).label + suffix,
-                    x,
-                    _medians(layers, key, cond),
-                    color,
-                    dash,
-                    markers=True,
-                    group=group,
-                )
-            )
-        mu.append(
-            Series(mu_label + suffix, x, _medians(layers, "mu_la", cond), color, markers=True, group=group)
-        )
-    left = Chart("Condition numbers per layer", "layer", "median κ", kappa, width=520, integer_x=True)
-    right = Chart(
-        f"Linear-attention bound {mu_label} per layer",
-        "layer",
-        f"median {mu_label} (max over heads)",
-        mu,
-        width=520,
-    )
+    figure = described_spectrum.layers(report)
+    if figure is None:
+        return missing("per-layer results")
+    left, right = figure.panel(0), figure.panel(1)
+    has_cond = any(s.group == "conditioned" for s in left.series)
     lam = lam_text(report)
     controls = toggles(
         "fig-layers", [("plain", "plain forward"), ("conditioned", f"conditioned (X + {lam}·I_k)")]
     )
     return (controls if has_cond else "") + (
-        f'<div id="fig-layers" class="pair">{line_chart(left, "chart-layers-kappa")}'
-        f"{line_chart(right, 'chart-layers-mu')}</div>"
+        f'<div id="fig-layers" class="pair">{chart(left, "chart-layers-kappa", 520)}'
+        f"{chart(right, 'chart-layers-mu', 520)}</div>"
     )
 
 
@@ -242,37 +164,15 @@ def heads_block(layer: Mapping[str, Any]) -> tuple[str, list[str]]:
     ), marks(rows)
 
 
-def heads_heatmap(layers: list[Mapping[str, Any]], key: str) -> str:
+def heads_heatmap(report: Report, key: str) -> str:
     """layers × heads of a per-head median (log colour scale), "" where no head has it."""
-    rows = []
-    for layer in layers:
-        row = [math.nan] * max(
-            int(to_float(h.get("head")) or 0) + 1 for h in as_maps(layer.get("heads_detail"))
-        )
-        for h in as_maps(layer.get("heads_detail")):
-            v = stat(h.get(key))
-            row[int(to_float(h.get("head")) or 0)] = math.nan if v is None else v
-        rows.append(row)
-    if not any(math.isfinite(v) and v > 0 for row in rows for v in row):
-        return ""
-    width = max(len(r) for r in rows)
-    rows = [r + [math.nan] * (width - len(r)) for r in rows]
-    label = forward(key).label
-    return heatmap(
-        rows,
-        [f"layer {layer.get('index')}" for layer in layers],
-        [f"head {j}" for j in range(width)],
-        f"{label} per layer and head (median over samples; log colour scale)",
-        label,
-        f"heat-{key}",
-        digits=2,
-        log=True,
-    )
+    described = described_spectrum.heads_heatmap(report, key)
+    return "" if described is None else heat(described, f"heat-{key}")
 
 
 def heads_section(report: Report) -> str:
     layers = [layer for layer in as_maps(report.get("layers")) if as_maps(layer.get("heads_detail"))]
-    maps = '<div class="pair">' + heads_heatmap(layers, "mu_la") + heads_heatmap(layers, "mu_a") + "</div>"
+    maps = '<div class="pair">' + heads_heatmap(report, "mu_la") + heads_heatmap(report, "mu_a") + "</div>"
     blocks, used = [], []
     for layer in layers:
         label = f"layer {layer.get('index')} {layer.get('name', '')}"

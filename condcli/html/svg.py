@@ -1,5 +1,7 @@
 """Inline SVG charts drawn from a report's numbers: line charts (log or linear y, p10–p90 bands, legend,
-'▲' markers for +inf, reference lines); heatmaps and the colormaps are in :mod:`condcli.html.heatmap`.
+'▲' markers for +inf, reference lines, a depth colour bar); heatmaps and the colormaps are in
+:mod:`condcli.html.heatmap`. What a figure shows is decided by its description (:mod:`condcli.figures`),
+which :mod:`condcli.html.described` turns into a :class:`Chart`.
 
 The axis transform is stated on each ``<svg>`` so that anyone can recompute it: ``data-plot`` is the plot
 box "left top width height" in px, ``data-x``/``data-y`` the domain "lo hi lin|log". A value v maps to
@@ -15,12 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 
+from condcli.figures import BAND_ALPHA
 from condcli.html.heatmap import MAGMA, VIRIDIS, color_at, heatmap
+from condcli.html.legend import DepthBar, Item, depth_bar, legend
+from condcli.html.legend import per_row as legend_per_row
 from condcli.html.numbers import full, num
 
-PLAIN = "#d62728"  # red, as plots.base.PLAIN ("red"): the plain X
-CONDITIONED = "#2ca02c"  # green, as plots.base.CONDITIONED: X + λ·I_k
-BAND_OPACITY = 0.2  # plots.base.BAND_ALPHA
 WIDTH, HEIGHT = 560, 340  # px of the viewBox; two charts share a row of the page where they fit
 MARGIN = (70, 30, 60, 56)  # left, top (title), bottom (legend), right: px
 MARKERS_MAX = 60  # a series with at most this many points gets a marker with a <title> per point
@@ -42,6 +44,7 @@ class Series:
     width: float = 1.8
     band_name: str = ""  # the band's legend entry (default "<name>: p10–p90")
     values: bool = True  # carry the values (data-ys; data-xs unless x is 1, 2, …, n) for the JS hover
+    band_opacity: float = BAND_ALPHA
 
 
 @dataclass
@@ -75,6 +78,9 @@ class Chart:
     legend: bool = True
     integer_x: bool = False  # x ticks at integers only (layer indices)
     band_legend: bool = True  # a legend entry for each band
+    items: list[Item] | None = None  # the legend's entries (else each series, its band, each line)
+    inf_level: float | None = None  # where +inf is drawn (else a decade above the largest finite value)
+    depth: DepthBar | None = None  # a depth colour bar right of the plot
 
 
 def _ok(v: float, log: bool) -> bool:
@@ -172,8 +178,8 @@ def _runs(points: list[tuple[float, float] | None]) -> list[list[tuple[float, fl
 def line_chart(chart: Chart, chart_id: str) -> str:
     """The chart as one ``<figure>`` holding an inline ``<svg>``."""
     left, top, bottom, right = MARGIN
-    items = _legend_items(chart) if chart.legend else []
-    per_row = _per_row(items)
+    items = (chart.items if chart.items is not None else _legend_items(chart)) if chart.legend else []
+    per_row = legend_per_row(items)
     legend_rows = math.ceil(len(items) / per_row) if items else 0
     width, height = chart.width, chart.height + 16 * legend_rows + 4
     pw, ph = width - left - right, chart.height - top - bottom
@@ -183,7 +189,7 @@ def line_chart(chart: Chart, chart_id: str) -> str:
     ys += [r.value for r in chart.refs if r.axis == "y"]
     finite_y = [v for v in ys if _ok(v, chart.log_y)]
     top_y = max(finite_y, default=1.0)
-    inf_level = top_y * 10.0 if chart.log_y else top_y + abs(top_y) * 0.1 + 0.1
+    inf_level = chart.inf_level or (top_y * 10.0 if chart.log_y else top_y + abs(top_y) * 0.1 + 0.1)
     has_inf = any(math.isinf(v) and v > 0 for v in ys)
     ylo, yhi = chart.y_range or _domain(finite_y + ([inf_level] if has_inf else []), chart.log_y)
     xlo, xhi = chart.x_range or _domain(xs, chart.log_x)
@@ -236,7 +242,9 @@ def line_chart(chart: Chart, chart_id: str) -> str:
     )
     out.append(f'<text x="8" y="{top - 10}" class="ctitle">{escape(chart.title)}</text>')
     if chart.legend:
-        out.append(_legend(items, per_row, left, chart.height + 8, pw))
+        out.append(legend(items, per_row, left, chart.height + 8, pw))
+    if chart.depth is not None:
+        out.append(depth_bar(chart.depth, left + pw, top, ph))
     out.append("</svg>")
     return f'<figure class="fig">{"".join(out)}</figure>'
 
@@ -257,7 +265,7 @@ def _series(s: Series, ax: Axis, ay: Axis, chart: Chart, inf_level: float) -> st
             lower = [_pt(ax(s.x[i]), ay(lo[i])) for i in reversed(indices)]
             parts.append(
                 f'<polygon class="band" points="{" ".join(upper + lower)}" fill="{s.color}" '
-                f'fill-opacity="{BAND_OPACITY}"><title>{band_name}</title></polygon>'
+                f'fill-opacity="{s.band_opacity}"><title>{band_name}</title></polygon>'
             )
     pts: list[tuple[float, float] | None] = [
         (ax(x), ay(y)) if _ok(x, chart.log_x) and _ok(y, chart.log_y) else None
@@ -348,52 +356,21 @@ def _ref_label(r: RefLine, ax: Axis, left: float, top: float, pw: float) -> str:
     )
 
 
-Item = tuple[str, str, str, str, bool]  # name, color, dash, group, band
-
-
 def _legend_items(chart: Chart) -> list[Item]:
     items: list[Item] = []
     for s in chart.series:
         if s.band is not None and chart.band_legend:
-            items.append((s.band_name or f"{s.name}: p10–p90", s.color, "", s.group, True))
-        items.append((s.name, s.color, s.dash, s.group, False))
-    items += [(r.name, r.color, r.dash, "", False) for r in chart.refs]
+            items.append((s.band_name or f"{s.name}: p10–p90", s.color, "", s.group, "band"))
+        items.append((s.name, s.color, s.dash, s.group, "line"))
+    items += [(r.name, r.color, r.dash, "", "ref") for r in chart.refs]
     return items
 
 
-def _per_row(items: list[Item]) -> int:
-    longest = max((len(i[0]) for i in items), default=0)
-    return 1 if longest > 40 else 2 if longest > 24 else 3
-
-
-def _legend(items: list[Item], per_row: int, left: float, y0: float, pw: float) -> str:
-    """The legend under the x label: ``per_row`` items a row, each with its line (or band) sample."""
-    col = pw / per_row
-    out = ['<g class="legend">']
-    for i, (name, color, dash, group, band) in enumerate(items):
-        x, y = left + (i % per_row) * col, y0 + 16 * (i // per_row)
-        g = f' data-group="{escape(group)}"' if group else ""
-        mark = (
-            f'<rect x="{x:.1f}" y="{y - 9:.1f}" width="18" height="8" fill="{color}" '
-            f'fill-opacity="{BAND_OPACITY}"/>'
-            if band
-            else f'<line x1="{x:.1f}" x2="{x + 18:.1f}" y1="{y - 4:.1f}" y2="{y - 4:.1f}" stroke="{color}" '
-            f'stroke-width="3" stroke-dasharray="{dash}"/>'
-        )
-        out.append(
-            f'<g class="item"{g}>{mark}<text x="{x + 22:.1f}" y="{y:.1f}" class="leg">'
-            f"{escape(name)}</text></g>"
-        )
-    out.append("</g>")
-    return "".join(out)
-
-
 __all__ = [
-    "CONDITIONED",
     "MAGMA",
-    "PLAIN",
     "VIRIDIS",
     "Chart",
+    "DepthBar",
     "RefLine",
     "Series",
     "color_at",

@@ -1,11 +1,14 @@
 """Figures drawn from a parsed JSON report (SPEC §7); the only condcli package that imports matplotlib.
 
-Figures are built as :class:`matplotlib.figure.Figure` objects, never through pyplot, so nothing global
-is created or left open. Convention (the paper's Figure 1): the plain X in red, the conditioned
-X + λ·I_k in green. Infinite values are drawn as '^' markers above the largest finite value, never dropped.
+What each figure shows is described once, in :mod:`condcli.figures` (the HTML page draws the same
+descriptions); :mod:`.draw` draws a description as a :class:`matplotlib.figure.Figure`, never through
+pyplot, so nothing global is created or left open. Convention (the paper's Figure 1): the plain X in red,
+the conditioned X + λ·I_k in green. Infinite values are drawn as '^' markers above the largest finite
+value, never dropped.
 """
 
 from condcli.plots.base import FORMATS, json_floats, json_to_float, write_figures
+from condcli.plots.draw import render
 from condcli.plots.rank import rank_curves_figure, rank_decay_plots, rank_heatmap_figure
 from condcli.plots.spectrum import layers_figure, spectrum_figure, spectrum_plots
 from condcli.plots.sweep import sweep_figure, sweep_plots
@@ -18,6 +21,7 @@ __all__ = [
     "rank_curves_figure",
     "rank_decay_plots",
     "rank_heatmap_figure",
+    "render",
     "spectrum_figure",
     "spectrum_plots",
     "sweep_figure",

@@ -1,4 +1,4 @@
-"""What every figure shares: colours, JSON-float parsing, inf markers, bands and deterministic saving."""
+"""What every figure file shares: JSON-float parsing and deterministic saving."""
 
 from __future__ import annotations
 
@@ -10,17 +10,11 @@ from typing import Any
 import matplotlib as mpl
 import numpy as np
 import numpy.typing as npt
-from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from condcli.errors import UsageError
 
 FORMATS = ("png", "svg", "pdf")
-
-PLAIN = "red"
-CONDITIONED = "green"
-BAND_ALPHA = 0.2
-INF_MARKER = "^"
 PNG_DPI = 150
 
 # Metadata that would otherwise embed the date or version, so equal figures give equal bytes.
@@ -48,60 +42,6 @@ def json_to_float(value: object) -> float:
 def json_floats(values: Sequence[object]) -> FloatArray:
     """A list of JSON floats as a float64 array."""
     return np.array([json_to_float(v) for v in values], dtype=np.float64)
-
-
-def _positive(y: FloatArray) -> FloatArray:
-    """``y`` with every value a log axis cannot show (≤ 0, ±inf, NaN) replaced by NaN."""
-    return np.where(np.isfinite(y) & (y > 0), y, np.nan)
-
-
-def _inf_level(*series: FloatArray) -> float:
-    """Where to draw infinite values: one decade above the largest finite positive value of an axis."""
-    finite = [s[np.isfinite(s) & (s > 0)] for s in series]
-    top = max((float(f.max()) for f in finite if f.size), default=1.0)
-    return top * 10.0
-
-
-def _series(
-    ax: Axes, x: FloatArray, y: FloatArray, level: float, label: str, color: Any, **style: Any
-) -> None:
-    """A line of the finite values of ``y`` and '^' markers at ``level`` for its +inf values."""
-    ax.plot(x, _positive(y), color=color, label=label, **style)
-    inf = np.isposinf(y)
-    if inf.any():
-        ax.plot(
-            x[inf],
-            np.full(int(inf.sum()), level),
-            linestyle="none",
-            marker=INF_MARKER,
-            markersize=8,
-            color=color,
-            label=f"{label}: inf",
-        )
-
-
-def _band(ax: Axes, x: FloatArray, lo: FloatArray, hi: FloatArray, color: str, label: str) -> None:
-    """A translucent p10–p90 band, skipping indices a log axis cannot show."""
-    lo, hi = _positive(lo), _positive(hi)
-    ok = np.isfinite(lo) & np.isfinite(hi)
-    ax.fill_between(x, lo, hi, where=ok, color=color, alpha=BAND_ALPHA, linewidth=0, label=label)
-
-
-def _median(agg: Mapping[str, Any] | None) -> float:
-    """The median of an AGG dict (NaN for a null AGG)."""
-    return math.nan if agg is None else json_to_float(agg["median"])
-
-
-def _title(report: Report, what: str) -> str:
-    """A title naming the model spec and the input count."""
-    inputs = report.get("inputs", {})
-    count = inputs.get("count")
-    kind = inputs.get("kind")
-    what_of = (
-        "images" if kind == "images" else f"{kind} samples" if kind else "samples"
-    )  # not "images samples"
-    suffix = f" ({count} {what_of})" if count is not None else ""
-    return f"{what}\n{report['model']['spec']}{suffix}"
 
 
 def _check_format(fmt: str) -> None:
