@@ -9,20 +9,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from condcli.figures import model
 from condcli.figures.common import Report, as_map, as_maps, counting, floats, lam_text, title, to_float
-from condcli.figures.model import (
-    BAND_ALPHA,
-    LEGEND_MAX,
-    Axis,
-    Band,
-    DepthBar,
-    Figure,
-    Heatmap,
-    Panel,
-    Ref,
-    Series,
-    depth,
-)
+from condcli.figures.model import Axis, Band, DepthBar, Figure, Heatmap, Panel, Ref, Series, depth
 from condcli.numbers import num
 
 DEPTH_RANGE = (0.15, 0.9)  # the part of viridis the layers span: its near-black start hid layer 0 from 1
@@ -85,7 +74,7 @@ def _curve(name: str, item: Mapping[str, Any], t: float, band: bool, **extra: An
     med, p10, p90 = (floats(cumulative.get(q)) for q in ("median", "p10", "p90"))
     if not med:
         return None
-    drawn = Band(p10, p90, alpha=BAND_ALPHA / 2) if band and len(p10) == len(p90) == len(med) else None
+    drawn = Band(p10, p90, alpha=model.BAND_ALPHA / 2) if band and len(p10) == len(p90) == len(med) else None
     return Series(name, counting(len(med)), med, depth(t, DEPTH_RANGE), width=1.2, band=drawn, **extra)
 
 
@@ -108,7 +97,7 @@ def curves_panel(report: Report, section: Mapping[str, Any], name: str) -> Panel
         Axis(Y_LABEL, "lin", (low(report), 1.02)),
         series,
         _m_ref(to_float(section.get("index_m"))),
-        legend_shown=len(series) <= LEGEND_MAX,
+        legend_shown=len(series) <= model.LEGEND_MAX,
         depth=DepthBar(lo, hi, "layer", DEPTH_RANGE),
         missing="the cumulative spectra",
     )
@@ -170,6 +159,6 @@ def heads_panel(layer: Mapping[str, Any], name: str, bottom: float) -> Panel:
         Axis(Y_LABEL, "lin", (bottom, 1.02)),
         series,
         _m_ref(to_float(layer.get("index_m"))),
-        legend_shown=len(series) <= LEGEND_MAX,
+        legend_shown=len(series) <= model.LEGEND_MAX,
         depth=DepthBar(0.0, top, "head", DEPTH_RANGE),
     )
