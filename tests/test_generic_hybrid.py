@@ -142,3 +142,53 @@ def test_a_stack_of_mamba_blocks_alone_has_no_attention_in_any_block() -> None:
         adapter_for(model)
     assert "JambaMambaMixer" in str(e.value) and "\n" not in str(e.value)
     assert "no attention in any block" in str(e.value)
+
+
+class ScanMixer(nn.Module):
+    """A state-space-like token mixer with a fused ``in_proj`` of 3·d rows (readable as [Q | K | V]) and a
+    head count, that computes no softmax: a causal running mean of a gated input."""
+
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.num_heads, self.in_proj, self.out_proj = heads, nn.Linear(d, 3 * d), nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b, c = self.in_proj(x).chunk(3, -1)
+        steps = torch.arange(1, x.shape[1] + 1, device=x.device)[None, :, None]
+        return self.out_proj(torch.sigmoid(a) * (b.cumsum(1) / steps) + c)
+
+
+class MixerBlock(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.norm, self.mixer = nn.LayerNorm(d), ScanMixer(d, heads)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.mixer(self.norm(x))
+
+
+def test_a_vision_hybrid_analyses_its_attention_blocks_and_names_the_others() -> None:
+    from tests.toy_models import ToyBlock, ToyModel
+
+    torch.manual_seed(0)
+    model = ToyModel(d=16, heads=4, depth=3).eval()
+    model.layers[1] = MixerBlock(16, 4)
+    adapter = adapter_for(model)
+    assert [s.name for s in adapter.layers] == ["layers.0", "layers.2"]
+    assert any("no attention in layers.1.mixer (ScanMixer: no softmax)" in n for n in adapter.notes)
+    pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    cap = capture(adapter, Batch({"pixel_values": pixels}, None, ["a", "b"]))
+    # the test's own float64 forward up to the last block, from the weights
+    m = model.double()
+    x = pixels.double().unfold(2, 8, 8).unfold(3, 8, 8).permute(0, 2, 3, 1, 4, 5).reshape(2, -1, 192)
+    h = m.embed(x)
+    h = m.layers[1](m.layers[0](h))
+    block = m.layers[2]
+    assert isinstance(block, ToyBlock)
+    a = block.norm(h)
+    q, k = (lin(a).reshape(2, 16, 4, 4).transpose(1, 2) for lin in (block.attn.q, block.attn.k))
+    p = torch.softmax(q @ k.transpose(-1, -2) / 2.0, -1)
+    layer = cap.layers[1]
+    assert layer.x_in is not None and layer.probs is not None
+    torch.testing.assert_close(layer.x_in.to(F64), h, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(layer.probs[:, 0].to(F64), p, rtol=1e-5, atol=1e-6)

@@ -145,11 +145,11 @@ def test_a_sink_column_dropped_is_still_p_the_matrix_that_multiplies_v() -> None
 def test_a_p_that_does_not_come_is_refused_naming_the_layer() -> None:
     out = torch.zeros(2, 3, 8)
     with pytest.raises(InputError, match=r"layer blocks\.3: P cannot be observed: it returned no attention"):
-        returned_probs("blocks.3", "one", "outer", (), {}, (out, None), 2)
+        returned_probs("blocks.3", "one", "outer", 1, (), {}, (out, None), 2)
     sub = torch.full((2, 1, 3, 3), 0.2)  # rows sum to 0.6: not a softmax, and no sink in the module
     with pytest.raises(InputError, match="rows sum to less than 1"):
-        returned_probs("blocks.3", "one", "outer", (), {}, (out, sub), 2)
-    assert returned_probs("b", "at most one", "outer", (), {}, (out, sub), 2).shape == (2, 1, 1, 3, 3)
+        returned_probs("blocks.3", "one", "outer", 1, (), {}, (out, sub), 2)
+    assert returned_probs("b", "at most one", "outer", 1, (), {}, (out, sub), 2).shape == (2, 1, 1, 3, 3)
 
 
 def test_rank_decay_refuses_a_layer_whose_p_did_not_come_with_exit_2() -> None:
@@ -158,3 +158,29 @@ def test_rank_decay_refuses_a_layer_whose_p_did_not_come_with_exit_2() -> None:
     with pytest.raises(InputError, match=r"layer 1 \(encoder\.layer\.1\): P cannot be observed") as e:
         take(LayerCapture(1, probs=None), None)
     assert e.value.exit_code == 2
+
+
+def test_hiera_mask_unit_weights_on_request_b_h_g_are_read_as_groups() -> None:
+    """Hiera returns (B, H, G, q, k) only on request (G mask units): P is the same numbers as (B, G, H, …)."""
+    torch.manual_seed(0)
+    config = tf.HieraConfig(
+        image_size=[64, 64],
+        patch_size=[7, 7],
+        patch_stride=[4, 4],
+        patch_padding=[3, 3],
+        embed_dim=16,
+        depths=[1, 1],
+        num_heads=[1, 2],
+        query_stride=[2, 2],
+        masked_unit_size=[8, 8],
+        masked_unit_attention=[True, False],
+        num_query_pool=1,
+        initializer_range=0.3,
+    )
+    model = tf.HieraModel(config).eval()
+    pixels = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    cap = capture(adapter_for(model), Batch({"pixel_values": pixels}, None, ["a", "b"]))
+    for i, p in enumerate(own_attentions(model, {"pixel_values": pixels})):
+        got = cap.layers[i].probs
+        assert got is not None and p.ndim == 5
+        torch.testing.assert_close(got, p.transpose(1, 2))

@@ -43,23 +43,31 @@ from condcli.adapters.softmax_tap import softmax_probe
 from condcli.errors import InputError
 
 
-def _blocks(model: nn.Module) -> tuple[str, nn.ModuleList] | None:
-    """The stack of blocks: the ModuleList/Sequential holding the most attention blocks (then the longest),
-    each element an attention block or, in a hybrid, a block whose token mixer is no attention (a Mamba
-    layer) or of the same class as an attention block of the list."""
-    best: tuple[tuple[int, int], str, nn.ModuleList] | None = None
+def _blocks(model: nn.Module) -> tuple[str, list[tuple[str, nn.Module]]] | None:
+    """The stack of blocks, (its path, [(name, block)]): the ModuleList/Sequential holding the most attention
+    blocks (then the longest), each element an attention block or, in a hybrid, a block whose token mixer is
+    no attention (a Mamba layer) or of the same class as an attention block of the list. A list of lists
+    (Funnel's blocks of layers, never called themselves) is one stack, its lists' blocks in order."""
+    best: tuple[tuple[int, int], str, list[tuple[str, nn.Module]]] | None = None
     for name, mod in model.named_modules():
         if not isinstance(mod, nn.ModuleList | nn.Sequential) or len(mod) == 0:
             continue
-        has = [attention_of(b) is not None for b in mod]
-        kinds = {type(b) for b, h in zip(mod, has, strict=True) if h}
-        if not kinds or not all(
-            h or type(b) in kinds or mixer_of(b) is not None for b, h in zip(mod, has, strict=True)
-        ):
+        items: list[tuple[str, nn.Module]] = [
+            (f"{name}.{i}" if name else str(i), b) for i, b in enumerate(mod)
+        ]
+        lists = [(n, sub) for n, sub in items if isinstance(sub, nn.ModuleList)]
+        if len(lists) == len(items):
+            items = [(f"{n}.{j}", b) for n, sub in lists for j, b in enumerate(sub)]
+        if not items:
             continue
-        key = (sum(has), len(mod))
+        has = [attention_of(b) is not None for _, b in items]
+        kinds = {type(b) for (_, b), h in zip(items, has, strict=True) if h}
+        pairs = zip(items, has, strict=True)
+        if not kinds or not all(h or type(b) in kinds or mixer_of(b) is not None for (_, b), h in pairs):
+            continue
+        key = (sum(has), len(items))
         if best is None or key > best[0]:
-            best = (key, name, mod)  # type: ignore[assignment]
+            best = (key, name, items)
     return None if best is None else (best[1], best[2])
 
 
@@ -257,7 +265,7 @@ def build(model: nn.Module) -> Adapter:
         sunk = sink(attn) if returned else None
         if returned:  # HF attention returns (output, weights) under eager attention
             rows: Rows = "at most one" if sunk else "one"
-            probs = Probe(attn, partial(returned_probs, e.name, rows, e.grouping), after=True)
+            probs = Probe(attn, partial(returned_probs, e.name, rows, e.grouping, heads), after=True)
             if i == 0:
                 notes.append(
                     "P: the attention weights each attention module returns under eager attention "
@@ -373,7 +381,7 @@ def _text_plan(model: nn.Module, inside: str | None) -> tuple[tuple[Entry, ...],
             "each call of a block is its own layer, in call order (named '#callK')"
         )
     else:
-        order = [(f"{path}.{b}", block) for b, block in enumerate(blocks)]
+        order = list(blocks)
     first_block = order[0]
     without = [(n, b) for n, b in order if attention_of(b) is None]
     if without:

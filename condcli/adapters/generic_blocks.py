@@ -20,7 +20,7 @@ whether a folded batch axis holds the images outermost or innermost (equal halve
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -28,7 +28,7 @@ from torch import nn
 
 from condcli.adapters.generic_attn import Reading, read
 from condcli.adapters.generic_layouts import Grouping, grouping_of, layout_of
-from condcli.adapters.generic_mixers import is_attention
+from condcli.adapters.generic_mixers import is_attention, skipped
 from condcli.adapters.generic_trace import Call, Trace, run_trace
 from condcli.layout import Layout
 
@@ -145,6 +145,20 @@ def discover(model: nn.Module, run: Callable[[Tensor], Any], examples: list[Tens
         # the trial forward re-created attention modules (BigBird's switch of attention type): read the
         # model again as it now is, and trace it once more
     assert trace is not None  # a failed trace returned above
+    others = skipped(model, list(attns))
+    if others is not None:
+        found = _discovered(modules, attns, block_of, trace)
+        return replace(found, notes=(*found.notes, others))
+    return _discovered(modules, attns, block_of, trace)
+
+
+def _discovered(
+    modules: dict[str, nn.Module],
+    attns: dict[str, tuple[nn.Module, Reading]],
+    block_of: dict[str, str],
+    trace: Trace,
+) -> Discovery:
+    """The discovery from a trace: in call order, or in registration order where no attention ran."""
     if not any(trace.of(m) for m, _ in attns.values()):
         return _static(
             modules, attns, block_of, "no attention module it found ran (re-created at every forward?)"

@@ -53,3 +53,19 @@ def no_attention(model: nn.Module) -> str | None:
 def _mixer(m: nn.Module) -> bool:
     r = read(m)
     return r is not None and not is_attention(m, r)
+
+
+def skipped(model: nn.Module, attentions: list[str]) -> str | None:
+    """A note naming the modules of ``model`` with projections that are no attention (outermost, outside
+    the ``attentions`` found), where there are any: a hybrid analyses its attention blocks only."""
+    names: list[str] = []
+    kinds: set[str] = set()
+    for name, m in model.named_modules():
+        inside = any(name == a or name.startswith(f"{a}.") for a in [*attentions, *names])
+        if name and not inside and _mixer(m):
+            names.append(name)
+            kinds.add(type(m).__name__)
+    if not names:
+        return None
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return f"hybrid: no attention in {shown} ({', '.join(sorted(kinds))}: no softmax), not analysed"

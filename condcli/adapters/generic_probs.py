@@ -117,28 +117,45 @@ def stochastic(t: torch.Tensor, rows: Rows = "one") -> bool:
     return bool(((sums - 1).abs() <= tol).all() if rows == "one" else (sums <= 1 + tol).all())
 
 
+def _layout(t: torch.Tensor, batch: int, heads: int, grouping: Grouping) -> torch.Tensor | None:
+    """(B·G, H, q, k) → (B, G, H, q, k), or (B, H, G, q, k) (Hiera's mask units) → the same; None where
+    the layout is not one of these (or cannot be told apart: as many groups as heads)."""
+    if t.ndim == 4 and t.shape[0] % batch == 0:
+        return grouped(t, batch, grouping)
+    if t.ndim == 5 and t.shape[0] == batch and (t.shape[1] == heads) != (t.shape[2] == heads):
+        return t if t.shape[2] == heads else t.transpose(1, 2)
+    return None
+
+
 def returned_probs(
     layer: str,
     rows: Rows,
     grouping: Grouping,
+    heads: int,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     output: Any,
     batch: int,
 ) -> torch.Tensor:
-    """The attention weights an HF attention module returns beside its output, (B·G, H, q, k) → (B, G, H,
-    q, k), the images outermost or innermost on the leading axis.
+    """The attention weights an HF attention module returns beside its output, (B·G, H, q, k) (the images
+    outermost or innermost on the leading axis) or (B, H, G, q, k) → (B, G, H, q, k).
 
     Modules return other 4-D tensors too (T5: its position bias before the weights), so the one taken is
     the last that is a probability matrix over the keys. Where the call returned none, the capture stops
     with one line naming ``layer``: a P that is missing is never reported as absent without a word.
     """
     found = tuple(output[1:]) if isinstance(output, tuple) else ()
-    four = [t for t in found if isinstance(t, torch.Tensor) and t.ndim == 4 and t.shape[0] % batch == 0]
+    four = [t for t in found if isinstance(t, torch.Tensor) and t.ndim in (4, 5)]
     for t in reversed(four):
-        if stochastic(t, rows):
-            return grouped(t, batch, grouping)
-    if any(stochastic(t, "at most one") for t in four):
+        p = _layout(t, batch, heads, grouping)
+        if p is not None and stochastic(t, rows):
+            return p
+    if any(_layout(t, batch, heads, grouping) is None for t in four):
+        why = (
+            f"it returned attention weights of shape {tuple(four[-1].shape)}, a layout condcli cannot "
+            f"tell apart ({heads} heads)"
+        )
+    elif any(stochastic(t, "at most one") for t in four):
         why = (
             "it returned attention weights whose rows sum to less than 1 (a dropped sink column or a gate?), "
             "and condcli found no sink in the module to say what they are"
