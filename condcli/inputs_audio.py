@@ -3,7 +3,8 @@ reads (its :class:`Audio`):
 
 - ``log-mel`` (Whisper): ``input_features`` (B, mel bins, frames), the encoder's whole input window;
 - ``spectrogram`` (AST): ``input_values`` (B, frames, mel bins), the extractor's fixed ``max_length``;
-- ``waveform`` (Wav2Vec2, HuBERT, WavLM, …): ``input_values`` (B, samples), normalised raw audio.
+- ``waveform`` (Wav2Vec2, HuBERT, WavLM, …): ``input_values`` (B, samples), normalised raw audio;
+- ``filterbank`` (Speech2Text): ``input_features`` (B, frames, bins) of a clip of any length (here 1 s).
 
 Audio files are not read yet. Each clip is deterministic (seed, index): 1/f ("pink") noise with a few tones
 on top. A log-mel model with no feature extractor at all (neither in its folder nor the family's defaults)
@@ -20,8 +21,8 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-AudioKind = Literal["log-mel", "spectrogram", "waveform"]
-WAVEFORM_SECONDS = 1.0  # a waveform model reads clips of any length: this long
+AudioKind = Literal["log-mel", "spectrogram", "waveform", "filterbank"]
+WAVEFORM_SECONDS = 1.0  # a waveform or filterbank model reads clips of any length: this long
 FBANK_WINDOW, FBANK_SHIFT = 0.025, 0.010  # Kaldi fbank (AST): 25 ms frames every 10 ms
 
 
@@ -30,22 +31,25 @@ class Audio:
     """What an audio model reads: the kind, the key, one sample's shape and the clip it comes from."""
 
     kind: AudioKind
-    shape: tuple[int, ...]  # one sample: (mel, frames) log-mel · (frames, mel) spectrogram · (samples,)
+    shape: tuple[int, ...]  # one sample: (mel, frames) log-mel · (frames, mel) spectrogram, filterbank ·
+    # (samples,) waveform
     rate: int  # sampling rate (Hz)
     samples: int  # audio samples per clip
 
     @property
     def key(self) -> str:
-        return "input_features" if self.kind == "log-mel" else "input_values"
+        return "input_features" if self.kind in ("log-mel", "filterbank") else "input_values"
 
 
 def audio_for(kind: AudioKind, extractor: Any, shape: tuple[int, ...], rate: int) -> Audio:
     """The clip length that gives ``shape``: frames × hop (log-mel), a Kaldi fbank's window and shift
-    (spectrogram), or the samples themselves (waveform)."""
+    (spectrogram), the samples themselves (waveform), or 1 s (filterbank: its frames follow from it)."""
     if kind == "log-mel":
         samples = shape[1] * hop_length(extractor)
     elif kind == "spectrogram":
         samples = round((shape[0] - 1) * FBANK_SHIFT * rate + FBANK_WINDOW * rate)
+    elif kind == "filterbank":
+        samples = round(WAVEFORM_SECONDS * rate)
     else:
         samples = shape[0]
     return Audio(kind, shape, rate, samples)
@@ -101,7 +105,12 @@ def describe(extractor: Any, audio: Audio, count: int, seed: int) -> str:
             " the model has no feature extractor)"
         )
     seconds = audio.samples / audio.rate
-    into = {"log-mel": "log-mel", "spectrogram": "spectrogram (frames × mel bins)", "waveform": "waveform"}
+    into = {
+        "log-mel": "log-mel",
+        "spectrogram": "spectrogram (frames × mel bins)",
+        "waveform": "waveform",
+        "filterbank": "filterbank (frames × bins)",
+    }
     return (
         f"{count} synthetic audio clips (1/f noise + tones, seed {seed}; {seconds:.3g} s at {audio.rate} Hz)"
         f" → {into[audio.kind]} {dims} as {audio.key}"

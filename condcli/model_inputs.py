@@ -5,7 +5,8 @@ parameters.
   ``num_frames``, and a 3-D convolution or a video processor in its family), video (B, T, C, H, W) through
   its video processor;
 - ``input_values``: audio, as a spectrogram where its config has ``num_mel_bins`` (AST), else a waveform;
-- ``input_features``: audio as log-mel features (Whisper);
+- ``input_features``: audio as log-mel features (Whisper's (mel bins, frames)), or filterbank frames
+  (Speech2Text's (frames, bins)) where the config names no mel bins;
 - ``input_ids``: text through its tokenizer.
 
 Every tensor the processor makes that the forward names is fed. A model that reads another main input, or
@@ -53,8 +54,9 @@ def hf_preprocessing(
     reads, required = forward_reads(analysed)
     keep = reads or None
     name = type(analysed).__name__
-    if main == "input_features":
-        pre = audio_preprocessing(source, config, trust, "log-mel", keep)
+    if main == "input_features":  # Whisper's (mel, frames) where the config names its mel bins
+        features: AudioKind = "log-mel" if getattr(config, "num_mel_bins", None) is not None else "filterbank"
+        pre = audio_preprocessing(source, config, trust, features, keep)
     elif main == "input_values":
         kind: AudioKind = "spectrogram" if getattr(config, "num_mel_bins", None) is not None else "waveform"
         pre = audio_preprocessing(source, config, trust, kind, keep)

@@ -70,7 +70,20 @@ def _audio_shape(kind: AudioKind, config: Any, rate: int) -> tuple[int, ...]:
         return _positive(config, "num_mel_bins", 80), 2 * _positive(config, "max_source_positions", 1500)
     if kind == "spectrogram":
         return _positive(config, "max_length"), _positive(config, "num_mel_bins")
+    if kind == "filterbank":  # frames: those of a 1 s clip, known once the extractor has made them
+        return 0, _filterbank_bins(config)
     return (round(WAVEFORM_SECONDS * rate),)
+
+
+def _filterbank_bins(config: Any) -> int:
+    """Features per frame of a filterbank encoder (Speech2Text: input_feat_per_channel × input_channels)."""
+    if getattr(config, "input_feat_per_channel", None) is not None:
+        return _positive(config, "input_feat_per_channel") * _positive(config, "input_channels", 1)
+    raise InputError(
+        f"this {getattr(config, 'model_type', '?')} model reads input_features of a layout condcli does not"
+        " know (its config names neither num_mel_bins nor input_feat_per_channel)",
+        "open an issue naming the model",
+    )
 
 
 def _default_extractor(kind: AudioKind, config: Any) -> Any:
@@ -84,6 +97,9 @@ def _default_extractor(kind: AudioKind, config: Any) -> Any:
         return cls(feature_size=_positive(config, "num_mel_bins", 80))
     if kind == "spectrogram":
         return cls(num_mel_bins=_positive(config, "num_mel_bins"), max_length=_positive(config, "max_length"))
+    if kind == "filterbank":
+        bins = _filterbank_bins(config)
+        return cls(feature_size=bins, num_mel_bins=bins)
     return cls(return_attention_mask=getattr(config, "feat_extract_norm", "") == "layer")
 
 
@@ -122,9 +138,17 @@ def audio_preprocessing(
         extractor = None
     audio = audio_for(kind, extractor, shape, rate)
     kept, dropped = keep_read(_probe(lambda: audio_inputs(extractor, audio, 0, 0, 1), describe), reads)
+    if kind == "filterbank" and audio.key in kept and kept[audio.key].ndim == 3:
+        shape = (int(kept[audio.key].shape[1]), shape[1])  # the frames of a 1 s clip
+        audio = audio_for(kind, extractor, shape, rate)
     _check(kept, audio.key, (1, *shape), describe, "mel bins and frames" if kind != "waveform" else "samples")
     dims = " × ".join(map(str, shape))
-    what = {"log-mel": "mel bins × frames", "spectrogram": "frames × mel bins", "waveform": "samples"}[kind]
+    what = {
+        "log-mel": "mel bins × frames",
+        "spectrogram": "frames × mel bins",
+        "waveform": "samples",
+        "filterbank": "frames × bins",
+    }[kind]
     made = Synthetic(
         "audio",
         lambda seed, start, count: keep_read(audio_inputs(extractor, audio, seed, start, count), reads)[0],

@@ -4,7 +4,8 @@
   (Siglip2: a patch mask and shapes), every tensor of it fed and padding excluded from X;
 - video (VideoMAE): ``pixel_values`` (B, T, C, H, W), T from the config;
 - audio: a spectrogram model (AST, ``input_values`` (B, frames, mel bins)) and waveform models (Wav2Vec2,
-  HuBERT, ``input_values`` (B, samples), with the extractor's attention mask);
+  HuBERT, ``input_values`` (B, samples), with the extractor's attention mask) and a filterbank encoder
+  (Speech2Text, ``input_features`` (B, frames, bins));
 - κ(X) equal to float64 NumPy on the model's own ``hidden_states[0]`` on those inputs (transformers' own
   class loaded from the folder, eager attention), and JSON ``inputs.kind`` "audio" / "video";
 - a model whose inputs condcli cannot make is refused with one line (exit 2), never analysed.
@@ -96,6 +97,25 @@ def _build(name: str) -> tuple[nn.Module, Any]:
         return tf.ASTModel(cfg), tf.ASTFeatureExtractor(num_mel_bins=8, max_length=32)
     if name == "wav2vec2":
         return tf.Wav2Vec2Model(tf.Wav2Vec2Config(feat_extract_norm="layer", **CONV, **SMALL)), None
+    if name == "speech2text":  # filterbank frames (B, frames, bins), its encoder alone analysed
+        sizes = {
+            "encoder_layers": 2,
+            "decoder_layers": 2,
+            "encoder_attention_heads": 4,
+            "decoder_attention_heads": 4,
+        }
+        cfg = tf.Speech2TextConfig(
+            d_model=32,
+            encoder_ffn_dim=64,
+            decoder_ffn_dim=64,
+            vocab_size=64,
+            input_feat_per_channel=16,
+            conv_channels=16,
+            max_source_positions=64,
+            max_target_positions=64,
+            **sizes,
+        )
+        return tf.Speech2TextModel(cfg), None
     assert name == "hubert"
     return tf.HubertModel(tf.HubertConfig(**CONV, **SMALL)), None
 
@@ -118,7 +138,7 @@ NAMES = (
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = {}
-    for name in (*NAMES, "wav2vec2", "hubert"):
+    for name in (*NAMES, "wav2vec2", "hubert", "speech2text"):
         torch.manual_seed(0)
         model, processor = _build(name)
         folder = tmp_path_factory.mktemp(name)
@@ -137,6 +157,8 @@ def _hidden(folder: Path, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor
 
     cls = json.loads((folder / "config.json").read_text())["architectures"][0]
     model = getattr(tf, cls).from_pretrained(folder, attn_implementation="eager").eval()
+    if model.config.is_encoder_decoder:
+        model = model.get_encoder()  # what condcli analyses of an encoder-decoder
     with torch.no_grad():
         hidden: tuple[torch.Tensor, ...] = model(**inputs, output_hidden_states=True).hidden_states
     return hidden
@@ -163,6 +185,11 @@ def _batches(folder: Path, spec: InputSpec) -> list[Any]:
         ("ast", "audio", {"input_values": (2, 32, 16)}),
         ("wav2vec2", "audio", {"input_values": (2, 16000), "attention_mask": (2, 16000)}),
         ("hubert", "audio", {"input_values": (2, 16000)}),
+        (
+            "speech2text",
+            "audio",
+            {"input_features": (2, 98, 16), "attention_mask": (2, 98)},
+        ),  # 1 s: 98 frames
     ],
 )
 def test_x_is_the_models_own_first_hidden_state_on_the_inputs_it_asks_for(
