@@ -184,3 +184,24 @@ def test_hiera_mask_unit_weights_on_request_b_h_g_are_read_as_groups() -> None:
         got = cap.layers[i].probs
         assert got is not None and p.ndim == 5
         torch.testing.assert_close(got, p.transpose(1, 2))
+
+
+def test_funnel_blocks_of_layers_are_one_stack_with_p_on_request() -> None:
+    """Funnel keeps its layers in a list of lists (never called themselves) and returns P on request: every
+    layer is analysed, and P (the second block's over pooled queries) is the model's own."""
+    torch.manual_seed(0)
+    config = tf.FunnelConfig(
+        vocab_size=64, d_model=32, n_head=4, d_head=8, d_inner=64, block_sizes=[1, 1], initializer_range=0.3
+    )
+    model = tf.FunnelBaseModel(config).eval()
+    adapter = adapter_for(model)
+    assert [s.name for s in adapter.layers] == ["encoder.blocks.0.0", "encoder.blocks.1.0"]
+    ids = torch.randint(5, 64, (2, 8), generator=torch.Generator().manual_seed(1))
+    batch = Batch({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, None, ["a", "b"])
+    cap = capture(adapter, batch)
+    want = own_attentions(model, batch.inputs)
+    assert [tuple(p.shape[-2:]) for p in want] == [(8, 8), (4, 8)]  # the second block pools its queries
+    for i, p in enumerate(want):
+        got = cap.layers[i].probs
+        assert got is not None
+        torch.testing.assert_close(got[:, 0], p)
