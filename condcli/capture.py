@@ -456,6 +456,13 @@ def capture(
             "never fire",
             STABLE,
         )
+    gone = [m for m in lost if id(resolve(m)) not in held]
+    if gone:  # replaced by a forward outside any capture, with nothing left to tell what replaced it
+        raise InputError(
+            f"{type(model).__name__} replaced its module {type(gone[0]).__name__} in an earlier forward: "
+            "hooks on the one condcli found never fire",
+            f"load the model again and analyse it before running it yourself, or {STABLE}",
+        )
     if "x" not in seen:
         raise InternalError(f"the embedding point {point.name} never ran", "report it with the model name")
     if silent:

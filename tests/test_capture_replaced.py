@@ -167,3 +167,18 @@ def test_bigbird_switching_to_full_attention_inside_forward() -> None:
         torch.testing.assert_close(layer.probs[:, 0], p)
         torch.testing.assert_close(layer.attn_in[:, 0], seen[i])
         torch.testing.assert_close(layer.x_in, out.hidden_states[i])
+
+
+def test_a_module_replaced_before_the_capture_is_followed_or_refused_in_one_line() -> None:
+    """The model's own forward ran first and re-created its attention: the attention (with its q, k, v) is
+    found again by its weights; its parameter-less softmax cannot be, and is refused in one line."""
+    torch.manual_seed(0)
+    model = Swapping("once", text=True).eval()
+    adapter = adapter_for(model)
+    with torch.no_grad():
+        adapter.run(batch(True).inputs)  # re-creates the attention modules
+    a_only = capture(adapter, batch(True), probes=("x_in", "attn_in"))
+    assert all(layer.attn_in is not None for layer in a_only.layers.values())
+    with pytest.raises(InputError, match="replaced its module Softmax in an earlier forward") as e:
+        capture(adapter, batch(True))
+    assert e.value.exit_code == 2 and "\n" not in str(e.value)
