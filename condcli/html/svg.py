@@ -189,7 +189,8 @@ def line_chart(chart: Chart, chart_id: str) -> str:
     ys += [r.value for r in chart.refs if r.axis == "y"]
     finite_y = [v for v in ys if _ok(v, chart.log_y)]
     top_y = max(finite_y, default=1.0)
-    inf_level = chart.inf_level or (top_y * 10.0 if chart.log_y else top_y + abs(top_y) * 0.1 + 0.1)
+    fitted = top_y * 10.0 if chart.log_y else top_y + abs(top_y) * 0.1 + 0.1
+    inf_level = fitted if chart.inf_level is None else chart.inf_level
     has_inf = any(math.isinf(v) and v > 0 for v in ys)
     ylo, yhi = chart.y_range or _domain(finite_y + ([inf_level] if has_inf else []), chart.log_y)
     xlo, xhi = chart.x_range or _domain(xs, chart.log_x)
