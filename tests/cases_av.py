@@ -1,11 +1,13 @@
 """Conformance cases for models that read video or audio (family "generic"; issue 29, point 6).
 
 VideoMAE on clips (``pixel_values`` (B, T, C, H, W), tubelets of 2 frames: the generic path's trial forward
-makes clips of the config's ``num_frames``), AST on spectrograms (``input_values`` (B, frames, mel bins))
-and Wav2Vec2 on waveforms (``input_values`` (B, samples), a convolutional feature encoder and a
-convolutional position embedding before the first block). Inputs are seeded random numbers of the shapes
-each model reads; references are the model's own ``hidden_states`` and ``output_attentions`` under eager
-attention, and W each projection's own weight, transposed (VideoMAE's key has no bias: its k bias is zero).
+makes clips of the config's ``num_frames``), AST on spectrograms (``input_values`` (B, frames, mel bins)),
+Wav2Vec2 on waveforms (``input_values`` (B, samples), a convolutional feature encoder and a convolutional
+position embedding before the first block), Speech2Text's encoder on filterbank frames (``input_features`` (B,
+frames, bins)), and Siglip2's vision encoder on what its processor makes: patches, a patch mask (the second
+image padded) and each image's patch grid. Inputs are seeded random numbers of the shapes each model reads;
+references are the model's own ``hidden_states`` and ``output_attentions`` under eager attention, and W each
+projection's own weight, transposed (VideoMAE's key has no bias: its k bias is zero).
 """
 
 from __future__ import annotations
@@ -106,10 +108,73 @@ def wav2vec2_sites(m: Any) -> list[Site]:
     ]
 
 
+def siglip2() -> nn.Module:
+    """Siglip2's vision encoder: it reads patches, a patch mask and each image's patch grid (its processor's
+    three tensors, all required)."""
+    torch.manual_seed(0)
+    cfg = tf.Siglip2VisionConfig(patch_size=8, num_patches=16, **SMALL)
+    return seeded(tf.Siglip2VisionModel(cfg))
+
+
+def patches() -> Batch:
+    """Two images as Siglip2's processor makes them: 16 patch slots each, the first one's 4×4 grid full, the
+    second's 3×4 grid padded to 16 (its mask marks 12)."""
+    values = torch.randn(B, 16, 3 * 8 * 8, generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(B, 16, dtype=torch.long)
+    mask[1, 12:] = 0
+    values[1, 12:] = 0.0
+    shapes = torch.tensor([[4, 4], [3, 4]])
+    inputs = {"pixel_values": values, "pixel_attention_mask": mask, "spatial_shapes": shapes}
+    return Batch(inputs, torch.tensor([16, 12]), _named("image"))
+
+
+def siglip2_sites(m: Any) -> list[Site]:
+    return [
+        linear_site(a, a.out_proj, a.q_proj, a.k_proj, a.v_proj)
+        for a in (layer.self_attn for layer in m.encoder.layers)
+    ]
+
+
+def speech2text_encoder() -> nn.Module:
+    """A Speech2TextModel as condcli analyses it: its encoder alone, on filterbanks (B, frames, bins)."""
+    from condcli.hf_loading import analysed_module
+
+    torch.manual_seed(0)
+    sizes = {"encoder_layers": LAYERS, "decoder_layers": LAYERS, "encoder_attention_heads": H}
+    cfg = tf.Speech2TextConfig(
+        d_model=D,
+        decoder_attention_heads=H,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        vocab_size=64,
+        input_feat_per_channel=MELS,
+        conv_channels=16,
+        max_source_positions=64,
+        max_target_positions=64,
+        init_std=INIT,
+        **sizes,
+    )
+    return seeded(analysed_module(tf.Speech2TextModel(cfg))[0])
+
+
+def filterbanks() -> Batch:
+    values = torch.randn(B, LENGTH, MELS, generator=torch.Generator().manual_seed(1))
+    return Batch({"input_features": values}, None, _named("clip"))
+
+
+def speech2text_sites(m: Any) -> list[Site]:
+    return [
+        linear_site(a, a.out_proj, a.q_proj, a.k_proj, a.v_proj)
+        for a in (layer.self_attn for layer in m.layers)
+    ]
+
+
 CASES: dict[str, dict[str, Case]] = {
     "generic": {
         "videomae_video_clips": Case(videomae, clips, videomae_sites),
         "ast_spectrogram": Case(ast, spectrograms, ast_sites),
         "wav2vec2_waveform": Case(wav2vec2, waveforms, wav2vec2_sites),
+        "siglip2_patches_mask_and_shapes": Case(siglip2, patches, siglip2_sites),
+        "speech2text_filterbank_encoder": Case(speech2text_encoder, filterbanks, speech2text_sites),
     }
 }
