@@ -29,10 +29,12 @@ from tests.families import (
 )
 from tests.toy_models import FactorizedAttention, ToyModel
 from tests.toy_readings import (
+    EinsumAttention,
     ToyParameters,
     ToyProjections,
     conv1d,
     conv2d,
+    einsum,
     head_names,
     parameters,
     parameters_linear,
@@ -98,6 +100,14 @@ def named_sites(m: Any) -> list[Site]:
     return sites
 
 
+def einsum_sites(m: Any) -> list[Site]:
+    sites = []
+    for a in (b.attn for b in m.layers):
+        assert isinstance(a, EinsumAttention)
+        sites.append(linears(a, None, a.q, a.k, a.v, probs=softmax_probs))
+    return sites
+
+
 def parameter_sites(m: Any) -> list[Site]:
     """W_Q, W_K, W_V held as plain parameters, as the toy's forward multiplies them."""
     sites = []
@@ -142,5 +152,6 @@ CASES: dict[str, dict[str, Case]] = {
         "conv2d_1x1_projections": Case(conv2d, images, named_sites, toy_layers),
         "parameters_x_at_w": Case(parameters, images, parameter_sites, toy_layers),
         "parameters_f_linear": Case(parameters_linear, images, parameter_sites, toy_layers),
+        "einsum_scores": Case(einsum, images, einsum_sites, toy_layers),
     },
 }

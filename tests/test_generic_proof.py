@@ -26,20 +26,17 @@ from tests.families import images
 from tests.toy_readings import parameters_linear, per_head_fused, swapped
 
 GENERIC = CASES["generic"]
-# honest: Q, or K and V, come from other tokens than A_l's (class token, spatial reduction, pooling,
-# subsampling, global queries), K is normalised over the tokens (factorized attention), or the module
-# watched is not the one that runs: not compared
+# honest: Q, or K and V, come from other tokens than A_l's and not as a subset of them (spatial reduction,
+# pooling, max-pooled or global queries), K is normalised over the tokens (factorized attention), or the
+# module watched is not the one that runs: not compared
 UNVERIFIED = {
     "factorized_no_probs",
     "pvt_v2",
     "twins",
     "mvitv2",
     "hiera",
-    "levit",
     "coat",
-    "crossvit",
     "gcvit",
-    "cait_class_attention",
     "bigbird_switches_to_full_inside_forward",  # its attention module is replaced inside the forward
 }
 FAST = ("--max-samples", "2", "--no-conditioned")

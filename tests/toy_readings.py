@@ -58,6 +58,21 @@ class PerHeadFusedAttention(nn.Module):
         return attend(t[0], t[1], t[2])
 
 
+class EinsumAttention(nn.Module):
+    """Separate q, k, v whose scores and mix are einsums (no @ anywhere)."""
+
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.num_heads = heads
+        self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = (heads_of(m(x), self.num_heads) for m in (self.q, self.k, self.v))
+        logits = torch.einsum("bhid,bhjd->bhij", q, k) / math.sqrt(q.shape[-1])
+        out = torch.einsum("bhij,bhjd->bihd", logits.softmax(-1), v)
+        return out.flatten(2)
+
+
 class ToyProjections(nn.Module):
     """Separate q, k, v maps under the given names, multi-head softmax attention, no output projection.
 
@@ -160,3 +175,7 @@ def parameters_linear() -> ToyModel:
 
 def per_head_fused() -> ToyModel:
     return with_attention(PerHeadFusedAttention)
+
+
+def einsum() -> ToyModel:
+    return with_attention(EinsumAttention)

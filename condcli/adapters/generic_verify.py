@@ -1,19 +1,20 @@
 """The generic path proves its reading of Q/K/V on the model's first batch (DESIGN: no number from a guess).
 
-Each generic layer's attention call is watched from inside (a ``TorchFunctionMode``, as
-:mod:`condcli.adapters.softmax_tap` watches softmax): the q, k and v it consumes are the operands of its
-score product Q·Kᵀ and of P·V (``@``/``matmul``, ``bmm``, ``baddbmm``) or the arguments of
-``F.scaled_dot_product_attention``. The inferred projections of A_l (A_l W + b per head, float64, from the
-layer's own :class:`~condcli.adapters.base.HeadWeights`), after the attention's q/k norms (children named
-``q_norm``, ``k_layernorm``, …) and the family's rotation (RoPE) where known, must equal them:
+Each generic layer's attention call is watched from inside (:mod:`condcli.adapters.generic_watch`, a
+``TorchFunctionMode`` as :mod:`condcli.adapters.softmax_tap` watches softmax): the q, k and v it consumes are
+the operands of its score product Q·Kᵀ and of P·V (``@``/``matmul``, ``bmm``, ``baddbmm``, ``einsum``) or
+the arguments of ``F.scaled_dot_product_attention``. The inferred projections of A_l (A_l W + b per head,
+float64, from the layer's own :class:`~condcli.adapters.base.HeadWeights`), after the attention's q/k norms
+(children named ``q_norm``, ``k_layernorm``, …) and the family's rotation (RoPE) where known, must equal them:
 
 - q equals a left operand of a product (or SDPA's query), k the transpose of a right one (SDPA's key), v a
   right one (SDPA's value), each up to one positive scale (a scale folded into q, e.g. q·d_h^-½) and within
   the capture dtype's rounding: relative residual ≤ √eps(dtype) (the rounding of a d-term product in that
   dtype is ≈ √d·eps, far below it; a wrong split leaves a residual of order 1);
 - in the module's own token order, else as a set of rows (attentions that regroup tokens inside their call);
-- where the model rotates q and k by a rotation the path does not reproduce, q and k are proven by their
-  row norms (any rotation of a row keeps its norm).
+- where the model rotates or normalises q and k row by row in a way the path does not reproduce, q and k
+  are proven by their row directions or, where those vary enough to tell rows apart, their row norms;
+- queries taken from some of A_l's tokens only (a class token, subsampled tokens) as a subset of the rows.
 
 A layer is verified where q, k and v are all proven; refused where the reading is contradicted (an inferred
 role equals what the model uses as another role, or a fused projection's split matches nothing the
@@ -30,64 +31,19 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 from condcli.adapters.base import Adapter, HeadWeights, LayerSpec
 from condcli.adapters.generic_attn import read
 from condcli.adapters.generic_heads import PARAMS
+from condcli.adapters.generic_watch import ROLES as WATCH_ROLES
+from condcli.adapters.generic_watch import Watch
 
 Tensor = torch.Tensor
-ROLES = ("q", "k", "v")
-PRODUCTS = frozenset(
-    {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm, torch.Tensor.bmm}
-)
-ADD_PRODUCTS = frozenset({torch.baddbmm, torch.Tensor.baddbmm})
-SDPA = nn.functional.scaled_dot_product_attention
+ROLES = WATCH_ROLES
 NORM_NAMES = {
     "q": re.compile(r"^(q|query)_?(norm|layernorm|layer_norm|ln)$|^norm_?q$"),
     "k": re.compile(r"^(k|key)_?(norm|layernorm|layer_norm|ln)$|^norm_?k$"),
 }
-
-
-class Watch(TorchFunctionMode):
-    """Records, per role, the tensors an attention call consumes (oriented (..., n, d_h)); passes every call
-    through unchanged."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: dict[str, list[Tensor]] = {r: [] for r in ROLES}
-
-    def __torch_function__(
-        self, func: Callable[..., Any], types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
-    ) -> Any:
-        kwargs = kwargs or {}
-        if func in PRODUCTS:
-            self._product(_arg(args, kwargs, 0, "input"), _arg(args, kwargs, 1, "other", "mat2"))
-        elif func in ADD_PRODUCTS:  # Bloom: alibi.baddbmm(batch1=q, batch2=kᵀ, beta=…, alpha=…)
-            self._product(_arg(args, kwargs, 1, "batch1"), _arg(args, kwargs, 2, "batch2"))
-        elif func is SDPA:
-            names = ("query", "key", "value")
-            got = [args[i] if len(args) > i else kwargs.get(n) for i, n in enumerate(names)]
-            for role, t in zip(ROLES, got, strict=True):
-                if isinstance(t, Tensor) and t.ndim >= 3:
-                    self.seen[role].append(t.detach())
-        return func(*args, **kwargs)
-
-    def _product(self, a: Any, b: Any) -> None:
-        if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a.ndim >= 3 and b.ndim >= 3):
-            return
-        if not (a.is_floating_point() and b.is_floating_point()):
-            return
-        self.seen["q"].append(a.detach())
-        self.seen["k"].append(b.detach().transpose(-1, -2))
-        self.seen["v"].append(b.detach())
-
-
-def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], i: int, *names: str) -> Any:
-    """Positional argument ``i`` of a call, else the first of its keyword ``names`` given."""
-    if len(args) > i:
-        return args[i]
-    return next((kwargs[n] for n in names if n in kwargs), None)
 
 
 @dataclass
@@ -227,6 +183,8 @@ def judge(site: Site, a: Tensor, watch: Watch) -> Proof:
         how = _found(watch.seen[role], mine[role], tol, per_row=False)
         if how is None and role in ("q", "k"):
             how = _found(watch.seen[role], mine[role], tol, per_row=True)
+        if how is None and role in site.elsewhere:  # queries of the class token or subsampled tokens
+            how = next((h for t in watch.seen[role] for x in mine[role] if (h := _subset(t, x, tol))), None)
         if how is not None:
             proof.proven[role] = how
     for role in ROLES:  # a role proven nowhere but equal to what the call uses as another: a swap
@@ -263,6 +221,22 @@ def judge_all(site: Site, a: Tensor, watch: Watch) -> Proof:
             other.chosen = alternative
             return other
     return proof
+
+
+def _subset(observed: Tensor, inferred: Tensor, tol: float) -> str | None:
+    """ "as a subset of rows" where every row of ``observed`` is a row of ``inferred`` (one positive scale
+    for all): the queries of a class token, or of tokens subsampled from A_l's."""
+    if observed.shape[-1] != inferred.shape[-1] or observed.numel() >= inferred.numel():
+        return None
+    o = observed.reshape(-1, observed.shape[-1]).to(torch.float64)
+    x = inferred.reshape(-1, inferred.shape[-1]).to(torch.float64)
+    g = torch.Generator().manual_seed(1)
+    r = torch.randn(x.shape[-1], generator=g, dtype=torch.float64).to(x.device)
+    keys, order = (_unit(x) @ r).sort()
+    at = torch.searchsorted(keys, (_unit(o) @ r).contiguous()).clamp(max=len(keys) - 1)
+    near = torch.stack((at, (at - 1).clamp(min=0)))  # the nearest key is one of the two neighbours
+    best = near.gather(0, ((_unit(o) @ r) - keys[near]).abs().argmin(0, keepdim=True))[0]
+    return "as a subset of rows" if _fit(o, x[order[best]], tol) else None
 
 
 def _found(seen: list[Tensor], mine: list[Tensor], tol: float, per_row: bool) -> str | None:
