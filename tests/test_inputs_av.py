@@ -323,3 +323,46 @@ def test_a_frame_count_alone_does_not_make_a_video_model() -> None:
     assert clip_frames(frames) is None  # X-CLIP's vision encoder reads frames one by one
     clips = tf.VideoMAEModel(tf.VideoMAEConfig(image_size=32, patch_size=8, num_frames=FRAMES, **SMALL))
     assert clip_frames(clips) == FRAMES
+
+
+@pytest.mark.parametrize(
+    ("model", "file", "text", "says"),
+    [
+        (
+            "videomae",
+            "video_preprocessor_config.json",
+            "garbage",
+            "video_preprocessor_config.json: invalid JSON",
+        ),
+        (
+            "videomae",
+            "video_preprocessor_config.json",
+            '{"video_processor_type": "VideoMAEVideoProcessor", "crop_size": {"height": -3, "width": 0}}',
+            f"but the model's config asks for (1, {FRAMES}, 3, 32, 32)",
+        ),
+        ("ast", "preprocessor_config.json", "{not json", "the feature extractor in"),
+        (
+            "ast",
+            "preprocessor_config.json",
+            '{"feature_extractor_type": "ASTFeatureExtractor", "num_mel_bins": 0}',
+            "makes input_values of shape (1, 1024, 0), but the model's config asks for (1, 32, 16)",
+        ),
+    ],
+)
+def test_a_broken_audio_or_video_processor_is_one_line(
+    model: str,
+    file: str,
+    text: str,
+    says: str,
+    folders: dict[str, Path],
+    tmp_path: Path,
+    cli: Callable[..., Any],
+) -> None:
+    import shutil
+
+    folder = tmp_path / model
+    shutil.copytree(folders[model], folder)
+    (folder / file).write_text(text)
+    result = cli("spectrum", str(folder), "--max-samples", "1", "--json")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert says in result.stderr and len(result.stderr.strip().splitlines()) == 1
