@@ -39,6 +39,8 @@ class MetricDef:
     needs_probs: bool = False  # computed from P: absent where the family's P cannot be observed
     needs_mixing: bool = False  # computed from the mixing matrix M: absent where a layer mixes with P itself
     flag_mixing: bool = False  # where a layer mixes with M ≠ P, qualified by M's flag, not P's (μ(A))
+    headline: bool = False  # one of the few per-layer numbers shown where space is short (track, monitor)
+    log_scale: bool = True  # plotted on a log axis (condition numbers); False: linear (an entropy in [0, 1])
 
     @property
     def option(self) -> str | None:
@@ -126,6 +128,7 @@ FORWARD: tuple[MetricDef, ...] = (
         gate_help=_gate_help("κ(X_l)") + " is above this.",
         column="κ(X_l)",
         conditioned_column=True,
+        headline=True,
     ),
     MetricDef(
         "kappa_attn_input",
@@ -148,6 +151,7 @@ FORWARD: tuple[MetricDef, ...] = (
         gate_help=_gate_help("μ(LA) (max over heads)") + " is above this.",
         column="μ(LA)",
         conditioned_column=True,
+        headline=True,
     ),
     MetricDef(
         "mu_a",
@@ -197,6 +201,8 @@ FORWARD: tuple[MetricDef, ...] = (
         limit_range=(0.0, 1.0),
         column="H(P)",
         needs_probs=True,
+        headline=True,
+        log_scale=False,
     ),
     MetricDef(
         "stable_rank",
@@ -211,6 +217,7 @@ FORWARD: tuple[MetricDef, ...] = (
 )
 
 ALL: tuple[MetricDef, ...] = (*EMBEDDING, *WEIGHTS, *FORWARD)
+HEADLINE: tuple[MetricDef, ...] = tuple(m for m in FORWARD if m.headline)  # κ(X_l), μ(LA), H(P)
 GATES: dict[str, MetricDef] = {m.gate: m for m in ALL if m.gate is not None}  # rule name → metric
 FLAGS: tuple[str, ...] = tuple(dict.fromkeys(m.flag for m in FORWARD if m.flag is not None))
 # what a flag's samples hold

@@ -13,12 +13,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.tables import header, median
-from condcli.metrics import EMBEDDING, MetricDef, forward
+from condcli.metrics import EMBEDDING, HEADLINE, MetricDef
 from condcli.numbers import WARN
 from condcli.report import LayerReport, SpectrumReport
 from condcli.track_report import TrackReport
 
-METRICS: tuple[MetricDef, ...] = (forward("kappa"), forward("mu_la"), forward("attention_entropy"))
+METRICS: tuple[MetricDef, ...] = HEADLINE
 KAPPA_X = next(m for m in EMBEDDING if m.key == "kappa")
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from condcli.figures.common import Report, as_map, as_maps, lam_text, median, title
 from condcli.figures.model import LEGEND_MAX, Axis, DepthBar, Figure, Panel, Series, depth
-from condcli.metrics import EMBEDDING, forward
+from condcli.metrics import EMBEDDING, HEADLINE, forward
 
-LAYER_METRICS = (("kappa", True), ("mu_la", True), ("attention_entropy", False))  # (layer metric, log y)
+LAYER_METRICS = tuple((m.key, m.log_scale) for m in HEADLINE)  # (layer metric, log y): the headline
 STEP = Axis("training step", integer=True)
 
 

@@ -11,11 +11,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from condcli.errors import InputError, UsageError
-from condcli.metrics import ALL, EMBEDDING, FORWARD, WEIGHTS
+from condcli.metrics import ALL, EMBEDDING, FORWARD, HEADLINE, WEIGHTS
 
 PREFIX = "condcli"
 FLOOR = "floor"  # the 0/1 key beside a value that may be a floor: 1 where the median is only a floor
-DEFAULT_METRICS: tuple[str, ...] = ("kappa", "mu_la", "attention_entropy")  # κ(X), κ(X_l), μ(LA), H(P)
+DEFAULT_METRICS: tuple[str, ...] = tuple(m.key for m in HEADLINE)  # κ(X), κ(X_l), μ(LA), H(P)
 NAMES: tuple[str, ...] = tuple(dict.fromkeys(m.key for m in ALL))  # every name ``metrics`` accepts
 # the embedding metrics' keys: X is named in them, so they read apart from the per-layer κ(X_l)
 EMBEDDING_KEYS: dict[str, str] = {
