@@ -23,6 +23,20 @@ def floor_num(v: float) -> str:
     return "≥ inf" if math.isinf(v) else f"≥ {v:.2g}"
 
 
+def fmt_pair(value: float, limit: float) -> tuple[str, str]:
+    """(value, limit) printed so that they never look equal unless they are: 3 significant digits for the
+    value and up to 6 for the limit (a number a person typed) where that tells them apart, else both
+    with the first number of digits at which they differ."""
+    if value == limit:
+        return num(value, 6), num(limit, 6)
+    if num(value, 3) != num(limit, 3):
+        return num(value, 3), num(limit, 6)
+    for digits in range(4, 18):
+        if num(value, digits) != num(limit, digits):
+            return num(value, digits), num(limit, digits)
+    return repr(value), repr(limit)
+
+
 APPROX = "≈"  # marks a value printed with fewer digits: only those its capture's rounding supports
 
 

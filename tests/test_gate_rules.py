@@ -12,7 +12,7 @@ import pytest
 from condcli.conditioning import Conditioning
 from condcli.errors import CondcliError, InputError, UsageError
 from condcli.gate import config as gc
-from condcli.gate.compare import compare_reports
+from condcli.gate.matching import compare_reports
 from condcli.gate.report import CompareRow, fmt_pair
 from condcli.gate.rules import evaluate, kappa_rule, layer_rule, seen_key
 from tests.gate_reports import layer, report

@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent / "condcli"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("condcli.__main__", "condcli.cli")),
     ("monitor", ("condcli.monitor",)),  # drives the analysis from inside a training loop
+    ("gate", ("condcli.gate",)),  # check and compare: a library call that runs the analysis, then reads it
     ("analysis", ("condcli.analysis", "condcli.inspection")),
-    ("readers of reports", ("condcli.gate", "condcli.plots", "condcli.html", "condcli.figures")),
+    ("readers of reports", ("condcli.plots", "condcli.html", "condcli.figures")),
     (
         "pipeline",
         (

@@ -1,13 +1,16 @@
 """What ``condcli check`` prints: the rules (value, limit, PASS/FAIL), the baseline's regressions and
-improvements, and one verdict line."""
+improvements, and one verdict line; or, with --json, the report."""
 
 from __future__ import annotations
+
+import json
+import sys
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from condcli.cli.tables import header
+from condcli.cli.tables import header, stdout_console
 from condcli.gate.report import CheckReport, CheckResult, fmt, fmt_pair, percent
 
 PASS, FAIL = "[green]PASS[/]", "[bold red]FAIL[/]"
@@ -25,7 +28,7 @@ def rules_table(report: CheckReport) -> Table:
         "limit",
         "result",
         "note",
-        title=f"rules ({report.statistic} over {report.spectrum.inputs.count} samples)",
+        title=f"rules ({report.statistic} over {report.data['inputs']['count']} samples)",
         title_justify="left",
     )
     for c in report.rules:
@@ -70,8 +73,19 @@ def verdict(report: CheckReport) -> str:
     return f"{word}: " + "; ".join(parts)
 
 
+def show(report: CheckReport, *, as_json: bool) -> None:
+    """The JSON report (stdout holds nothing else; the failed checks go to stderr) or the tables."""
+    if not as_json:
+        render(stdout_console(), report)
+        return
+    print(json.dumps(report.to_json(), indent=2))
+    if not report.passed:
+        print(f"check failed: {', '.join(c.title for c in report.checks if not c.passed)}", file=sys.stderr)
+
+
 def render(out: Console, report: CheckReport) -> None:
-    header(out, report.spectrum.model, report.spectrum.inputs)
+    if report.spectrum is not None:  # a saved report's analysis has no model to describe
+        header(out, report.spectrum.model, report.spectrum.inputs)
     if report.rules:
         out.print(rules_table(report))
     b = report.baseline
@@ -80,7 +94,7 @@ def render(out: Console, report: CheckReport) -> None:
         within = b.compared - b.regressed - b.improved
         out.print(
             escape(
-                f"baseline {b.path} ({b.model}{made}), tolerance {percent(b.tolerance)}, "
+                f"baseline {b.path or 'given'} ({b.model}{made}), tolerance {percent(b.tolerance)}, "
                 f"{report.statistic}: {b.compared} metrics compared — {b.regressed} regressed, "
                 f"{b.improved} improved by more than the tolerance (not flagged), {within} within it"
             )
@@ -88,6 +102,6 @@ def render(out: Console, report: CheckReport) -> None:
         table = baseline_table(report)
         if table is not None:
             out.print(table)
-    for note in report.spectrum.notes:
+    for note in report.data.get("notes", ()):
         out.print(f"[yellow]note:[/] {escape(note)}")
     out.print(verdict(report))

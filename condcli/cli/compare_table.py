@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.tables import header
-from condcli.gate.compare import SEEN
+from condcli.gate.matching import SEEN
 from condcli.gate.report import CompareReport, CompareRow, fmt
 from condcli.metrics import FORWARD, WEIGHTS, MetricDef
 from condcli.numbers import WARN
@@ -24,8 +24,8 @@ def _ratio(r: CompareRow) -> str:
 def embedding_table(report: CompareReport) -> Table:
     table = Table(
         "X",
-        f"A {escape(report.a.model.spec)}",
-        f"B {escape(report.b.model.spec)}",
+        f"A {escape(str(report.a['model']['spec']))}",
+        f"B {escape(str(report.b['model']['spec']))}",
         "B/A",
         title=f"X: {report.statistic} over samples",
         title_justify="left",
@@ -93,9 +93,12 @@ def layer_tables(report: CompareReport) -> list[Table]:
 
 
 def render(out: Console, report: CompareReport) -> None:
-    for side, r in (("A", report.a), ("B", report.b)):
+    for side, r, data in zip("AB", report.spectra, (report.a, report.b), strict=True):
         out.print(f"[bold]{side}[/] ", end="")
-        header(out, r.model, r.inputs)
+        if r is not None:
+            header(out, r.model, r.inputs)
+        else:  # a saved report: its model's name
+            out.print(escape(str(data["model"]["spec"])))
     out.print(embedding_table(report))
     for table in layer_tables(report):
         out.print(table)

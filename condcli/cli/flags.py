@@ -24,6 +24,9 @@ _FLAGS: dict[str, str] = {
     "lambdas": "--lambdas",
     "target_kappa": "--target-kappa",
     # check and compare
+    "model_a": "MODEL_A",
+    "model_b": "MODEL_B",
+    "checkpoint_a": "--checkpoint-a",
     "config": "--config",
     "baseline": "--baseline",
     "junit": "--junit",

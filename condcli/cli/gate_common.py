@@ -1,13 +1,19 @@
-"""What ``condcli check`` and ``condcli compare`` share: the --statistic option and warnings on stderr."""
+"""What ``condcli check`` and ``condcli compare`` share: the --statistic option, warnings on stderr, and
+check's --out folder."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+if TYPE_CHECKING:
+    from condcli.cli.output import OutputDir
+    from condcli.outpaths import Inputs
 
 # ruff: noqa: UP045  (typer reads Optional[...] at run time on Python 3.10)
 
@@ -26,3 +32,20 @@ def warn(lines: Iterable[str]) -> None:
     err = Console(stderr=True, soft_wrap=True)
     for line in lines:
         err.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
+
+
+def out_dir(out: Path, read: Inputs, junit: Path | None) -> OutputDir:
+    """check's --out folder, checked before any work: never over what the run reads, nor the --junit file."""
+    from condcli.cli.output import REPORT_FILES, OutputDir
+    from condcli.errors import UsageError
+    from condcli.outpaths import clash, shown
+
+    target = OutputDir(out, REPORT_FILES, read)
+    if junit is not None:
+        for name in target.names:
+            if clash(out / name, [("--junit", junit)]):
+                raise UsageError(
+                    f"--junit {shown(junit)} is {name} of --out {shown(out)}",
+                    "give --junit a path outside --out, or another name",
+                )
+    return target

@@ -1,5 +1,22 @@
-"""The CI gate: ``condcli check`` rules, baselines, JUnit, and ``condcli compare``.
+"""The CI gate as a library: :func:`check` a model (or a saved report) on limits and a baseline, and
+:func:`compare` two; ``condcli check`` and ``condcli compare`` parse, call these and render.
 
-Everything here reads report dicts (a spectrum report's SPEC §7 JSON, as ``to_json`` gives it) and returns
-typed results; nothing runs a model, prints, or imports typer/rich.
+The rules, baselines, JUnit and the comparison read report dicts (a spectrum report's JSON, as ``to_json``
+gives it) and return typed results; :func:`check` and :func:`compare` run the analysis first where given a
+model. Nothing here prints or imports typer/rich.
 """
+
+from condcli.gate.checking import CheckPlan, check, plan_check
+from condcli.gate.comparing import ComparePlan, compare, plan_compare
+from condcli.gate.report import CheckReport, CompareReport
+
+__all__ = [
+    "CheckPlan",
+    "CheckReport",
+    "ComparePlan",
+    "CompareReport",
+    "check",
+    "compare",
+    "plan_check",
+    "plan_compare",
+]

@@ -43,7 +43,7 @@ CONTEXT: tuple[tuple[str, str], ...] = (
 
 @dataclass(frozen=True)
 class Baseline:
-    path: Path
+    path: Path | None  # None: given as a report dict, not read from a file
     report: dict[str, Any]
     metrics: dict[str, Metric]
 
@@ -56,6 +56,11 @@ class Baseline:
         tool = self.report.get("tool")
         version = tool.get("version") if isinstance(tool, Mapping) else None
         return version if isinstance(version, str) else None
+
+    @property
+    def source(self) -> str:
+        """Where its limits come from, as a check result's ``source`` says."""
+        return "the baseline given" if self.path is None else str(self.path)
 
     def layer_indices(self) -> list[int]:
         """The layers the baseline has metrics for, in order."""
@@ -78,34 +83,47 @@ def load_baseline(path: Path, statistic: Statistic) -> Baseline:
         raise UsageError(f"{where}: no such file", MAKE_ONE)
     if not is_file:
         raise UsageError(f"{where} is not a file", MAKE_ONE)
-    data = read_json(path, where, MAKE_ONE)
+    return baseline_of(read_json(path, where, MAKE_ONE), statistic, where, path)
+
+
+def spectrum_report(data: Any, where: str, what: str = "baseline") -> dict[str, Any]:
+    """``data`` if it is a spectrum (or check) report of this condcli's schema (:class:`InputError` naming
+    ``where`` otherwise); ``what`` it serves as: a baseline, or a report to check."""
+    hint = f"make one with: condcli spectrum --json > {what}.json"
     if not isinstance(data, dict):
-        raise InputError(f"{where} is not a condcli report (not a JSON object)", MAKE_ONE)
+        raise InputError(f"{where} is not a condcli report (not a JSON object)", hint)
     version = data.get("schema_version")
     if version is None:
-        raise InputError(f"{where} has no schema_version: not a condcli report", MAKE_ONE)
+        raise InputError(f"{where} has no schema_version: not a condcli report", hint)
     if version != SCHEMA_VERSION:
         raise InputError(
             f"{where} has schema_version {version!r}; this condcli reads {SCHEMA_VERSION}",
-            "make the baseline again with this condcli: condcli spectrum --json > baseline.json",
+            f"make the {what} again with this condcli: condcli spectrum --json > {what}.json",
         )
     command = data.get("command")
     if command not in ("spectrum", "check"):
-        raise InputError(
-            f"{where} is a {command!r} report; a baseline is a spectrum (or check) report", MAKE_ONE
-        )
+        raise InputError(f"{where} is a {command!r} report; a {what} is a spectrum (or check) report", hint)
+    return data
+
+
+def baseline_of(
+    data: Any, statistic: Statistic, where: str = "`baseline`", path: Path | None = None
+) -> Baseline:
+    """A baseline from a report's JSON (read from ``path``, or given as a dict), validated: its shape and
+    each compared value within what the metric can be."""
+    report = spectrum_report(data, where)
     try:
-        model = section(data, "model")
+        model = section(report, "model")
         if not isinstance(model.get("spec"), str):
             raise ReportShapeError("model.spec", "is missing or not a string")
-        metrics = extract_metrics(data, statistic)
+        metrics = extract_metrics(report, statistic)
     except ReportShapeError as e:
         raise InputError(f"{where}: {e.path} {e.problem}", MAKE_ONE) from None
     for metric in metrics.values():
         problem = metric.out_of_range()
         if problem is not None:
             raise InputError(f"{where}: {metric.path} {problem}", MAKE_ONE)
-    return Baseline(path, data, metrics)
+    return Baseline(path, report, metrics)
 
 
 def _get(report: Mapping[str, Any], dotted: str) -> Any:

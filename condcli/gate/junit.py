@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from condcli.gate.report import CheckResult, fmt, fmt_pair
+from condcli.gate.report import CheckReport, CheckResult, fmt, fmt_pair
 from condcli.outpaths import Inputs, check_file_target, shown, write_file
 
 
@@ -97,6 +97,24 @@ def junit_xml(
         _suite(root, "condcli baseline", metrics, properties, 0.0, timestamp)
     ET.indent(root)
     return bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True)) + b"\n"
+
+
+def check_junit(report: CheckReport) -> bytes:
+    """The JUnit document of a check, with the run's context as the suites' properties."""
+
+    def get(part: str, key: str) -> str:
+        found = report.data.get(part)
+        return str(found.get(key, "")) if isinstance(found, Mapping) else ""
+
+    properties = {
+        "model": get("model", "spec"),
+        "condcli": get("tool", "version"),
+        "torch": get("tool", "torch"),
+        "dtype": get("settings", "dtype"),
+        "device": get("settings", "device"),
+        "statistic": report.statistic,
+    }
+    return junit_xml(report.checks, properties, report.elapsed_s or 0.0, report.started or "")
 
 
 def write_junit(path: Path, document: bytes) -> None:

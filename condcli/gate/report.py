@@ -7,30 +7,19 @@ A compare report holds the two spectrum reports under ``a`` and ``b`` and the ma
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from condcli.gate.metrics import stable_label
 from condcli.numbers import WARN, num
+from condcli.numbers import fmt_pair as fmt_pair  # the tables, the gate and the page print pairs alike
 from condcli.report import SpectrumReport, envelope
 from condcli.spectra import json_float
 
 fmt = num  # significant digits; inf stays "inf"; None is a dash (the one formatter, condcli.numbers)
-
-
-def fmt_pair(value: float, limit: float) -> tuple[str, str]:
-    """(value, limit) printed so that they never look equal unless they are: 3 significant digits for the
-    value and up to 6 for the limit (a number a person typed) where that tells them apart, else both
-    with the first number of digits at which they differ."""
-    if value == limit:
-        return fmt(value, 6), fmt(limit, 6)
-    if fmt(value, 3) != fmt(limit, 3):
-        return fmt(value, 3), fmt(limit, 6)
-    for digits in range(4, 18):
-        if fmt(value, digits) != fmt(limit, digits):
-            return fmt(value, digits), fmt(limit, digits)
-    return repr(value), repr(limit)
 
 
 def uncertainty_note(rel: float | None) -> str:
@@ -113,7 +102,7 @@ class CheckResult:
 class BaselineSummary:
     """The baseline a check compared against."""
 
-    path: str
+    path: str | None  # None: given as a report dict
     model: str  # the baseline's model spec
     version: str | None  # condcli that made it
     tolerance: float
@@ -133,16 +122,33 @@ class BaselineSummary:
         }
 
 
+CHECK_KEYS = ("statistic", "config_file", "checks", "passed", "baseline", "warnings")  # what a check adds
+
+
+def analysis_of(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The spectrum report a report holds: a spectrum report itself, or a check report less what the check
+    added (so that a saved check report can be checked again)."""
+    data = copy.deepcopy(dict(report))
+    if data.get("command") == "check":
+        data["command"] = "spectrum"
+        for key in CHECK_KEYS:
+            data.pop(key, None)
+    return data
+
+
 @dataclass(frozen=True)
 class CheckReport:
-    """What ``condcli check`` found."""
+    """What ``condcli check`` found: the analysis (its JSON) and each rule's and baseline metric's result."""
 
-    spectrum: SpectrumReport
+    data: dict[str, Any]  # the spectrum report checked (a fresh analysis's to_json, or a saved one)
     statistic: str
     checks: tuple[CheckResult, ...]
     baseline: BaselineSummary | None
     warnings: tuple[str, ...]
     config_file: str | None
+    spectrum: SpectrumReport | None = None  # the analysis run for this check (None: a saved report)
+    started: str | None = None  # when the analysis started (UTC, ISO 8601; None: a saved report)
+    elapsed_s: float | None = None  # how long it ran
 
     @property
     def passed(self) -> bool:
@@ -157,7 +163,7 @@ class CheckReport:
         return tuple(c for c in self.checks if c.rule == "baseline")
 
     def to_json(self) -> dict[str, Any]:
-        data = self.spectrum.to_json()
+        data = copy.deepcopy(self.data)
         data["command"] = "check"  # same position as in every report (the envelope's third key)
         data.update(
             {
@@ -216,20 +222,21 @@ class CompareRow:
 
 @dataclass(frozen=True)
 class CompareReport:
-    """What ``condcli compare`` found: both analyses and the metrics both have, side by side."""
+    """What ``condcli compare`` found: both analyses (their JSON) and the metrics both have, side by side."""
 
-    a: SpectrumReport
-    b: SpectrumReport
+    a: dict[str, Any]  # A's spectrum report (a fresh analysis's to_json, or a saved one)
+    b: dict[str, Any]
     statistic: str
     rows: tuple[CompareRow, ...]
     warnings: tuple[str, ...]
+    spectra: tuple[SpectrumReport | None, SpectrumReport | None] = (None, None)  # the analyses run here
 
     def to_json(self) -> dict[str, Any]:
         return {
             **envelope("compare"),
             "statistic": self.statistic,
-            "a": self.a.to_json(),
-            "b": self.b.to_json(),
+            "a": copy.deepcopy(self.a),
+            "b": copy.deepcopy(self.b),
             "metrics": [r.to_json() for r in self.rows],
             "warnings": list(self.warnings),
         }

@@ -17,6 +17,7 @@ least that); a floor at or below a maximum cannot pass either, since the true va
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,20 @@ def seen_key(builtin: Conditioning | None, lam: float) -> str | None:
     if builtin.mode == "correction":
         return "kappa_corrected"
     return "kappa_conditioned" if builtin.lam == lam else None
+
+
+def seen_key_of(report: Mapping[str, Any]) -> str | None:
+    """:func:`seen_key` of a saved report, read from what it records: the model's own conditioning at X
+    (``embedding.model_conditioning``, as :meth:`Conditioning.describe` wrote it) and the run's λ."""
+    own = section(report, "embedding").get("model_conditioning")
+    if own is None:
+        return "kappa"
+    if own == Conditioning(1.0, "correction").describe():
+        return "kappa_corrected"
+    lam = section(report, "settings").get("lambda")
+    if not isinstance(lam, int | float) or isinstance(lam, bool) or not math.isfinite(lam):
+        return None
+    return "kappa_conditioned" if own == Conditioning(float(lam), "shift").describe() else None
 
 
 def _precision(inf: int, below: int, n: int, dtype: str, what: str, where: str = "") -> list[str]:

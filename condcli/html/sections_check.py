@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from condcli.gate.report import fmt_pair
 from condcli.html.numbers import WARN, num, to_float
 from condcli.html.section import Report, Section, guarded
 from condcli.html.tables import Cell, key_values, number, table
+from condcli.numbers import fmt_pair
 
 
 def _checks(report: Report) -> list[Mapping[str, Any]]:

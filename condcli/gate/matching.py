@@ -1,4 +1,4 @@
-"""``condcli compare``: the metrics of two spectrum reports side by side, with B/A ratios.
+"""The metrics of two spectrum reports matched side by side, with B/A ratios (what ``compare`` shows).
 
 Layers are matched by index (their names may differ between families). Each model sees the inputs
 through its own preprocessing; where that makes the inputs differ (an image model against a text model,

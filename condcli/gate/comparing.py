@@ -1,0 +1,154 @@
+"""``compare`` as a library call: the same analysis of two models (or saved reports), side by side with B/A
+ratios — no Typer.
+
+    from condcli import gate
+    report = gate.compare("vit-plain", "vit-conditioned", max_samples=2)
+    [(row.key, row.ratio) for row in report.rows], report.to_json()
+
+:func:`plan_compare` resolves the two sides and says what the runs read (``reads``); :meth:`ComparePlan.run`
+analyses each model in turn (one in memory at a time). Errors name the parameters (`model_a`,
+`checkpoint_a`); the CLI shows its arguments and flags.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from condcli.analysis.runs import Inputs, RunOptions, Watch, setup_run
+from condcli.errors import InputError, UsageError
+from condcli.gate.checking import Report, saved_analysis
+from condcli.gate.config import DEFAULT_STATISTIC, check_statistic
+from condcli.gate.metrics import ReportShapeError, Statistic, extract_metrics
+from condcli.gate.report import CompareReport
+
+Side = RunOptions | dict[str, Any]  # a model to analyse, or a saved report's analysis
+
+
+def _sides(
+    run: RunOptions, first: str | Report | None, second: str | Report | None, checkpoint_a: Path | None
+) -> list[Side]:
+    """A and B: ``model_a model_b``, or ``model_b`` alone against ``[tool.condcli] model`` (else the
+    shipped sample ViT); ``checkpoint_a`` is A's, ``checkpoint`` B's; ``model_args`` go to each side that
+    is a file.py:factory. A saved report is taken as it is."""
+    from condcli.project_config import resolve_model
+    from condcli.sources_factory import parse_factory
+
+    a, b = (first, second) if second is not None else (None, first)
+    sides: list[Side] = [
+        saved_analysis(a, "model_a", {})
+        if isinstance(a, Mapping)
+        else replace(run, model=a, checkpoint=checkpoint_a),
+        saved_analysis(b, "model_b", {}) if isinstance(b, Mapping) else replace(run, model=b),
+    ]
+    runs = [side for side in sides if isinstance(side, RunOptions)]
+    config = Path.cwd() / "pyproject.toml"
+    names = [resolve_model(r.model, config)[0] for r in runs]
+    factories = [parse_factory(name) is not None for name in names]
+    if run.model_args and any(factories):  # model_args go to the factory side(s)
+        fixed = iter(r if f else replace(r, model_args=None) for r, f in zip(runs, factories, strict=True))
+        sides = [next(fixed) if isinstance(side, RunOptions) else side for side in sides]
+    if len(runs) == 2 and names[0] == names[1] and runs[0].checkpoint == runs[1].checkpoint:
+        raise UsageError(
+            f"A and B are both {names[0]}"
+            + (f" with `checkpoint={run.checkpoint}`" if run.checkpoint else ""),
+            "give `model_a` `model_b`, `model_b` alone to compare it with [tool.condcli] model, or two "
+            "checkpoints of one model with `checkpoint_a=FILE` `checkpoint=FILE`",
+        )
+    return sides
+
+
+@dataclass(frozen=True)
+class ComparePlan:
+    """A comparison with both sides resolved; :meth:`run` does the work."""
+
+    sides: tuple[Side, Side]  # A, B
+    statistic: Statistic
+    layers: list[int] | None  # None: every layer
+    conditioned: bool  # also each plain model's conditioned forward
+    reads: Inputs  # what the runs read: no output may overwrite one of them (:mod:`condcli.outpaths`)
+
+    def run(self, watch: Watch | None = None) -> CompareReport:
+        """Analyse each model side in turn (``watch``: a progress bar, notes) and match the metrics."""
+        from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
+        from condcli.gate.matching import compare_reports
+        from condcli.gate.rules import seen_key, seen_key_of
+
+        found: list[tuple[dict[str, Any], Any, str | None]] = []  # (JSON, SpectrumReport or None, seen key)
+        for label, side in zip("AB", self.sides, strict=True):
+            if not isinstance(side, RunOptions):
+                found.append((side, None, seen_key_of(side)))
+                continue
+            setup = setup_run(side, watch=watch)
+            seen = seen_key(setup.loaded.adapter.builtin, setup.lam)
+            options = SpectrumOptions(
+                lam=setup.lam, layers=self.layers, conditioned=self.conditioned, seed=side.seed
+            )
+            spectrum = setup.analyse(f"compare {label}", analyse_spectrum, options)
+            found.append((spectrum.to_json(), spectrum, seen))
+            del setup
+            gc.collect()  # one model in memory at a time
+        (a, spectrum_a, seen_a), (b, spectrum_b, seen_b) = found
+        rows, warnings = compare_reports(a, b, self.statistic, seen_a, seen_b)
+        return CompareReport(a, b, self.statistic, tuple(rows), tuple(warnings), (spectrum_a, spectrum_b))
+
+
+def plan_compare(
+    model_a: str | Report | None = None,
+    model_b: str | Report | None = None,
+    *,
+    run: RunOptions | None = None,
+    checkpoint_a: Path | None = None,
+    statistic: str | None = None,
+    conditioned: bool = False,
+    **options: Any,
+) -> ComparePlan:
+    """What :func:`compare` will do, checked before any work (see there)."""
+    if run is not None and options:
+        raise UsageError(f"`{next(iter(options))}` was given beside a RunOptions", "set it in the RunOptions")
+    base = run if run is not None else RunOptions(**options)
+    stat = check_statistic(statistic, "`statistic`") if statistic is not None else DEFAULT_STATISTIC
+    chosen = base.layer_choice()
+    sides = _sides(base, model_a, model_b, checkpoint_a)
+    if options and not any(isinstance(side, RunOptions) for side in sides):
+        raise UsageError(
+            f"`{next(iter(options))}` is an option of a run, and both sides are saved reports", "drop it"
+        )
+    for side, param in zip(sides, ("model_a", "model_b"), strict=True):
+        if not isinstance(side, RunOptions):
+            try:
+                extract_metrics(side, stat)
+            except ReportShapeError as e:
+                raise InputError(
+                    f"`{param}`: {e.path} {e.problem}", "make one with: condcli spectrum --json > report.json"
+                ) from None
+    reads = [found for side in sides if isinstance(side, RunOptions) for found in side.input_paths()]
+    return ComparePlan((sides[0], sides[1]), stat, chosen, conditioned, reads)
+
+
+def compare(
+    model_a: str | Report | None = None,
+    model_b: str | Report | None = None,
+    *,
+    checkpoint_a: Path | None = None,
+    statistic: str | None = None,
+    conditioned: bool = False,
+    watch: Watch | None = None,
+    **options: Any,
+) -> CompareReport:
+    """Compare ``model_b`` with ``model_a`` (ratios are B/A): each anything ``condcli compare`` takes as a
+    MODEL, or a saved report's JSON; ``model_b`` alone is compared with [tool.condcli] model (else the
+    shipped sample ViT). ``checkpoint_a``: A's state dict (``checkpoint`` is B's), e.g. two checkpoints of
+    one model. ``statistic``: median (default), mean or max over samples. ``conditioned``: also each plain
+    model's conditioned forward. ``options``: the runs' (``max_samples=2``, ``lam``, ``layers``, … the fields
+    of :class:`~condcli.analysis.runs.RunOptions`).
+
+    The report is what ``condcli compare --json`` prints (:meth:`CompareReport.to_json`).
+    """
+    plan = plan_compare(
+        model_a, model_b, checkpoint_a=checkpoint_a, statistic=statistic, conditioned=conditioned, **options
+    )
+    return plan.run(watch)
