@@ -29,9 +29,11 @@ from tests.families import (
 )
 from tests.toy_models import FactorizedAttention, ToyModel
 from tests.toy_readings import (
+    BroadcastScoresAttention,
     EinsumAttention,
     ToyParameters,
     ToyProjections,
+    broadcast_scores,
     conv1d,
     conv2d,
     einsum,
@@ -103,7 +105,7 @@ def named_sites(m: Any) -> list[Site]:
 def einsum_sites(m: Any) -> list[Site]:
     sites = []
     for a in (b.attn for b in m.layers):
-        assert isinstance(a, EinsumAttention)
+        assert isinstance(a, EinsumAttention | BroadcastScoresAttention)
         sites.append(linears(a, None, a.q, a.k, a.v, probs=softmax_probs))
     return sites
 
@@ -153,5 +155,6 @@ CASES: dict[str, dict[str, Case]] = {
         "parameters_x_at_w": Case(parameters, images, parameter_sites, toy_layers),
         "parameters_f_linear": Case(parameters_linear, images, parameter_sites, toy_layers),
         "einsum_scores": Case(einsum, images, einsum_sites, toy_layers),
+        "scores_by_broadcast_p_recomputed": Case(broadcast_scores, images, einsum_sites, toy_layers),
     },
 }

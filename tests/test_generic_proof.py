@@ -17,7 +17,8 @@ from click.testing import Result
 
 from condcli.adapters import adapter_for
 from condcli.adapters import generic_heads as gh
-from condcli.adapters.generic_verify import matches, prove, tolerance
+from condcli.adapters.generic_match import matches, probs_match, tolerance
+from condcli.adapters.generic_verify import prove
 from condcli.analysis.proof import prove_first_batch
 from condcli.errors import InputError
 from condcli.inputs import Batch
@@ -170,3 +171,18 @@ def test_a_reading_the_model_proves_in_place_of_the_first_try_is_used_and_said(b
     assert any("another reading of the same weights" in n for n in notes), notes
     for first, proven_spec in zip(adapter.layers, done.layers, strict=True):
         assert not torch.equal(first.weights().wq, proven_spec.weights().wq)
+
+
+def test_p_recomputed_from_q_and_k_proves_them_and_a_bias_does_not() -> None:
+    """softmax(s·q kᵀ + causal mask) is told from q, k (any s > 0); a bias or q and k swapped is not."""
+    import torch
+
+    g = torch.Generator().manual_seed(3)
+    q, k = (torch.randn(2, 1, 3, 6, 4, generator=g, dtype=torch.float64) for _ in range(2))
+    mask = torch.full((6, 6), float("-inf")).triu(1)
+    p = (0.5 * q @ k.transpose(-1, -2) + mask).softmax(-1).float()
+    tol = tolerance(torch.float32)
+    assert probs_match(p, q, k, tol)
+    assert not probs_match(p, k, q, tol)
+    biased = (0.5 * q @ k.transpose(-1, -2) + torch.randn(6, 6, generator=g) + mask).softmax(-1)
+    assert not probs_match(biased, q, k, tol)

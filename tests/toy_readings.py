@@ -73,6 +73,22 @@ class EinsumAttention(nn.Module):
         return out.flatten(2)
 
 
+class BroadcastScoresAttention(nn.Module):
+    """Separate q, k, v whose scores are a broadcast product summed over d_h (no product to watch): q and k
+    are proven by P recomputed from them."""
+
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.num_heads = heads
+        self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = (heads_of(m(x), self.num_heads) for m in (self.q, self.k, self.v))
+        logits = (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(-1) / math.sqrt(q.shape[-1])  # (B, H, N, N)
+        out = logits.softmax(-1) @ v
+        return out.transpose(1, 2).flatten(2)
+
+
 class ToyProjections(nn.Module):
     """Separate q, k, v maps under the given names, multi-head softmax attention, no output projection.
 
@@ -179,3 +195,7 @@ def per_head_fused() -> ToyModel:
 
 def einsum() -> ToyModel:
     return with_attention(EinsumAttention)
+
+
+def broadcast_scores() -> ToyModel:
+    return with_attention(BroadcastScoresAttention)

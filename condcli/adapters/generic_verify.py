@@ -14,7 +14,9 @@ float64, from the layer's own :class:`~condcli.adapters.base.HeadWeights`), afte
 - in the module's own token order, else as a set of rows (attentions that regroup tokens inside their call);
 - where the model rotates or normalises q and k row by row in a way the path does not reproduce, q and k
   are proven by their row directions or, where those vary enough to tell rows apart, their row norms;
-- queries taken from some of A_l's tokens only (a class token, subsampled tokens) as a subset of the rows.
+- queries taken from some of A_l's tokens only (a class token, subsampled tokens) as a subset of the rows;
+- where q and k meet in no product the watch sees, by P: the softmax the call computed must be
+  softmax(s·q kᵀ + mask) of the inferred q and k (:func:`~condcli.adapters.generic_match.probs_match`).
 
 A layer is verified where q, k and v are all proven; refused where the reading is contradicted (an inferred
 role equals what the model uses as another role, or a fused projection's split matches nothing the
@@ -35,6 +37,7 @@ from torch import nn
 from condcli.adapters.base import Adapter, HeadWeights, LayerSpec
 from condcli.adapters.generic_attn import read
 from condcli.adapters.generic_heads import PARAMS
+from condcli.adapters.generic_match import matches, probs_match, subset, tolerance
 from condcli.adapters.generic_watch import ROLES as WATCH_ROLES
 from condcli.adapters.generic_watch import Watch
 
@@ -59,63 +62,6 @@ class Proof:
     @property
     def verified(self) -> bool:
         return not self.contradicted and all(r in self.proven for r in ROLES)
-
-
-def tolerance(dtype: torch.dtype) -> float:
-    """Relative residual allowed between an inferred and an observed tensor computed in ``dtype``."""
-    return float(torch.finfo(dtype).eps) ** 0.5 if dtype.is_floating_point else 1e-6
-
-
-def _fit(observed: Tensor, inferred: Tensor, tol: float) -> bool:
-    """observed ≈ s·inferred for one s > 0 (float64), relative residual ≤ tol."""
-    o, x = observed.reshape(-1).to(torch.float64), inferred.reshape(-1).to(torch.float64)
-    xx = float(x @ x)
-    on = float(o.norm())
-    if xx == 0.0 or on == 0.0 or not torch.isfinite(o).all():
-        return False
-    s = float(o @ x) / xx
-    return s > 0 and float((o - s * x).norm()) <= tol * on
-
-
-def _rows(t: Tensor) -> Tensor:
-    """(..., d_h) → its rows in a canonical order: sorted by a fixed projection (order-free comparison)."""
-    m = t.reshape(-1, t.shape[-1]).to(torch.float64)
-    g = torch.Generator().manual_seed(0)
-    key = m @ torch.randn(m.shape[-1], generator=g, dtype=torch.float64).to(m.device)
-    rows: Tensor = m[key.argsort()]
-    return rows
-
-
-def _unit(t: Tensor) -> Tensor:
-    """Each row (last axis) scaled to unit norm, float64 (zero rows stay zero)."""
-    t = t.to(torch.float64)
-    unit: Tensor = t / t.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
-    return unit
-
-
-def matches(observed: Tensor, inferred: Tensor, tol: float, per_row: bool = False) -> str | None:
-    """How ``observed`` (the module's tensor, (..., n, d_h)) equals ``inferred`` (B, G, H, n, d_h): "exactly"
-    (same order), "as rows" (the same rows in another order); with ``per_row`` (q and k, which a model
-    may normalise or rotate row by row) "by row directions" or "by row norms"; None where it does not."""
-    if observed.shape[-1] != inferred.shape[-1] or observed.numel() != inferred.numel():
-        return None
-    if not per_row:
-        if observed.shape[-2] == inferred.shape[-2] and _fit(observed.reshape(inferred.shape), inferred, tol):
-            return "exactly"
-        if _fit(_rows(observed), _rows(inferred), tol):
-            return "as rows"
-        return None
-    if observed.shape[-2] == inferred.shape[-2]:  # rows normalised (cosine attention: Swin V2, q/k norms)
-        if _fit(_unit(observed.reshape(inferred.shape)), _unit(inferred), tol):
-            return "by row directions"
-    # row norms, in the module's own order only, and only where they say something: rows of nearly equal
-    # norm (q/k norms, LayerNorm'd heads) would match any other such rows
-    if observed.shape[-2] != inferred.shape[-2]:
-        return None
-    on = observed.reshape(inferred.shape).to(torch.float64).norm(dim=-1)
-    xn = inferred.to(torch.float64).norm(dim=-1)
-    spread = float(xn.std() / xn.mean()) if xn.numel() > 1 and float(xn.mean()) > 0 else 0.0
-    return "by row norms" if spread >= 10 * tol and _fit(on, xn, tol) else None
 
 
 def _norms(attn: nn.Module) -> dict[str, nn.Module]:
@@ -184,9 +130,13 @@ def judge(site: Site, a: Tensor, watch: Watch) -> Proof:
         if how is None and role in ("q", "k"):
             how = _found(watch.seen[role], mine[role], tol, per_row=True)
         if how is None and role in site.elsewhere:  # queries of the class token or subsampled tokens
-            how = next((h for t in watch.seen[role] for x in mine[role] if (h := _subset(t, x, tol))), None)
+            how = next((h for t in watch.seen[role] for x in mine[role] if (h := subset(t, x, tol))), None)
         if how is not None:
             proof.proven[role] = how
+    if watch.probs is not None and not {"q", "k"} <= proof.proven.keys():  # P recomputed from q and k
+        if any(probs_match(watch.probs, ours["q"], k, tol) for k in mine["k"]):
+            for role in ("q", "k"):
+                proof.proven.setdefault(role, "by P recomputed")
     for role in ROLES:  # a role proven nowhere but equal to what the call uses as another: a swap
         if role in proof.proven:
             continue
@@ -221,22 +171,6 @@ def judge_all(site: Site, a: Tensor, watch: Watch) -> Proof:
             other.chosen = alternative
             return other
     return proof
-
-
-def _subset(observed: Tensor, inferred: Tensor, tol: float) -> str | None:
-    """ "as a subset of rows" where every row of ``observed`` is a row of ``inferred`` (one positive scale
-    for all): the queries of a class token, or of tokens subsampled from A_l's."""
-    if observed.shape[-1] != inferred.shape[-1] or observed.numel() >= inferred.numel():
-        return None
-    o = observed.reshape(-1, observed.shape[-1]).to(torch.float64)
-    x = inferred.reshape(-1, inferred.shape[-1]).to(torch.float64)
-    g = torch.Generator().manual_seed(1)
-    r = torch.randn(x.shape[-1], generator=g, dtype=torch.float64).to(x.device)
-    keys, order = (_unit(x) @ r).sort()
-    at = torch.searchsorted(keys, (_unit(o) @ r).contiguous()).clamp(max=len(keys) - 1)
-    near = torch.stack((at, (at - 1).clamp(min=0)))  # the nearest key is one of the two neighbours
-    best = near.gather(0, ((_unit(o) @ r) - keys[near]).abs().argmin(0, keepdim=True))[0]
-    return "as a subset of rows" if _fit(o, x[order[best]], tol) else None
 
 
 def _found(seen: list[Tensor], mine: list[Tensor], tol: float, per_row: bool) -> str | None:

@@ -2,7 +2,8 @@
 
 The operands of its products (``@``/``matmul``, ``bmm``, ``baddbmm`` and two-operand ``einsum`` with one
 contracted index) and the arguments of ``F.scaled_dot_product_attention`` are recorded per role, oriented
-(..., n, d_h): q a left operand, k the transpose of a right one (Q·Kᵀ), v a right one (P·V). Every call is
+(..., n, d_h): q a left operand, k the transpose of a right one (Q·Kᵀ), v a right one (P·V); and the last
+softmax over the last axis, P. Every call is
 passed through unchanged: the model computes what it would. :mod:`condcli.adapters.generic_verify` compares
 them with the generic path's inferred projections.
 """
@@ -15,6 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
+
+from condcli.adapters.softmax_tap import SOFTMAXES
 
 Tensor = torch.Tensor
 ROLES = ("q", "k", "v")
@@ -32,6 +35,7 @@ class Watch(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self.seen: dict[str, list[Tensor]] = {r: [] for r in ROLES}
+        self.probs: Tensor | None = None  # the last softmax over the last axis of a ≥ 3-D tensor: P
 
     def __torch_function__(
         self, func: Callable[..., Any], types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
@@ -49,7 +53,12 @@ class Watch(TorchFunctionMode):
             for role, t in zip(ROLES, got, strict=True):
                 if isinstance(t, Tensor) and t.ndim >= 3:
                     self.seen[role].append(t.detach())
-        return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        if func in SOFTMAXES and isinstance(out, Tensor) and out.ndim >= 3:
+            dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+            if isinstance(dim, int) and dim % out.ndim == out.ndim - 1:
+                self.probs = out.detach()
+        return out
 
     def _product(self, a: Any, b: Any) -> None:
         if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a.ndim >= 3 and b.ndim >= 3):
