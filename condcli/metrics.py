@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-Scope = Literal["embedding", "forward", "weight"]
+Scope = Literal["embedding", "forward", "weight", "head"]
 MIXING_FLAG = "mixing"  # the below-precision flag of the mixing matrix M
 Worse = Literal["higher", "lower"]
 
@@ -40,6 +40,9 @@ class MetricDef:
     needs_mixing: bool = False  # computed from the mixing matrix M: absent where a layer mixes with P itself
     flag_mixing: bool = False  # where a layer mixes with M ≠ P, qualified by M's flag, not P's (μ(A))
     headline: bool = False  # one of the few per-layer numbers shown where space is short (track, monitor)
+    needs_rotation: bool = (
+        False  # only where the model rotates q and k (RoPE): absent from the JSON elsewhere
+    )
     log_scale: bool = True  # plotted on a log axis (condition numbers); False: linear (an entropy in [0, 1])
 
     @property
@@ -216,6 +219,77 @@ FORWARD: tuple[MetricDef, ...] = (
     ),
 )
 
+# Per head, in the JSON's order (layers[i].heads_detail[h].<key>) and the per-head table's (``column``): with
+# ``--heads`` each layer reports these for every head, medians over samples (a max over the head's groups).
+HEAD: tuple[MetricDef, ...] = (
+    MetricDef(
+        "mu_la",
+        "μ(LA)",
+        "head",
+        "higher",
+        "κ(W_Q^h)κ(W_K^h)κ(W_V^h)κ(A_l)³ of this head (Proposition 4.2)",
+        flag="attn_input",
+        column="μ(LA)",
+    ),
+    MetricDef(
+        "kappa_la",
+        "κ(LA) actual",
+        "head",
+        "higher",
+        "κ(LA(A_l)) = κ(A_l W_Q^h W_K^hᵀ A_lᵀ A_l W_V^h) as the model computes it (q, k rotated where it "
+        "rotates)",
+        column="κ(LA) actual",
+    ),
+    MetricDef(
+        "mu_a",
+        "μ(A)",
+        "head",
+        "higher",
+        "κ(P)κ(A_l)κ(W_V^h) of this head (κ(M) in place of κ(P) where the layer mixes with M ≠ P)",
+        flag="probs",
+        column="μ(A)",
+        needs_probs=True,
+    ),
+    MetricDef(
+        "kappa_probs",
+        "κ(P)",
+        "head",
+        "higher",
+        "σ_1/σ_min(q,k) of this head's P, the worst group",
+        flag="probs",
+        column="κ(P)",
+        needs_probs=True,
+    ),
+    MetricDef(
+        "kappa_mixing",
+        "κ(M)",
+        "head",
+        "higher",
+        "σ_1/σ_min(q,k) of this head's mixing matrix M where it is not P, the worst group",
+        flag=MIXING_FLAG,
+        column="κ(M)",
+        needs_probs=True,
+        needs_mixing=True,
+    ),
+    MetricDef(
+        "attention_entropy",
+        "H(P)",
+        "head",
+        "lower",
+        "this head's normalised attention entropy (1 = uniform, 0 = one key)",
+        column="H(P)",
+        needs_probs=True,
+        log_scale=False,
+    ),
+    MetricDef(
+        "kappa_la_unrotated",
+        "κ(LA) unrotated",
+        "head",
+        "higher",
+        "κ(LA(A_l)) of the unrotated projections, the one μ(LA) bounds (models that rotate q and k only)",
+        needs_rotation=True,
+    ),
+)
 ALL: tuple[MetricDef, ...] = (*EMBEDDING, *WEIGHTS, *FORWARD)
 HEADLINE: tuple[MetricDef, ...] = tuple(m for m in FORWARD if m.headline)  # κ(X_l), μ(LA), H(P)
 GATES: dict[str, MetricDef] = {m.gate: m for m in ALL if m.gate is not None}  # rule name → metric

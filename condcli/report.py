@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from condcli import __version__
-from condcli.metrics import FLAGS, FORWARD, MetricDef, flag_of
+from condcli.metrics import FLAGS, FORWARD, HEAD, MetricDef, flag_of
 from condcli.spectra import Aggregate, SpectrumBand, json_float
 
 SCHEMA_VERSION = 1
@@ -191,30 +191,32 @@ class ForwardStats:
         return out
 
 
+HEAD_KEYS = frozenset(m.key for m in HEAD)
+
+
 @dataclass(frozen=True)
 class HeadReport:
+    """One head's per-head metrics (:data:`condcli.metrics.HEAD`), medians etc. over samples: ``values`` by
+    registry key, None where the layer cannot have it (P not observed, no mixing matrix, no rotation)."""
+
     head: int
-    mu_la: Aggregate
-    kappa_la: Aggregate  # the actual κ(LA(A_l)) of this head as the model computes it (rotated q, k: RoPE)
-    mu_a: Aggregate | None
-    kappa_probs: Aggregate | None
-    attention_entropy: Aggregate | None = None  # None: P not observable
-    # where the model rotates q and k: κ(LA) of the unrotated projections, the one μ(LA) bounds
-    kappa_la_unrotated: Aggregate | None = None
-    kappa_mixing: Aggregate | None = None  # κ of the matrix mixing the tokens where it is not P; μ(A) uses it
+    values: Mapping[str, Aggregate | None]
+
+    def __getitem__(self, key: str) -> Aggregate | None:
+        return self.values.get(key)
+
+    def __getattr__(self, key: str) -> Aggregate | None:
+        """A metric by its registry key as an attribute (``head.mu_la``), as in a notebook."""
+        if key in HEAD_KEYS:
+            return self.values.get(key)
+        raise AttributeError(f"{type(self).__name__} has no metric {key!r}")
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "head": self.head,
-            "mu_la": self.mu_la.to_json(),
-            "kappa_la": self.kappa_la.to_json(),
-            "mu_a": _agg(self.mu_a),
-            "kappa_probs": _agg(self.kappa_probs),
-            "kappa_mixing": _agg(self.kappa_mixing),
-            "attention_entropy": _agg(self.attention_entropy),
-        }
-        if self.kappa_la_unrotated is not None:
-            out["kappa_la_unrotated"] = self.kappa_la_unrotated.to_json()
+        out: dict[str, Any] = {"head": self.head}
+        for m in HEAD:
+            value = self.values.get(m.key)
+            if value is not None or not m.needs_rotation:
+                out[m.key] = _agg(value)
         return out
 
 

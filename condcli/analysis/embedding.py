@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -11,6 +12,7 @@ from condcli.analysis.persample import summarize_samples
 from condcli.errors import InternalError
 from condcli.report import EmbeddingReport
 from condcli.spectra import ScalarStream, SpectrumStream, corrected_kappa_from_sigma, shift, weyl_bound
+from condcli.spectra.aggregate import ShardOrder, check_fields
 
 
 class EmbeddingAccumulator:
@@ -64,6 +66,33 @@ class EmbeddingAccumulator:
         self.k = max(self.k, *(int(v.shape[-1]) for v in s.sigma))
         self.tokens = max(self.tokens, *(int(m.shape[0]) for m in mats))
         self.dim = int(mats[0].shape[-1])
+
+    # every field, and how :meth:`absorb_shards` merges it: a field added without a rule here fails loudly
+    STREAMS = ("kappa", "kappa_conditioned", "kappa_corrected", "sigma_max", "sigma_min", "rank", "weyl")
+    SPECTRA = ("spectrum", "spectrum_conditioned")
+    SETTINGS = ("lam", "keep_spectra")
+    _SCALARS = ("seen", "k", "tokens", "dim", "capture_dtype", "exact_lookup")
+
+    def export_shard(self) -> dict[str, Any]:
+        """This process's per-sample state, picklable (torchrun: :mod:`condcli.analysis.gather`)."""
+        check_fields(self, {*self.STREAMS, *self.SPECTRA, *self.SETTINGS, "below", *self._SCALARS})
+        return {
+            **{name: getattr(self, name).export_shard() for name in (*self.STREAMS, *self.SPECTRA)},
+            "below": list(self.below),
+            **{name: getattr(self, name) for name in self._SCALARS},
+        }
+
+    def absorb_shards(self, parts: Sequence[dict[str, Any]], order: ShardOrder) -> None:
+        """Every process's :meth:`export_shard`, in sample order."""
+        for name in (*self.STREAMS, *self.SPECTRA):
+            getattr(self, name).absorb_shards([p[name] for p in parts], order, f"embedding {name}")
+        self.below = order.positions([p["below"] for p in parts])
+        self.seen = sum(p["seen"] for p in parts)
+        self.k = max(p["k"] for p in parts)
+        self.tokens = max(p["tokens"] for p in parts)
+        self.dim = max(p["dim"] for p in parts)
+        self.capture_dtype = next((p["capture_dtype"] for p in parts if p["capture_dtype"]), "")
+        self.exact_lookup = all(p["exact_lookup"] for p in parts)
 
     def result(self, adapter: Adapter) -> EmbeddingReport:
         """The report section, labelled with where ``adapter`` takes X and the model's own conditioning."""

@@ -6,8 +6,8 @@ and μ is taken per group and head and then maximised, so μ(A) pairs each P wit
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import torch
 
@@ -16,7 +16,7 @@ from condcli.analysis import headmax
 from condcli.analysis.persample import head_chunks, summarize_heads, summarize_samples, trim
 from condcli.capture import LayerCapture
 from condcli.errors import InternalError
-from condcli.metrics import FLAGS, FORWARD, MIXING_FLAG
+from condcli.metrics import FLAGS, FORWARD, HEAD, MIXING_FLAG
 from condcli.report import ForwardStats, HeadReport, WeightKappas
 from condcli.spectra import (
     ScalarStream,
@@ -26,6 +26,7 @@ from condcli.spectra import (
     mu_softmax_attention,
     stable_rank_of_spectrum,
 )
+from condcli.spectra.aggregate import ShardOrder, check_fields
 from condcli.spectra.core import Method, gram_decides_floors
 from condcli.spectra.strategies import thread_map
 from condcli.spectra.uncertainty import max_rel, power_rel, product_rel
@@ -121,13 +122,9 @@ class ForwardAccumulator:
         # flagged metrics carry per-sample floor marks (SPEC §2): a κ below resolution is reported as σ_1/tol
         self.streams = {m.key: ScalarStream(floors=m.flag is not None) for m in FORWARD}
         H = len(kappas.wq_heads)
-        self.head_mu_la = [ScalarStream(floors=True) for _ in range(H)]
-        self.head_la = [ScalarStream() for _ in range(H)]  # as the model computes it (rotated, RoPE)
-        self.head_la_unrotated = [ScalarStream() for _ in range(H)]  # where it rotates: what μ(LA) bounds
-        self.head_mu_a = [ScalarStream(floors=True) for _ in range(H)]
-        self.head_p = [ScalarStream(floors=True) for _ in range(H)]
-        self.head_mixing = [ScalarStream(floors=True) for _ in range(H)]
-        self.head_entropy = [ScalarStream() for _ in range(H)]  # always kept: the report lists it per head
+        # per head metric of :data:`condcli.metrics.HEAD`, one stream per head (H(P) is always kept: the
+        # report lists each head's entropy even without ``--heads``)
+        self.heads = {m.key: [ScalarStream(floors=m.flag is not None) for _ in range(H)] for m in HEAD}
         self.below = {flag: 0 for flag in FLAGS}
 
     def add(self, layer: LayerCapture, lengths: torch.Tensor | None) -> None:
@@ -156,7 +153,7 @@ class ForwardAccumulator:
             probs = self._add_probs(p, layer.probs.dtype, (ka, sa.uncertainty), sa.below)
             entropy = torch.stack([_head_entropy(m, self.spec) for m in p]).cpu()  # (S, H)
             put["attention_entropy"].extend(entropy.amin(-1))
-            for h, stream in enumerate(self.head_entropy):
+            for h, stream in enumerate(self.heads["attention_entropy"]):
                 stream.extend(entropy[:, h])
         if self.per_head:
             self._add_heads(attn, (mu_la, a_floor, mu_la_rel), probs)
@@ -221,17 +218,18 @@ class ForwardAccumulator:
         plain = (
             torch.stack([self._kappa_la(a, None, w) for a in attn]).cpu() if rotation is not None else None
         )
-        for h in range(len(self.head_mu_la)):
-            self.head_mu_la[h].extend(mu_la[:, h], a_floor, mu_la_rel)
-            self.head_la[h].extend(la[:, h])
+        put = self.heads
+        for h in range(len(put["mu_la"])):
+            put["mu_la"][h].extend(mu_la[:, h], a_floor, mu_la_rel)
+            put["kappa_la"][h].extend(la[:, h])
             if plain is not None:
-                self.head_la_unrotated[h].extend(plain[:, h])
+                put["kappa_la_unrotated"][h].extend(plain[:, h])
             if probs is not None:
                 kp, mu_a, km, p_floor, mu_a_floor, m_floor, p_rel, mu_a_rel, m_rel = probs
-                self.head_p[h].extend(*_max_of(kp[:, :, h], p_floor[:, :, h], p_rel[:, :, h]))
+                put["kappa_probs"][h].extend(*_max_of(kp[:, :, h], p_floor[:, :, h], p_rel[:, :, h]))
                 if self.spec.mixing is not None:
-                    self.head_mixing[h].extend(*_max_of(km[:, :, h], m_floor[:, :, h], m_rel[:, :, h]))
-                self.head_mu_a[h].extend(*_max_of(mu_a[:, :, h], mu_a_floor[:, :, h], mu_a_rel[:, :, h]))
+                    put["kappa_mixing"][h].extend(*_max_of(km[:, :, h], m_floor[:, :, h], m_rel[:, :, h]))
+                put["mu_a"][h].extend(*_max_of(mu_a[:, :, h], mu_a_floor[:, :, h], mu_a_rel[:, :, h]))
 
     def _mixing(self, p: torch.Tensor) -> torch.Tensor:
         """One sample's M = mixing(P) (G, H, q, k), from P in float64."""
@@ -242,6 +240,25 @@ class ForwardAccumulator:
     def _kappa_la(self, a: torch.Tensor, rotation: Rotation | None, projections: Projections) -> torch.Tensor:
         """(H,) one sample's κ(LA) per head: the worst of its groups."""
         return condition_number(linear_attention(a, projections, rotation)).amax(0)
+
+    def export_shard(self) -> dict[str, Any]:
+        """This process's per-sample state, picklable (torchrun: :mod:`condcli.analysis.gather`)."""
+        check_fields(self, {"spec", "weights", "per_head", "kq", "kk", "kv", "streams", "below", "heads"})
+        return {
+            "streams": {k: s.export_shard() for k, s in self.streams.items()},
+            "below": dict(self.below),
+            "heads": {k: [s.export_shard() for s in per_head] for k, per_head in self.heads.items()},
+        }
+
+    def absorb_shards(self, parts: Sequence[dict[str, Any]], order: ShardOrder) -> None:
+        """Every process's :meth:`export_shard`, in sample order."""
+        name = f"layer {self.spec.index}"
+        for key, s in self.streams.items():
+            s.absorb_shards([p["streams"][key] for p in parts], order, f"{name} {key}")
+        for key, per_head in self.heads.items():
+            for h, s in enumerate(per_head):
+                s.absorb_shards([p["heads"][key][h] for p in parts], order, f"{name} {key}[{h}]")
+        self.below = {k: sum(p["below"][k] for p in parts) for k in self.below}
 
     @property
     def has_probs(self) -> bool:
@@ -267,24 +284,20 @@ class ForwardAccumulator:
         """Per head, the median over samples of H(P); None where P was not observed."""
         if not self.has_probs:
             return None
-        return tuple(s.result().median for s in self.head_entropy)
+        return tuple(s.result().median for s in self.heads["attention_entropy"])
 
     def head_reports(self) -> tuple[HeadReport, ...] | None:
         if not self.per_head:
             return None
-        has_p = self.has_probs
+        has = {
+            m.key: (self.has_probs or not m.needs_probs)
+            and (self.spec.mixing is not None or not m.needs_mixing)
+            and (self.spec.rotation is not None or not m.needs_rotation)
+            for m in HEAD
+        }
         return tuple(
-            HeadReport(
-                head=h,
-                mu_la=self.head_mu_la[h].result(),
-                kappa_la=self.head_la[h].result(),
-                mu_a=self.head_mu_a[h].result() if has_p else None,
-                kappa_probs=self.head_p[h].result() if has_p else None,
-                kappa_mixing=self.head_mixing[h].result() if has_p and self.spec.mixing is not None else None,
-                attention_entropy=self.head_entropy[h].result() if has_p else None,
-                kappa_la_unrotated=self.head_la_unrotated[h].result() if self.spec.rotation else None,
-            )
-            for h in range(len(self.head_mu_la))
+            HeadReport(h, {k: streams[h].result() if has[k] else None for k, streams in self.heads.items()})
+            for h in range(len(self.heads["mu_la"]))
         )
 
 

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.tables import header, median, stat
-from condcli.metrics import FORWARD, WEIGHTS, MetricDef, forward
+from condcli.metrics import FORWARD, HEAD, WEIGHTS, MetricDef
 from condcli.numbers import APPROX, WARN, num, supported_digits
 from condcli.report import LayerReport, SpectrumReport
 from condcli.spectra import Aggregate
@@ -80,35 +80,23 @@ def layer_table(report: SpectrumReport) -> Table:
 
 
 def heads_table(layer: LayerReport) -> Table:
-    mixing = any(h.kappa_mixing is not None for h in layer.heads_detail or ())
+    """Per head: the weight κ of its slices, then every per-head metric of the registry (:data:`HEAD`) that
+    has a column and that some head of this layer has (κ(M) only where the layer mixes with M ≠ P)."""
+    heads = layer.heads_detail or ()
+    cols = [m for m in HEAD if m.column is not None and (not m.needs_mixing or any(h[m.key] for h in heads))]
     table = Table(
         "head",
         "κ(W_Q^h)",
         "κ(W_K^h)",
         "κ(W_V^h)",
-        forward("mu_la").label,
-        "κ(LA) actual",
-        forward("mu_a").label,
-        forward("kappa_probs").label,
-        *([forward("kappa_mixing").label] if mixing else []),
-        forward("attention_entropy").label,
+        *(m.column or m.label for m in cols),
         title=escape(f"layer {layer.index} {layer.name}: per head (medians over samples)"),
         title_justify="left",
     )
     w = layer.weights
-    for h in layer.heads_detail or ():
-        table.add_row(
-            str(h.head),
-            num(w.wq_heads[h.head]),
-            num(w.wk_heads[h.head]),
-            num(w.wv_heads[h.head]),
-            median(h.mu_la),
-            median(h.kappa_la),
-            median(h.mu_a),
-            median(h.kappa_probs),
-            *([median(h.kappa_mixing)] if mixing else []),
-            median(h.attention_entropy),
-        )
+    for h in heads:
+        weights = (num(w.wq_heads[h.head]), num(w.wk_heads[h.head]), num(w.wv_heads[h.head]))
+        table.add_row(str(h.head), *weights, *(median(h[m.key]) for m in cols))
     return table
 
 
@@ -158,7 +146,7 @@ def _aggregates(report: SpectrumReport) -> Iterator[Aggregate]:
         for f in forwards:
             yield from (f[m.key] for m in FORWARD if f[m.key] is not None)  # type: ignore[misc]
         for h in layer.heads_detail or ():
-            yield from (a for a in (h.mu_la, h.mu_a, h.kappa_probs, h.kappa_mixing) if a is not None)
+            yield from (a for a in (h[m.key] for m in HEAD if m.flag is not None) if a is not None)
 
 
 def approximate(aggregates: Iterable[Aggregate]) -> bool:

@@ -25,7 +25,7 @@ from condcli.html.section import (
     notes_html,
 )
 from condcli.html.tables import Cell, agg_cell, footnotes_html, marks, number, table
-from condcli.metrics import EMBEDDING, FORWARD, WEIGHTS, MetricDef, flag_of, forward
+from condcli.metrics import EMBEDDING, FORWARD, HEAD, WEIGHTS, MetricDef, flag_of
 
 EMB = {m.key: m for m in EMBEDDING}
 
@@ -133,14 +133,7 @@ def layer_table(report: Report) -> str:
     return table(header, rows, "medians over samples; μ: max over heads", "table-layers")
 
 
-HEAD_COLS: tuple[tuple[str, str], ...] = (
-    ("mu_la", forward("mu_la").label),
-    ("kappa_la", "κ(LA) actual"),
-    ("mu_a", forward("mu_a").label),
-    ("kappa_probs", forward("kappa_probs").label),
-    ("kappa_mixing", forward("kappa_mixing").label),
-    ("attention_entropy", forward("attention_entropy").label),
-)
+HEAD_COLS: tuple[tuple[str, str], ...] = tuple((m.key, m.column) for m in HEAD if m.column is not None)
 
 
 def heads_block(layer: Mapping[str, Any]) -> tuple[str, list[str]]:

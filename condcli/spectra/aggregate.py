@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -32,6 +32,29 @@ def _floats(values: torch.Tensor | np.ndarray[Any, Any] | Sequence[float]) -> np
     if isinstance(values, torch.Tensor):
         values = values.detach().to("cpu", torch.float64).numpy()
     return np.asarray(values, dtype=np.float64).reshape(-1)
+
+
+def check_fields(obj: object, known: set[str]) -> None:
+    """Refuse to merge an accumulator across processes that holds a field its merge does not know: a field
+    added later is never silently left out of a torchrun report."""
+    extra = set(vars(obj)) - known
+    if extra:
+        raise InternalError(
+            f"{type(obj).__name__} has fields {sorted(extra)} that its export_shard does not merge",
+            "run in one process (without torchrun), and report it",
+        )
+
+
+class ShardOrder(Protocol):
+    """Where each process's samples go in the one stream (:class:`condcli.analysis.gather.Order`)."""
+
+    def rows(self, parts: Sequence[Sequence[Any]], what: str) -> list[Any]:
+        """Per-sample items of every process, in stream order."""
+        ...
+
+    def positions(self, parts: Sequence[Sequence[int]]) -> list[int]:
+        """Sample positions each process counted locally, as stream positions."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -222,6 +245,28 @@ class ScalarStream:
     def __len__(self) -> int:
         return sum(c.size for c in self._chunks)
 
+    def export_shard(self) -> dict[str, list[Any] | None]:
+        """Every per-sample list the stream keeps (values, floor marks, uncertainties), as plain lists; None
+        for a quantity it does not keep."""
+        out: dict[str, list[Any] | None] = {}
+        for name, chunks in vars(self).items():
+            if chunks is not None and not isinstance(chunks, list):
+                raise InternalError(f"ScalarStream.{name} cannot be gathered across processes", "report it")
+            out[name] = None if chunks is None else [v for c in chunks for v in np.asarray(c).reshape(-1)]
+        return out
+
+    def absorb_shards(
+        self, parts: Sequence[dict[str, list[Any] | None]], order: ShardOrder, what: str
+    ) -> None:
+        """Every process's :meth:`export_shard`, in sample order (a quantity one of them lacks: none)."""
+        for name in vars(self):
+            got = [p[name] for p in parts]
+            if any(g is None for g in got):
+                setattr(self, name, None)
+                continue
+            rows = order.rows([g for g in got if g is not None], f"{what} {name}")
+            setattr(self, name, [np.asarray(rows)] if rows else [])
+
     def result(self) -> Aggregate:
         values = np.concatenate(self._chunks) if self._chunks else np.empty(0)
         if self._floors is None:
@@ -248,6 +293,15 @@ class SpectrumStream:
 
     def __len__(self) -> int:
         return len(self._rows)
+
+    def export_shard(self) -> list[np.ndarray[Any, Any]]:
+        return list(self._rows)
+
+    def absorb_shards(
+        self, parts: Sequence[list[np.ndarray[Any, Any]]], order: ShardOrder, what: str
+    ) -> None:
+        """Every process's :meth:`export_shard`, in sample order."""
+        self._rows = order.rows(parts, what)
 
     def result(self) -> SpectrumBand:
         return spectrum_band(self._rows)
