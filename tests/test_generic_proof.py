@@ -186,3 +186,9 @@ def test_p_recomputed_from_q_and_k_proves_them_and_a_bias_does_not() -> None:
     assert not probs_match(p, k, q, tol)
     biased = (0.5 * q @ k.transpose(-1, -2) + torch.randn(6, 6, generator=g) + mask).softmax(-1)
     assert not probs_match(biased, q, k, tol)
+
+
+def test_no_layer_chosen_nothing_to_prove(cli: Callable[..., Result]) -> None:
+    """--layers none reports X alone, which no Q/K/V reading touches: even a contradicted reading runs."""
+    result = cli("spectrum", "tests.toy_readings:swapped", "--layers", "none", *FAST)
+    assert result.exit_code == 0, result.output

@@ -26,7 +26,7 @@ attention consumes); unverified otherwise (nothing to compare, or transforms the
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -203,9 +203,13 @@ def site(spec: LayerSpec) -> Site:
     return Site(spec, attn, reading.kind not in ("separate", PARAMS), elsewhere)
 
 
-def sites(adapter: Adapter) -> list[Site]:
-    """The layers whose reading is to be proven: the generic ones."""
-    return [site(s) for s in adapter.layers if s.qkv_source.startswith("generic")]
+def sites(adapter: Adapter, chosen: Collection[int] | None = None) -> list[Site]:
+    """The layers whose reading is to be proven: the generic ones (of ``chosen``, None: all)."""
+    return [
+        site(s)
+        for s in adapter.layers
+        if s.qkv_source.startswith("generic") and (chosen is None or s.index in chosen)
+    ]
 
 
 def _hooks(group: list[Site], batch: int, proofs: dict[int, Proof], open_watches: list[Watch]) -> list[Any]:
@@ -273,22 +277,25 @@ def _unproven(proof: Proof) -> str:
     return "; ".join(said)
 
 
-def prove(adapter: Adapter, inputs: dict[str, Tensor], batch: int) -> tuple[Adapter, list[str]]:
+def prove(
+    adapter: Adapter, inputs: dict[str, Tensor], batch: int, chosen: Collection[int] | None = None
+) -> tuple[Adapter, list[str]]:
     """Run the model once on the first batch's ``inputs`` and prove each generic layer's reading: the
     adapter with every generic layer's ``qkv_source`` (``refused`` where the proof failed), and notes."""
-    todo = sites(adapter)
+    todo = sites(adapter, chosen)
     if not todo:
         return adapter, []
     proofs: dict[int, Proof] = {}
     with watching(todo, batch, proofs), adapter.eager_attention(), torch.no_grad():
         adapter.run(inputs)
     layers, notes = [], []
-    refused, unproven, chosen = [], [], []
+    refused, unproven, other_reading = [], [], []
     for spec in adapter.layers:
-        proof = proofs.get(spec.index) if spec.qkv_source.startswith("generic") else None
+        asked = spec.qkv_source.startswith("generic") and (chosen is None or spec.index in chosen)
+        proof = proofs.get(spec.index) if asked else None
         if proof is None:
-            if spec.qkv_source.startswith("generic"):
-                unproven.append(spec.name)
+            if asked:
+                unproven.append(f"{spec.name} (its attention module did not run as watched)")
             layers.append(spec)
             continue
         if proof.contradicted:
@@ -297,7 +304,7 @@ def prove(adapter: Adapter, inputs: dict[str, Tensor], batch: int) -> tuple[Adap
             refused.append(f"{spec.name} ({why})")
         elif proof.verified:
             if proof.chosen is not None:
-                chosen.append(spec.name)
+                other_reading.append(spec.name)
             weights = proof.chosen or spec.weights
             layers.append(replace(spec, qkv_source="generic (verified)", weights=weights, alternatives=()))
         else:
@@ -309,10 +316,11 @@ def prove(adapter: Adapter, inputs: dict[str, Tensor], batch: int) -> tuple[Adap
             f"Q/K/V reading proven on the first batch for {verified} of {len(todo)} generic layers: the "
             "inferred q, k, v equal the tensors each attention consumes"
         )
-    if chosen:
+    if other_reading:
         notes.append(
-            f"{', '.join(chosen[:3])}{' …' if len(chosen) > 3 else ''}: the first reading of Q/K/V was not "
-            "proven, another reading of the same weights was (a parameter's orientation, a fused layout)"
+            f"{', '.join(other_reading[:3])}{' …' if len(other_reading) > 3 else ''}: the first reading of "
+            "Q/K/V was not proven, another reading of the same weights was (a parameter's orientation, a "
+            "fused layout)"
         )
     if unproven:
         notes.append(

@@ -8,21 +8,26 @@ notes saying so (:mod:`condcli.adapters.generic_verify`). Family and declared ad
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from condcli.adapters.generic_verify import prove
 from condcli.big_model import main_device
+from condcli.capture import layer_set
 from condcli.errors import InputError
 from condcli.inputs import Batch
 from condcli.sources import LoadedModel
 
 
-def prove_first_batch(loaded: LoadedModel, inputs: Iterable[Batch]) -> LoadedModel:
-    """``loaded`` with its generic layers' readings proven on the first batch of ``inputs`` (exit 2 where
-    no layer's reading can be proven)."""
+def prove_first_batch(
+    loaded: LoadedModel, inputs: Iterable[Batch], layers: Sequence[int] | None = None
+) -> LoadedModel:
+    """``loaded`` with the readings of its chosen generic ``layers`` (None: all; negative counts from the end)
+    proven on the first batch of ``inputs``; exit 2 where none of them can be proven. No layer chosen (the
+    embedding alone): nothing to prove, and no forward spent on it."""
     adapter = loaded.adapter
-    if not any(s.qkv_source.startswith("generic") for s in adapter.layers):
+    chosen = set(layer_set(adapter, layers))
+    if not any(s.qkv_source.startswith("generic") for s in adapter.layers if s.index in chosen):
         return loaded
     batch = next(iter(inputs), None)
     if batch is None:
@@ -33,11 +38,11 @@ def prove_first_batch(loaded: LoadedModel, inputs: Iterable[Batch]) -> LoadedMod
     prepared = {
         k: v.to(device, dtype) if v.is_floating_point() else v.to(device) for k, v in batch.inputs.items()
     }
-    proven, notes = prove(adapter, prepared, batch.size)
-    if proven.layers and all(s.refused is not None for s in proven.layers):
+    proven, notes = prove(adapter, prepared, batch.size, chosen)
+    if all(proven.layers[i].refused is not None for i in chosen):
         raise InputError(
             f"the generic reading of {type(model).__name__}'s Q/K/V could not be proven on its first batch: "
-            f"{proven.layers[0].refused}",
+            f"{proven.layers[min(chosen)].refused}",
             "declare the model's layout in a TOML file passed as `--adapter` (README: 'Your own model')",
         )
     return replace(loaded, adapter=proven, notes=[*loaded.notes, *notes])

@@ -202,7 +202,8 @@ class RunSetup:
         from condcli.analysis.proof import prove_first_batch
 
         inputs = self.inputs()
-        loaded = prove_first_batch(self.loaded, inputs)  # the generic reading, proven before any number
+        chosen = getattr(options, "layers", None)  # the layers whose numbers the runner reports
+        loaded = prove_first_batch(self.loaded, inputs, chosen)  # the generic reading, proven first
         bar = self.watch.progress(label, inputs.expected) if self.watch.progress else nullcontext(None)
         with bar as advance:
             result = runner(loaded, inputs, options, self.model_from, advance)

@@ -201,7 +201,7 @@ def _analyse(
     try:
         lam = resolve_lambda(options.lam, loaded.adapter)
         inputs = stream(loaded.preprocessing, spec)
-        loaded = prove_first_batch(loaded, inputs)  # the generic reading, proven before any number
+        loaded = prove_first_batch(loaded, inputs, options.layers)  # the generic reading, proven first
         chosen = SpectrumOptions(lam=lam, layers=options.layers, conditioned=False, seed=options.seed)
         with bar(f"step {checkpoint.step}", inputs.expected) as advance:
             report = analyse_spectrum(loaded, inputs, chosen, "command line", advance)
