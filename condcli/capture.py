@@ -463,6 +463,13 @@ def capture(
             "hooks on the one condcli found never fire",
             f"load the model again and analyse it before running it yourself, or {STABLE}",
         )
+    if lost and adapter.family in ("generic", "declared"):  # still in place, yet its hooks never fired
+        where = point.name if "x" not in seen else silent[0]
+        raise InputError(
+            f"{type(model).__name__} never calls its module {where} as a module (it runs .forward() "
+            "directly, or not at all): hooks on it never fire, so condcli cannot observe what it computes",
+            "open an issue with the model name; condcli observes only modules the forward calls",
+        )
     if "x" not in seen:
         raise InternalError(f"the embedding point {point.name} never ran", "report it with the model name")
     if silent:

@@ -182,3 +182,29 @@ def test_a_module_replaced_before_the_capture_is_followed_or_refused_in_one_line
     with pytest.raises(InputError, match="replaced its module Softmax in an earlier forward") as e:
         capture(adapter, batch(True))
     assert e.value.exit_code == 2 and "\n" not in str(e.value)
+
+
+class ForwardCalling(Swapping):
+    """Blocks run by ``block.forward(h)`` rather than ``block(h)`` (SqueezeBERT's encoder does this): no
+    module hook of theirs ever fires."""
+
+    def forward(
+        self, pixel_values: Tensor | None = None, input_ids: Tensor | None = None, **_: Any
+    ) -> Tensor:
+        x = pixel_values if pixel_values is not None else input_ids
+        assert x is not None
+        h = self.tokens(x)
+        for block in self.blocks:
+            h = block.forward(h)
+        return h
+
+
+def test_a_block_the_forward_never_calls_as_a_module_is_one_line_not_an_internal_error() -> None:
+    """Hooks cannot see a module run through ``.forward()``: the generic path says so (exit 2), where it
+    used to end in "the embedding point … never ran" (exit 3)."""
+    torch.manual_seed(0)
+    model = ForwardCalling("none", text=True).eval()
+    model.swapped = True  # no re-creation: only the way the blocks are called differs
+    with pytest.raises(InputError, match=r"never calls its module blocks\.0 as a module") as e:
+        capture(adapter_for(model), batch(True))
+    assert e.value.exit_code == 2 and "\n" not in str(e.value) and ".forward()" in str(e.value)
