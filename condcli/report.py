@@ -319,6 +319,9 @@ class SpectrumReport:
     layers: tuple[LayerReport, ...]
     conditioned_forward: ConditionedForward
     notes: tuple[str, ...]
+    # layers asked for that yield no number (—): the generic reading of their Q/K/V failed its proof on the
+    # first batch; (index, name, why) each
+    refused: tuple[tuple[int, str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -326,6 +329,10 @@ class SpectrumReport:
             "layers": [layer.to_json() for layer in self.layers],
             "conditioned_forward": self.conditioned_forward.to_json(),
             "notes": list(self.notes),
+            "layers_refused": [
+                {"index": i, "name": name, "qkv_source": "generic (unverified)", "refused": why}
+                for i, name, why in self.refused
+            ],
         }
 
 

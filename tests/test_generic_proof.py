@@ -192,3 +192,15 @@ def test_no_layer_chosen_nothing_to_prove(cli: Callable[..., Result]) -> None:
     """--layers none reports X alone, which no Q/K/V reading touches: even a contradicted reading runs."""
     result = cli("spectrum", "tests.toy_readings:swapped", "--layers", "none", *FAST)
     assert result.exit_code == 0, result.output
+
+
+def test_a_refused_layer_is_a_dash_with_a_note_and_the_others_are_reported(
+    cli: Callable[..., Result],
+) -> None:
+    report = json.loads(cli("spectrum", "tests.toy_readings:mixed", *FAST, "--json").stdout)
+    assert [(x["index"], x["qkv_source"]) for x in report["layers"]] == [(0, "generic (verified)")]
+    (refused,) = report["layers_refused"]
+    assert refused["index"] == 1 and "is what it uses as" in refused["refused"]
+    table = cli("spectrum", "tests.toy_readings:mixed", *FAST)
+    assert table.exit_code == 0
+    assert "— layer 1 layers.1: no numbers" in " ".join(table.stdout.split())

@@ -199,3 +199,10 @@ def einsum() -> ToyModel:
 
 def broadcast_scores() -> ToyModel:
     return with_attention(BroadcastScoresAttention)
+
+
+def mixed() -> ToyModel:
+    """Its first block's attention read right (separate q, k, v), its second a [K | Q | V] ``qkv``."""
+    model = plain()
+    model.layers[1].attn = SwappedAttention(16, 4).eval()
+    return model

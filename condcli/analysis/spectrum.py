@@ -115,4 +115,14 @@ def analyse_spectrum(
         layers=layers,
         conditioned_forward=cond,
         notes=tuple(notes),
+        refused=_refused(loaded, options.layers),
+    )
+
+
+def _refused(loaded: LoadedModel, layers: Sequence[int] | None) -> tuple[tuple[int, str, str], ...]:
+    """The layers asked for whose generic Q/K/V reading failed its proof: (index, name, why) each."""
+    count = len(loaded.adapter.layers)
+    asked = set(range(count)) if layers is None else {i if i >= 0 else count + i for i in layers}
+    return tuple(
+        (s.index, s.name, s.refused) for s in loaded.adapter.layers if s.refused and s.index in asked
     )

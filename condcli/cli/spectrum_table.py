@@ -108,6 +108,11 @@ def _unverified(layer: LayerReport) -> bool:
 
 
 def _footnotes(out: Console, report: SpectrumReport) -> None:
+    for index, name, why in report.refused:
+        out.print(
+            escape(f"— layer {index} {name}: no numbers, its Q/K/V reading could not be proven ({why}); ")
+            + "declare it with `--adapter` (a TOML file)."
+        )
     if any(_unverified(layer) for layer in report.layers):
         out.print(
             f"{UNVERIFIED.strip()} after a layer: its Q/K/V were inferred by the generic path and could not"
