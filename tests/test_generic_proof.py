@@ -156,6 +156,12 @@ def test_matching_is_up_to_one_positive_scale_within_the_dtype_tolerance() -> No
     assert matches(x.transpose(2, 3).contiguous(), x, tol) == "as rows"  # (B, n, H, d_h): same rows
     assert matches(-x, x, tol) is None  # a negative scale is not the same tensor
     assert matches(x + 1e-2 * torch.randn_like(x), x, tol) is None  # 1% off: not rounding
+    # NesT: (B, H, blocks, n, d_h) against (B, 1, H, blocks·n, d_h), ten thousand rows stored in float32,
+    # where rounding reorders rows of nearly equal projection: still the same rows
+    many = torch.randn(2, 1, 6, 4 * 196, 32, dtype=torch.float64)
+    regrouped = many.reshape(2, 6, 4, 196, 32).float()
+    assert matches(regrouped, many, tol) == "as rows"
+    assert matches(regrouped.roll(1, dims=-1), many, tol) is None  # the channels of each row shifted
 
 
 @pytest.mark.parametrize("build", [per_head_fused, parameters_linear])

@@ -30,12 +30,15 @@ def fit(observed: Tensor, inferred: Tensor, tol: float) -> bool:
 
 
 def _rows(t: Tensor) -> Tensor:
-    """(..., d_h) → its rows in a canonical order: sorted by a fixed projection (order-free comparison)."""
+    """(..., d_h) → its rows as an order-free signature: the sorted values of the rows projected on a few
+    fixed random directions, (directions, rows). Sorting a projection is 1-Lipschitz, so rounding moves the
+    signature no more than the rows (two rows of nearly equal projection may swap places without changing
+    it); a multiset of rows is told apart from another by its projections on a few directions."""
     m = t.reshape(-1, t.shape[-1]).to(torch.float64)
     g = torch.Generator().manual_seed(0)
-    key = m @ torch.randn(m.shape[-1], generator=g, dtype=torch.float64).to(m.device)
-    rows: Tensor = m[key.argsort()]
-    return rows
+    directions = torch.randn(m.shape[-1], 8, generator=g, dtype=torch.float64).to(m.device)
+    signature: Tensor = (m @ directions).T.sort(-1).values
+    return signature
 
 
 def unit(t: Tensor) -> Tensor:
@@ -80,10 +83,12 @@ def subset(observed: Tensor, inferred: Tensor, tol: float) -> str | None:
     g = torch.Generator().manual_seed(1)
     r = torch.randn(x.shape[-1], generator=g, dtype=torch.float64).to(x.device)
     keys, order = (unit(x) @ r).sort()
-    at = torch.searchsorted(keys, (unit(o) @ r).contiguous()).clamp(max=len(keys) - 1)
-    near = torch.stack((at, (at - 1).clamp(min=0)))  # the nearest key is one of the two neighbours
-    best = near.gather(0, ((unit(o) @ r) - keys[near]).abs().argmin(0, keepdim=True))[0]
-    return "as a subset of rows" if fit(o, x[order[best]], tol) else None
+    at = torch.searchsorted(keys, (unit(o) @ r).contiguous())
+    # the rows whose keys lie nearest (rounding may reorder near ties): the one nearest in direction
+    near = order[(at[None] + torch.arange(-4, 4, device=at.device)[:, None]).clamp(0, len(keys) - 1)]
+    dist = (unit(x)[near] - unit(o)[None]).norm(dim=-1)  # (8, observed rows)
+    best = near.gather(0, dist.argmin(0, keepdim=True))[0]
+    return "as a subset of rows" if fit(o, x[best], tol) else None
 
 
 def probs_match(p: Tensor, q: Tensor, k: Tensor, tol: float) -> bool:
