@@ -302,6 +302,8 @@ def _sources(attn: Any) -> tuple[str | None, str | None, str | None]:
     ws = getattr(attn, "ws", None)
     if isinstance(ws, int) and ws > 1 and name == "LocallyGroupedAttn":
         windows = f"in {ws}×{ws} windows"
-    if isinstance(getattr(attn, "temperature", None), nn.Parameter) and "xca" in name.lower():
+    if isinstance(getattr(attn, "temperature", None), nn.Parameter) and (
+        "xca" in name.lower() or "covariance" in name.lower()
+    ):
         windows = "over channels (cross-covariance attention: P is d_h × d_h)"
     return queries, keys, windows

@@ -124,13 +124,17 @@ def judge(site: Site, a: Tensor, watch: Watch) -> Proof:
         index = w.kv_index().to(a.device)
         for r in ("k", "v"):
             mine[r].append(ours[r][:, :, index])
-    proof.seen = any(watch.seen[r] for r in ROLES)
+    seen = watch.seen
+    if site.channels:  # P (d_h × d_h) = q kᵀ over tokens laid (d_h, n): q a left operand transposed, k a
+        # right one as it is, v a right one transposed (P·V with V (d_h, n))
+        seen = {"q": [t.transpose(-1, -2) for t in seen["q"]], "k": seen["v"], "v": seen["k"]}
+    proof.seen = any(seen[r] for r in ROLES)
     for role in ROLES:
-        how = _found(watch.seen[role], mine[role], tol, per_row=False)
+        how = _found(seen[role], mine[role], tol, per_row=False)
         if how is None and role in ("q", "k"):
-            how = _found(watch.seen[role], mine[role], tol, per_row=True)
+            how = _found(seen[role], mine[role], tol, per_row=True)
         if how is None and role in site.elsewhere:  # queries of the class token or subsampled tokens
-            how = next((h for t in watch.seen[role] for x in mine[role] if (h := subset(t, x, tol))), None)
+            how = next((h for t in seen[role] for x in mine[role] if (h := subset(t, x, tol))), None)
         if how is not None:
             proof.proven[role] = how
     if watch.probs is not None and not {"q", "k"} <= proof.proven.keys():  # P recomputed from q and k
@@ -142,7 +146,7 @@ def judge(site: Site, a: Tensor, watch: Watch) -> Proof:
             continue
         for other in ROLES:
             if other != role and any(
-                matches(t, x, tol) == "exactly" for t in watch.seen[other] for x in mine[role]
+                matches(t, x, tol) == "exactly" for t in seen[other] for x in mine[role]
             ):
                 proof.contradicted.append(f"the inferred {role.upper()} is what it uses as {other.upper()}")
     comparable = [r for r in ROLES if r not in site.elsewhere]
@@ -191,6 +195,7 @@ class Site:
     attn: nn.Module
     fused: bool  # its Q/K/V come from one projection the path split
     elsewhere: tuple[str, ...] = ()  # roles computed from other tokens than A_l's (class token, pooling, …)
+    channels: bool = False  # attention over channels (cross-covariance: P is d_h × d_h)
 
 
 def site(spec: LayerSpec) -> Site:
@@ -200,7 +205,8 @@ def site(spec: LayerSpec) -> Site:
     if reading is None:
         return Site(spec, attn, False, ROLES)
     elsewhere = (("q",) if reading.queries else ()) + (("k", "v") if reading.keys else ())
-    return Site(spec, attn, reading.kind not in ("separate", PARAMS), elsewhere)
+    channels = (reading.windows or "").startswith("over channels")
+    return Site(spec, attn, reading.kind not in ("separate", PARAMS), elsewhere, channels)
 
 
 def sites(adapter: Adapter, chosen: Collection[int] | None = None) -> list[Site]:
