@@ -38,6 +38,7 @@ from tests.toy_readings import (
     conv2d,
     einsum,
     head_names,
+    hf_conv1d,
     parameters,
     parameters_linear,
     upper_case,
@@ -97,7 +98,10 @@ def named_sites(m: Any) -> list[Site]:
     for a in (b.attn for b in m.layers):
         assert isinstance(a, ToyProjections)
         maps = [getattr(a, n) for n in a.names]
-        w = {r: (c.weight.flatten(1).T, c.bias) for r, c in zip("qkv", maps, strict=True)}
+        if a.kind == "hf_conv1d":  # y = x W + b with W stored (in, out)
+            w = {r: (c.weight, c.bias) for r, c in zip("qkv", maps, strict=True)}
+        else:
+            w = {r: (c.weight.flatten(1).T, c.bias) for r, c in zip("qkv", maps, strict=True)}
         sites.append(Site(a, None, w, a.num_heads, probs=softmax_probs))
     return sites
 
@@ -152,6 +156,7 @@ CASES: dict[str, dict[str, Case]] = {
         "q_head_k_head_v_head": Case(head_names, images, named_sites, toy_layers),
         "conv1d_projections": Case(conv1d, images, named_sites, toy_layers),
         "conv2d_1x1_projections": Case(conv2d, images, named_sites, toy_layers),
+        "hf_conv1d_projections": Case(hf_conv1d, images, named_sites, toy_layers),
         "parameters_x_at_w": Case(parameters, images, parameter_sites, toy_layers),
         "parameters_f_linear": Case(parameters_linear, images, parameter_sites, toy_layers),
         "einsum_scores": Case(einsum, images, einsum_sites, toy_layers),

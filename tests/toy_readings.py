@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
+from transformers.pytorch_utils import Conv1D
 
 from tests.toy_models import FactorizedAttention, ToyModel
 
@@ -99,7 +100,12 @@ class ToyProjections(nn.Module):
         super().__init__()
         self.num_heads, self.names, self.kind = heads, names, kind
         for name in names:
-            layer = {"linear": nn.Linear(d, d), "conv1d": nn.Conv1d(d, d, 1), "conv2d": nn.Conv2d(d, d, 1)}
+            layer = {
+                "linear": nn.Linear(d, d),
+                "conv1d": nn.Conv1d(d, d, 1),
+                "conv2d": nn.Conv2d(d, d, 1),
+                "hf_conv1d": Conv1D(d, d),  # transformers' GPT-2-style Conv1D: weight (in, out)
+            }
             setattr(self, name, layer[kind])
 
     def project(self, name: str, x: torch.Tensor) -> torch.Tensor:
@@ -206,3 +212,7 @@ def mixed() -> ToyModel:
     model = plain()
     model.layers[1].attn = SwappedAttention(16, 4).eval()
     return model
+
+
+def hf_conv1d() -> ToyModel:
+    return with_attention(lambda d, h: ToyProjections(d, h, ("q_lin", "k_lin", "v_lin"), "hf_conv1d"))

@@ -229,8 +229,10 @@ def _standard(attn: nn.Module) -> Reading | None:
     return Reading(kind, heads, kv_heads, width, weights, known, alternatives=others)
 
 
-def _fused_as(m: nn.Linear, heads: int, layout: FusedLayout) -> HeadWeights:
-    return fused_qkv(m.weight, m.bias, heads, heads, layout)
+def _fused_as(m: nn.Module, heads: int, layout: FusedLayout) -> HeadWeights:
+    mapped = linear_map(m)
+    assert mapped is not None
+    return fused_qkv(mapped[0], mapped[1], heads, heads, layout)
 
 
 def read(attn: nn.Module) -> Reading | None:

@@ -69,7 +69,9 @@ def projections(module: nn.Module) -> tuple[str, tuple[nn.Module, ...]] | None:
             return "separate", tuple(c for c in found if c is not None)
     for name in FUSED:
         lin = children.get(name.lower())
-        if isinstance(lin, nn.Linear) and (lin.out_features % 3 == 0 or count(module, KV_HEAD_ATTRS)):
+        mapped = linear_map(lin) if isinstance(lin, nn.Linear) or type(lin).__name__ == "Conv1D" else None
+        if mapped is not None and (mapped[0].shape[0] % 3 == 0 or count(module, KV_HEAD_ATTRS)):
+            assert lin is not None
             return name, (lin,)
     if isinstance(module, nn.MultiheadAttention) and module.in_proj_weight is not None:
         return "mha", (module,)
@@ -143,7 +145,7 @@ def count_heads(attn: Any) -> tuple[int, int] | None:
         kv = h
     if found is not None and found[0] not in ("separate", "mha", PARAMS):
         layout, _ = fused_layout(attn, found[0])
-        rows = int(found[1][0].out_features)  # type: ignore[arg-type]
+        rows = _out_width(found[1][0])
         if layout in ("per_head", "sharded_qvk") or rows % (h + 2 * kv):
             kv = h  # the layout holds one K and one V per query head
         if rows % (h + 2 * kv):
@@ -167,9 +169,11 @@ def head_weights(attn: Any, n_heads: int, kv_heads: int) -> HeadWeights:
     if kind == "mha":
         return fused_qkv(m.in_proj_weight, m.in_proj_bias, n_heads, n_heads, "stacked")
     layout, _ = fused_layout(attn, kind)
-    bias = m.bias if m.bias is not None else beside_bias(attn)
+    mapped = linear_map(m)
+    assert mapped is not None
+    weight, bias = mapped[0], mapped[1] if mapped[1] is not None else beside_bias(attn)
     shards = count(attn, ("mp_num",)) or 1 if layout == "sharded_qvk" else 1
-    return fused_qkv(m.weight, bias, n_heads, kv_heads, layout, shards)
+    return fused_qkv(weight, bias, n_heads, kv_heads, layout, shards)
 
 
 def param_weights(attn: Any, n_heads: int, kv_heads: int, orientation: Orientation) -> HeadWeights:

@@ -1,6 +1,7 @@
 """The affine maps a generic attention may project Q, K and V with, read as (weight (out, in), bias).
 
-- an nn.Linear; a 1×1 nn.Conv1d or nn.Conv2d (ungrouped), the convolution's weight flattened;
+- an nn.Linear; a 1×1 nn.Conv1d or nn.Conv2d (ungrouped), the convolution's weight flattened; transformers'
+  GPT-2-style ``Conv1D`` (its weight stored in × out, transposed);
 - one of them followed by a BatchNorm (LeViT's LinearNorm and ConvNorm, timm EfficientViT-M/SHViT's
   ConvNorm), read as in eval: the BatchNorm folded into W and b;
 - plain ``nn.Parameter`` s the attention owns (``w_q``, ``Wq``, ``q_proj_weight``, …, with optional biases):
@@ -39,6 +40,9 @@ def linear_map(m: Any) -> Map | None:
         return None
     if isinstance(m, nn.Linear):
         return m.weight, m.bias
+    w, b = getattr(m, "weight", None), getattr(m, "bias", None)
+    if type(m).__name__ == "Conv1D" and isinstance(w, torch.Tensor):
+        return w.T, b if isinstance(b, torch.Tensor) else None  # transformers' Conv1D: W stored (in, out)
     if isinstance(m, nn.Conv1d | nn.Conv2d) and m.groups == 1 and all(k == 1 for k in m.kernel_size):
         padding = m.padding if isinstance(m.padding, str) else "valid" if not any(m.padding) else "padded"
         if all(s == 1 for s in m.stride) and padding in ("valid", "same"):
