@@ -13,7 +13,7 @@ inputs (:class:`condcli.analysis.layers.ForwardAccumulator` for per-layer metric
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 Scope = Literal["embedding", "forward", "weight", "head"]
@@ -221,16 +221,19 @@ FORWARD: tuple[MetricDef, ...] = (
 
 # Per head, in the JSON's order (layers[i].heads_detail[h].<key>) and the per-head table's (``column``): with
 # ``--heads`` each layer reports these for every head, medians over samples (a max over the head's groups).
+
+
+def _per_head(key: str, formula: str) -> MetricDef:
+    """The per-layer metric ``key`` as each head's own value: the same label, column, flag and direction; no
+    gate (rules judge a layer's worst head) and no conditioned column."""
+    m = next(m for m in FORWARD if m.key == key)
+    return replace(
+        m, scope="head", formula=formula, gate=None, gate_help="", conditioned_column=False, headline=False
+    )
+
+
 HEAD: tuple[MetricDef, ...] = (
-    MetricDef(
-        "mu_la",
-        "μ(LA)",
-        "head",
-        "higher",
-        "κ(W_Q^h)κ(W_K^h)κ(W_V^h)κ(A_l)³ of this head (Proposition 4.2)",
-        flag="attn_input",
-        column="μ(LA)",
-    ),
+    _per_head("mu_la", "κ(W_Q^h)κ(W_K^h)κ(W_V^h)κ(A_l)³ of this head (Proposition 4.2)"),
     MetricDef(
         "kappa_la",
         "κ(LA) actual",
@@ -240,47 +243,14 @@ HEAD: tuple[MetricDef, ...] = (
         "rotates)",
         column="κ(LA) actual",
     ),
-    MetricDef(
-        "mu_a",
-        "μ(A)",
-        "head",
-        "higher",
-        "κ(P)κ(A_l)κ(W_V^h) of this head (κ(M) in place of κ(P) where the layer mixes with M ≠ P)",
-        flag="probs",
-        column="μ(A)",
-        needs_probs=True,
+    _per_head(
+        "mu_a", "κ(P)κ(A_l)κ(W_V^h) of this head (κ(M) in place of κ(P) where the layer mixes with M ≠ P)"
     ),
-    MetricDef(
-        "kappa_probs",
-        "κ(P)",
-        "head",
-        "higher",
-        "σ_1/σ_min(q,k) of this head's P, the worst group",
-        flag="probs",
-        column="κ(P)",
-        needs_probs=True,
+    _per_head("kappa_probs", "σ_1/σ_min(q,k) of this head's P, the worst group"),
+    _per_head(
+        "kappa_mixing", "σ_1/σ_min(q,k) of this head's mixing matrix M where it is not P, the worst group"
     ),
-    MetricDef(
-        "kappa_mixing",
-        "κ(M)",
-        "head",
-        "higher",
-        "σ_1/σ_min(q,k) of this head's mixing matrix M where it is not P, the worst group",
-        flag=MIXING_FLAG,
-        column="κ(M)",
-        needs_probs=True,
-        needs_mixing=True,
-    ),
-    MetricDef(
-        "attention_entropy",
-        "H(P)",
-        "head",
-        "lower",
-        "this head's normalised attention entropy (1 = uniform, 0 = one key)",
-        column="H(P)",
-        needs_probs=True,
-        log_scale=False,
-    ),
+    _per_head("attention_entropy", "this head's normalised attention entropy (1 = uniform, 0 = one key)"),
     MetricDef(
         "kappa_la_unrotated",
         "κ(LA) unrotated",
