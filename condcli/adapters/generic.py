@@ -36,7 +36,7 @@ from condcli.adapters.generic_heads import (
 )
 from condcli.adapters.generic_layouts import Grouping, grouped, module_probs, tapped
 from condcli.adapters.generic_mixers import attention_of, mixer_of, no_attention
-from condcli.adapters.generic_probs import Rows, hf_forward, returned_probs, sink, stochastic
+from condcli.adapters.generic_probs import Rows, hf_forward, returned_probs, returns_weights, sink, stochastic
 from condcli.adapters.generic_vision import Entry
 from condcli.adapters.generic_vision import plan as vision_plan
 from condcli.adapters.softmax_tap import softmax_probe
@@ -261,7 +261,7 @@ def build(model: nn.Module) -> Adapter:
         mixing = None
         if probs is None and gated(attn):  # ConViT: P the content softmax, M the gated mix
             probs, mixing = gated_probe(attn, heads), gated_mixing(attn)
-        returned = probs is None and hf_eager
+        returned = probs is None and hf_eager and returns_weights(attn)
         sunk = sink(attn) if returned else None
         if returned:  # HF attention returns (output, weights) under eager attention
             rows: Rows = "at most one" if sunk else "one"

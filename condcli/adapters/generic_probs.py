@@ -46,6 +46,25 @@ def weights_on_request(attn: nn.Module) -> bool:
     )
 
 
+def returns_weights(attn: nn.Module) -> bool:
+    """Whether ``attn``'s ``forward`` can return its attention weights beside its output: it takes
+    ``output_attentions``, or its return annotation is a tuple, or it returns a tuple literal. One that
+    returns its output alone (MobileViT's ``-> torch.Tensor``) computes P as a function inside its call,
+    where the softmax tap observes it instead."""
+    forward = type(attn).forward
+    try:
+        signature = inspect.signature(forward)
+        if "output_attentions" in signature.parameters:
+            return True
+        annotation = str(signature.return_annotation).lower()
+        if "tuple" in annotation:
+            return True
+        tree = ast.parse(textwrap.dedent(inspect.getsource(forward)))
+    except (TypeError, ValueError, OSError, SyntaxError):
+        return True  # nothing to read: ask for the weights, and refuse by name if none come
+    return any(isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple) for n in ast.walk(tree))
+
+
 def eager_twin(attn: nn.Module) -> type | None:
     """The eager class an attention built for SDPA derives from (``XSdpaSelfAttention(XSelfAttention)``,
     chosen once when the model is built, so switching the model to eager does not reach it), or None."""
