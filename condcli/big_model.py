@@ -314,7 +314,8 @@ def is_dispatched(model: nn.Module) -> bool:
 @contextmanager
 def materialized(module: nn.Module, device: torch.device) -> Iterator[None]:
     """``module``'s offloaded weights (CPU or disk) loaded onto ``device`` while inside; a module that is not
-    offloaded is left as it is."""
+    offloaded is left as it is, and so is one whose weights are loaded now (inside its own forward: offloading
+    them on leaving would pull them from under the rest of that forward)."""
     hooked = [sub for sub in module.modules() if hasattr(sub, "_hf_hook")]
     if not hooked:  # not dispatched (accelerate is not even imported)
         yield
@@ -323,9 +324,15 @@ def materialized(module: nn.Module, device: torch.device) -> Iterator[None]:
 
     with ExitStack() as stack:
         for sub in hooked:
-            if has_offloaded_params(sub):
+            if has_offloaded_params(sub) and not _loaded_now(sub):
                 stack.enter_context(align_module_device(sub, device))
         yield
+
+
+def _loaded_now(sub: nn.Module) -> bool:
+    """Whether an offloaded module's weights are loaded now (by its running forward, or one that stopped)."""
+    hook: Any = sub._hf_hook
+    return any(t.device.type != "meta" for t in sub.parameters(recurse=bool(hook.place_submodules)))
 
 
 def settle(model: nn.Module) -> None:
@@ -341,8 +348,8 @@ def settle(model: nn.Module) -> None:
     for sub in model.modules():
         if not has_offloaded_params(sub):
             continue
-        hook: Any = sub._hf_hook
-        if any(t.device.type != "meta" for t in sub.parameters(recurse=bool(hook.place_submodules))):
+        if _loaded_now(sub):
+            hook: Any = sub._hf_hook
             hook.post_forward(sub, None)
 
 
