@@ -64,7 +64,8 @@ def _end(code: int) -> NoReturn:
 
 
 def run() -> NoReturn:
-    """Run the CLI on ``sys.argv`` and exit with its code (SPEC §8; 130/143 on a signal, 141 on a closed
+    """Run the CLI on ``sys.argv`` and exit with its code (docs/math.md#cli; 130/143 on a signal, 141 on a
+    closed
     stdout)."""
     try:
         handle_signals()

@@ -1,4 +1,4 @@
-"""Run a model on one batch with hooks and hand back X, X_l, A_l and P (SPEC §1, §3).
+"""Run a model on one batch with hooks and hand back X, X_l, A_l and P (docs/math.md#x, #layers).
 
 Hooks (and the taps that watch inside an attention's call) live only inside :func:`capture` and are removed
 in a ``finally`` — also when the forward raises — and fused attention, switched off only where P is captured,
@@ -53,7 +53,7 @@ class Capture:
     output: Any = None  # the model's own output (``to_end``); None where the forward stopped early
 
     def samples(self, x: torch.Tensor | None = None) -> list[torch.Tensor]:
-        """Per-sample matrices with padding rows removed (SPEC §1): X by default, or any (B, N, ·)."""
+        """Per-sample matrices with padding rows removed (docs/math.md#x): X by default, or any (B, N, ·)."""
         t = self.x if x is None else x
         if self.lengths is None:
             return list(t.unbind(0))
@@ -72,7 +72,8 @@ class _Seen(BaseException):
 def exact_lookup(model: nn.Module, x: torch.Tensor, inputs: dict[str, torch.Tensor]) -> bool:
     """Whether X (B, N, d) equals, entry for entry, an ``nn.Embedding`` weight of ``model`` gathered by the
     batch's ``input_ids`` (B, N), in X's own dtype: a RoPE decoder's token embeddings, with no scale and
-    nothing added. Storing such an X adds no rounding of the capture dtype (SPEC §2) — checked, not
+    nothing added. Storing such an X adds no rounding of the capture dtype (docs/math.md#spectra) — checked,
+    not
     assumed: a scaled lookup (Gemma's ×√d), an added position embedding or a norm makes it False.
     """
     ids = inputs.get("input_ids")
@@ -167,7 +168,7 @@ def _shared(adapter: Adapter, name: str) -> list[list[LayerSpec]]:
     """The layers whose ``name`` probe reads the same module call, grouped, each group in layer order.
 
     A module shared by several layers (ALBERT runs one block num_hidden_layers times) is called once per
-    layer: its k-th call belongs to the k-th layer of its group (SPEC §3, shared layers).
+    layer: its k-th call belongs to the k-th layer of its group (docs/math.md#layers, shared layers).
     """
     groups: dict[tuple[int, bool], list[LayerSpec]] = {}
     for spec in adapter.layers:

@@ -1,4 +1,5 @@
-"""The paper's fix, applied where X is taken: X + λ·I_k, or the Theorem 4.4 correction X + C (SPEC §2, §8).
+"""The paper's fix, applied where X is taken: X + λ·I_k, or the Theorem 4.4 correction X + C
+(docs/math.md#spectra, #cli).
 
 Use it in your own training code::
 

@@ -1,4 +1,4 @@
-"""Samples across processes: ``torchrun --nproc_per_node N -m condcli COMMAND …`` (SPEC, Scale).
+"""Samples across processes: ``torchrun --nproc_per_node N -m condcli COMMAND …`` (docs/math.md#cli).
 
 torchrun starts N copies of the command with ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
 ``MASTER_PORT`` set. Every copy reads the whole input stream (so the count, the files skipped and the lines

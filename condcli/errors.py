@@ -1,6 +1,6 @@
 """Errors condcli raises on purpose. Each message says what was wrong and what to do next.
 
-The CLI turns a :class:`CondcliError` into one line on stderr and its ``exit_code`` (SPEC §8):
+The CLI turns a :class:`CondcliError` into one line on stderr and its ``exit_code`` (docs/math.md#cli):
 2 for bad usage or input, 3 for an internal error. Anything else that escapes is an internal error.
 
 Messages name the Python parameter a caller passed, marked with single backticks: `lam`, or with a value

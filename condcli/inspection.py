@@ -43,7 +43,7 @@ def inspect_model(
     layers: Sequence[int] | None = None,
     lam: float | None = None,
 ) -> dict[str, Any]:
-    """Capture the first batch and describe what was seen, in the SPEC §7 envelope.
+    """Capture the first batch and describe what was seen, in the docs/math.md#json envelope.
 
     ``layers``: the layers to capture and list (None: all). ``lam``: the λ an analysis of this model would
     use, recorded in the settings.

@@ -1,4 +1,5 @@
-"""The metric registry: every number condcli reports and gates on, declared once (SPEC §2–§5).
+"""The metric registry: every number condcli reports and gates on, declared once (docs/math.md#spectra to
+#ranks).
 
 A :class:`MetricDef` says what a metric is called in the JSON report (``key`` within its ``scope``), how it is
 shown (``label``, ``column``), which way is worse, whether a below-precision count qualifies it (``flag``),

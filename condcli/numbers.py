@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-WARN = "⚠"  # marks a value of which some samples were below the capture dtype's resolution (SPEC §2)
+# marks a value of which some samples were below the capture dtype's resolution (docs/math.md#spectra)
+WARN = "⚠"
 
 
 def num(v: float | None, digits: int = 3) -> str:
@@ -19,7 +20,8 @@ def num(v: float | None, digits: int = 3) -> str:
 
 
 def floor_num(v: float) -> str:
-    """A floor: "≥ 3.1e+04" — two significant digits, the true value is at least this (SPEC §2)."""
+    """A floor: "≥ 3.1e+04" — two significant digits, the true value is at least this
+    (docs/math.md#spectra)."""
     return "≥ inf" if math.isinf(v) else f"≥ {v:.2g}"
 
 

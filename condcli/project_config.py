@@ -1,4 +1,4 @@
-"""``[tool.condcli]`` in the current directory's pyproject.toml, and the default MODEL (SPEC §8)."""
+"""``[tool.condcli]`` in the current directory's pyproject.toml, and the default MODEL (docs/math.md#cli)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""The report of ``condcli rank-decay`` (SPEC §4, §7): the cumulative spectra of P per layer and head.
+"""The report of ``condcli rank-decay`` (docs/math.md#rank-decay, #json): the cumulative spectra of P per
+layer and head.
 
 Every quantity is over all P matrices of a layer (samples × windows × heads); ``per_sample`` gives each
-sample's median over its windows and heads so the JSON stays small (SPEC §6).
+sample's median over its windows and heads so the JSON stays small (docs/math.md#aggregation).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ class RankLayer:
     at_m: MatrixAggregate
     heads_at_m: tuple[float, ...]  # per head: median c_m over samples and windows (the heatmap row)
     rank90: MatrixAggregate
-    erank: MatrixAggregate  # RankMe effective rank of P (SPEC §5)
+    erank: MatrixAggregate  # RankMe effective rank of P (docs/math.md#ranks)
     heads_detail: tuple[RankHead, ...] | None  # with heads=True
 
     def to_json(self) -> dict[str, Any]:

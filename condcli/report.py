@@ -1,9 +1,11 @@
-"""The reports the analysis commands build, as dataclasses, and their JSON form (SPEC §7, version 1).
+"""The reports the analysis commands build, as dataclasses, and their JSON form (docs/math.md#json, version
+1).
 
 Plots and tables read these (or their JSON); nothing here computes. ``to_json`` gives plain dicts in which
-infinite values are the string "inf" (SPEC §6).
+infinite values are the string "inf" (docs/math.md#aggregation).
 
-Floors (SPEC §2). Where a matrix's σ_k ≤ tol = u·‖X‖_F (u the capture dtype's unit roundoff), its κ cannot be
+Floors (docs/math.md#spectra). Where a matrix's σ_k ≤ tol = u·‖X‖_F (u the capture dtype's unit roundoff),
+its κ cannot be
 told from rounding noise: the per-sample value is then the floor σ_1/tol (the true κ is at least that), never
 the noise κ. An aggregate of a quantity that can be a floor — ``embedding.kappa``; per layer ``kappa``,
 ``kappa_attn_input``, ``mu_la``, ``kappa_probs``, ``kappa_mixing``, ``mu_a`` (plain and ``conditioned``);
@@ -114,7 +116,8 @@ class Settings:
 
 @dataclass(frozen=True)
 class EmbeddingReport:
-    """X over all samples (SPEC §2): κ, κ(X + λI_k), κ(X + C), σ, numerical rank and the spectra."""
+    """X over all samples (docs/math.md#spectra): κ, κ(X + λI_k), κ(X + C), σ, numerical rank and the
+    spectra."""
 
     where: str
     description: str
@@ -129,14 +132,15 @@ class EmbeddingReport:
     sigma_max: Aggregate
     sigma_min: Aggregate
     numerical_rank: Aggregate
-    below_precision_samples: tuple[int, ...]  # sample indices whose σ_k ≤ tol (SPEC §2)
+    below_precision_samples: tuple[int, ...]  # sample indices whose σ_k ≤ tol (docs/math.md#spectra)
     weyl_bound: Aggregate  # (σ_1 + λ)/(λ − σ_1) per sample, inf where λ ≤ σ_1
     spectrum: SpectrumBand | None  # None in reports that do not carry spectra (sweep-lambda)
     spectrum_conditioned: SpectrumBand | None
 
     @property
     def resolution_dtype(self) -> str:
-        """The dtype whose rounding sets the below-precision flag and numerical rank of X (SPEC §2)."""
+        """The dtype whose rounding sets the below-precision flag and numerical rank of X
+        (docs/math.md#spectra)."""
         return "float64" if self.exact_lookup else self.capture_dtype
 
     def to_json(self) -> dict[str, Any]:
@@ -298,7 +302,7 @@ def envelope(command: str) -> dict[str, Any]:
 def analysis_header(
     command: str, model: ModelInfo, inputs: InputsInfo, settings: Settings, embedding: EmbeddingReport
 ) -> dict[str, Any]:
-    """The envelope plus the sections every analysis report shares (SPEC §7), in contract order."""
+    """The envelope plus the sections every analysis report shares (docs/math.md#json), in contract order."""
     return {
         **envelope(command),
         "model": model.to_json(),

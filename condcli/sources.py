@@ -1,4 +1,5 @@
-"""MODEL spec → :class:`LoadedModel`: a model in eval mode, its adapter and its own preprocessing (SPEC §8).
+"""MODEL spec → :class:`LoadedModel`: a model in eval mode, its adapter and its own preprocessing
+(docs/math.md#cli).
 
 MODEL may be a timm name (``vit_base_patch16_224``, ``timm:NAME``), a Hugging Face id (``hf:ID`` or an id
 with a slash), a local folder (HF layout: config.json with ``model_type``; timm layout: config.json with

@@ -1,4 +1,4 @@
-"""What ``condcli track`` found, as dataclasses, and its JSON (SPEC §7, version 1).
+"""What ``condcli track`` found, as dataclasses, and its JSON (docs/math.md#json, version 1).
 
 One object: the envelope, ``model`` (the first checkpoint's, its ``spec`` the folders as given, plus
 ``checkpoints``: how many), ``inputs`` and ``settings`` (the first checkpoint's; every checkpoint read the

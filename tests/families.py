@@ -3,7 +3,8 @@
 ``CASES`` maps every name in ``condcli.adapters.FAMILIES`` to its variants; tests/test_conformance.py runs
 every contract check on each. A variant declares how to build the model (seeded, 2 layers or so, d ≤ 32,
 attention sharpened so that P is informative), a small batch, where the test finds each attention layer in
-the model itself (:class:`Site`: the attention module, its output projection, its weights split as SPEC §3
+the model itself (:class:`Site`: the attention module, its output projection, its weights split as
+docs/math.md#layers
 says, and the family's P as a float64 function of q and k), and how X and X_l come from the model's own
 modules (timm: called in order, or ``forward_intermediates``; HF: ``hidden_states`` of an eager run).
 A new family adds its variants here.
@@ -39,7 +40,7 @@ class Site:
     attn: nn.Module  # its first input is A_l: (B·G, n, c), windows with the batch outermost
     proj: nn.Module | None  # its input is the attention output before the projection, heads side by side
     # (None: the module has no output projection; its own output is that)
-    w: Weights  # the module's own projection weights, split as SPEC §3 says (y = A_l W + b)
+    w: Weights  # the module's own projection weights, split as docs/math.md#layers says (y = A_l W + b)
     heads: int
     mixing: str = "tokens"  # "channels": P (d_h × d_h) mixes V's channels (XCA, DaViT channel attention)
     probs: Callable[[Tensor, Tensor], Tensor] | None = None  # float64 P from per-head q, k (B, G, H, n, d_h)

@@ -1,4 +1,4 @@
-"""Hand-made condcli report dicts (SPEC §7) for the CI gate's tests, with NumPy's statistics."""
+"""Hand-made condcli report dicts (docs/math.md#json) for the CI gate's tests, with NumPy's statistics."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import numpy as np
 
 
 def agg(values: list[float]) -> dict[str, Any]:
-    """An aggregate as the report writes it, with NumPy's statistics (SPEC §6: inf as "inf")."""
+    """An aggregate as the report writes it, with NumPy's statistics (docs/math.md#aggregation: inf as
+    "inf")."""
     v = np.asarray(values, dtype=np.float64)
 
     def j(x: float) -> float | str:

@@ -12,7 +12,8 @@ def np_sigma(X: np.ndarray) -> np.ndarray:
 
 
 def np_kappa(X: np.ndarray) -> np.ndarray:
-    """σ_1/σ_k per matrix with SPEC §2's inf rule, via NumPy's LAPACK SVD — of a matrix whose largest entry is
+    """σ_1/σ_k per matrix with docs/math.md#spectra's inf rule, via NumPy's LAPACK SVD — of a matrix whose
+    largest entry is
     outside [2^-256, 2^256] scaled first by the power of two that brings it near 1 (exact, and κ does not
     change; LAPACK loses accuracy on subnormal entries: [[2a, a, a], [a, 2a, a]] at a = 5e-324 gave 3, not
     √11)."""
@@ -32,7 +33,8 @@ DTYPE_EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfl
 
 
 def np_tol(X: np.ndarray, eps: float) -> np.ndarray:
-    """SPEC §2's below-precision tolerance: u·‖X‖_F with u = eps/2 (‖X‖_F from NumPy's norm, no SVD),
+    """docs/math.md#spectra's below-precision tolerance: u·‖X‖_F with u = eps/2 (‖X‖_F from NumPy's norm, no
+    SVD),
     never below float64's own singularity threshold max(N, d)·eps64·σ_1 (where κ is inf)."""
     X = np.asarray(X, dtype=np.float64)
     rounding = 0.5 * eps * np.linalg.norm(X, "fro", axis=(-2, -1))
@@ -40,7 +42,8 @@ def np_tol(X: np.ndarray, eps: float) -> np.ndarray:
 
 
 def np_reported_kappa(X: np.ndarray, eps: float) -> np.ndarray:
-    """κ as SPEC §2 reports it for a capture of machine epsilon ``eps``: σ_1/σ_k, or where σ_k ≤ tol the
+    """κ as docs/math.md#spectra reports it for a capture of machine epsilon ``eps``: σ_1/σ_k, or where σ_k ≤
+    tol the
     floor σ_1/tol (all the captured data can tell)."""
     s, tol = np_sigma(X), np_tol(X, eps)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -73,7 +76,7 @@ def geometric_sigma(k: int, kappa: float) -> np.ndarray:
 
 
 def np_cumulative(P: np.ndarray) -> np.ndarray:
-    """c_m = Σ_{i≤m} σ_i / Σσ per matrix (SPEC §4), via NumPy's SVD in float64."""
+    """c_m = Σ_{i≤m} σ_i / Σσ per matrix (docs/math.md#rank-decay), via NumPy's SVD in float64."""
     s = np.linalg.svd(np.asarray(P, dtype=np.float64), compute_uv=False)
     return np.cumsum(s, axis=-1) / s.sum(-1, keepdims=True)
 

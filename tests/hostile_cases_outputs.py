@@ -51,7 +51,8 @@ def newline_file(tmp: Path) -> None:
 
 
 def report_json(command: str = "spectrum", version: object = 1) -> str:
-    """The smallest condcli report of ``command`` (SPEC §7's envelope and sections, no later keys)."""
+    """The smallest condcli report of ``command`` (docs/math.md#json's envelope and sections, no later
+    keys)."""
     return json.dumps(
         {
             "schema_version": version,

@@ -1,4 +1,5 @@
-"""Aggregation over samples (SPEC §6): exact statistics, inf counting, and batch-split invariance."""
+"""Aggregation over samples (docs/math.md#aggregation): exact statistics, inf counting, and batch-split
+invariance."""
 
 from __future__ import annotations
 
@@ -102,7 +103,8 @@ PER_SAMPLE_FUNCS = {
 @pytest.mark.parametrize("shape", [(5, 9), (9, 5), (64, 197)])
 def test_every_per_sample_result_is_bitwise_batch_invariant(name: str, shape: tuple[int, int]) -> None:
     """Batched matmul/eigvalsh differ in the last bits from one-matrix calls (measured: (4, 5, 9) bmm, and
-    eigvalsh of 197×197); SPEC §6 wants identical results, so each sample must come out the same alone."""
+    eigvalsh of 197×197); docs/math.md#aggregation wants identical results, so each sample must come out the
+    same alone."""
     rng = np.random.default_rng(51)
     X = torch.from_numpy(rng.standard_normal((6, *shape)) * np.logspace(0, 3, 6)[:, None, None])
     X[1] = 1.0  # rank 1

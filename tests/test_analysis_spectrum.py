@@ -92,7 +92,7 @@ def test_layer_numbers_equal_a_recomputation_from_hooks_and_weights(vit: Any) ->
         full_q = np.concatenate(list(wq), axis=1)  # d × d, heads side by side
         np.testing.assert_allclose(layer.weights.wq, np_kappa(full_q), rtol=1e-9)
         ka = np_kappa(A)  # (S,)
-        # κ(P) as SPEC §2 reports it: the measurement, or where σ_k ≤ tol the floor σ_1/tol
+        # κ(P) as docs/math.md#spectra reports it: the measurement, or where σ_k ≤ tol the floor σ_1/tol
         sp, tp = np_sigma(P), np_tol(P, F32)  # (S, H, N), (S, H)
         kp = np.where(sp[..., -1] <= tp, sp[..., 0] / tp, np_kappa(P))  # (S, H)
         assert_agg(layer.plain["kappa"], list(np_kappa(X)), 1e-9)

@@ -106,7 +106,8 @@ def test_success_is_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
     ],
 )
 def test_every_report_starts_with_the_same_envelope(args: list[str], cli: Callable[..., Result]) -> None:
-    """SPEC §7: schema_version, tool {name, version} (+ torch, for baselines), command — for every command."""
+    """docs/math.md#json: schema_version, tool {name, version} (+ torch, for baselines), command — for every
+    command."""
     import json
 
     import torch

@@ -1,4 +1,5 @@
-"""`condcli rank-decay` end to end: SPEC §7 JSON keys, numbers against NumPy on the hooked P, the table,
+"""`condcli rank-decay` end to end: docs/math.md#json JSON keys, numbers against NumPy on the hooked P, the
+table,
 the two charts drawn from the JSON, --out written whole or not at all, and one line for each bad input."""
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from tests.recording import vit_probs
 
 FAST = ["--max-samples", "2", "--batch-size", "2"]
 AGG_KEYS = {"median", "mean", "min", "max", "per_sample", "inf_count"}
-KAPPA_KEYS = AGG_KEYS | {"floor", "floor_count", "per_sample_floor", "rel_uncertainty"}  # SPEC §2
+# docs/math.md#spectra
+KAPPA_KEYS = AGG_KEYS | {"floor", "floor_count", "per_sample_floor", "rel_uncertainty"}
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""`condcli spectrum` end to end through the CLI: exit codes, SPEC §7 JSON keys, the table, --out files
+"""`condcli spectrum` end to end through the CLI: exit codes, docs/math.md#json JSON keys, the table, --out
+files
 written whole or not at all, and one clear line for each kind of bad input.
 """
 
@@ -32,7 +33,8 @@ def test_json_has_every_spec_key(cli_json: Callable[..., dict[str, Any]]) -> Non
     e = r["embedding"]
     for key in ("kappa_conditioned", "kappa_corrected", "sigma_max", "sigma_min", "numerical_rank"):
         assert set(e[key]) == AGG_KEYS, key
-    assert set(e["kappa"]) == AGG_KEYS | FLOOR_KEYS  # κ(X) may be a floor (SPEC §2): marked per sample
+    # κ(X) may be a floor (docs/math.md#spectra): marked per sample
+    assert set(e["kappa"]) == AGG_KEYS | FLOOR_KEYS
     assert isinstance(e["below_precision"], int) and e["where"] == "pos_drop"
     for key in ("spectrum", "spectrum_conditioned"):
         assert set(e[key]) == {"median", "p10", "p90"} and len(e[key]["median"]) == 65

@@ -67,7 +67,8 @@ def test_json_contract_and_numbers_equal_numpy(cli_json: Callable[..., dict[str,
     emb = data["embedding"]
     for key in ("kappa_conditioned", "kappa_corrected", "sigma_max", "sigma_min", "numerical_rank"):
         assert set(emb[key]) == AGG_KEYS
-    assert set(emb["kappa"]) >= AGG_KEYS | {"floor_count", "floor", "per_sample_floor"}  # SPEC §2 floors
+    # docs/math.md#spectra floors
+    assert set(emb["kappa"]) >= AGG_KEYS | {"floor_count", "floor", "per_sample_floor"}
     assert "spectrum" not in emb and isinstance(emb["below_precision"], int)
     s = data["sweep"]
     assert set(s) >= {

@@ -284,7 +284,8 @@ def test_w_slices_are_the_module_weights(run: Run) -> None:
         assert a is not None
         q = torch.einsum("bgnc,hcd->bghnd", a.to(F64), w.wq)
         close(q + (0 if w.bq is None else w.bq[:, None, :]), project(a, site, "q"))
-        # and each query head reads the K/V slice of its own KV head (grouped-query attention, SPEC §3)
+        # and each query head reads the K/V slice of its own KV head (grouped-query attention,
+        # docs/math.md#layers)
         for role, bias in (("k", w.bk), ("v", w.bv)):
             y = torch.einsum("bgnc,hcd->bghnd", a.to(F64), w.per_query(role))  # type: ignore[arg-type]
             close(y + (0 if bias is None else bias[w.kv_index()][:, None, :]), project(a, site, role))

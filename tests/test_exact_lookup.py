@@ -1,4 +1,5 @@
-"""X that is an exact lookup of the model's stored token embeddings (SPEC §2): storing it adds no rounding of
+"""X that is an exact lookup of the model's stored token embeddings (docs/math.md#spectra): storing it adds
+no rounding of
 the capture dtype, so its below-precision flag is judged at float64. A tiny bf16 Llama (X = embed_tokens(ids),
 nothing added) is exempt; a bf16 Gemma (X = embed_tokens(ids)·√d) is not. References: the models' own
 hidden_states[0] and float64 NumPy."""

@@ -29,7 +29,7 @@ def with_layer(**changes: Any) -> dict[str, Any]:
 
 def minus_inf() -> dict[str, Any]:
     data = report([10.0])
-    data["embedding"]["kappa"]["median"] = "-inf"  # SPEC §6 spells ±inf as strings
+    data["embedding"]["kappa"]["median"] = "-inf"  # docs/math.md#aggregation spells ±inf as strings
     return data
 
 

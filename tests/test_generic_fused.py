@@ -1,4 +1,4 @@
-"""Fused Q/K/V projections split the way each family splits them (SPEC §3): Phi-3 `qkv_proj` under
+"""Fused Q/K/V projections split the way each family splits them (docs/math.md#layers): Phi-3 `qkv_proj` under
 grouped-query attention, GPT-NeoX and Bloom `query_key_value` interleaved per head, Falcon's multi-query,
 multi-head and new-decoder-architecture layouts. References: the module's own weight rows and the family's
 own split of the projection's output; P against output_attentions under eager attention."""

@@ -1,7 +1,7 @@
 """The generic path on hierarchical and hybrid vision models, beyond the conformance table: layers in the
 order the model calls them (not the order it registers them), a batch axis that folds the images innermost,
 a model whose trial forward fails, conditioning that reaches a block reading unfolded patches, and where X
-is said to be (SPEC §1). References: the models' own modules, called by the test."""
+is said to be (docs/math.md#x). References: the models' own modules, called by the test."""
 
 from __future__ import annotations
 

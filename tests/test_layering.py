@@ -1,4 +1,5 @@
-"""condcli's import graph: no cycles, imports only go downward (DESIGN.md), the core never imports typer/rich.
+"""condcli's import graph: no cycles, imports only go downward (docs/design.md#layers), the core never
+imports typer/rich.
 
 The graph is read from the source (every import statement, also inside functions and ``TYPE_CHECKING``
 blocks), so a lazy import cannot hide a cycle. Importing ``a.b.c`` from outside package ``a.b`` first runs
@@ -17,7 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent / "condcli"
 
 # Top to bottom: a module may import modules of its own layer or of a lower one, never of a higher one.
-# DESIGN.md: cli → analysis → {sources, inputs, capture, conditioning, spectra} → report. A new top-level
+# docs/design.md#layers: cli → analysis → {sources, inputs, capture, conditioning, spectra} → report. A new
+# top-level
 # module goes into one of these layers (the test below names any module that is in none).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("condcli.__main__", "condcli.cli")),

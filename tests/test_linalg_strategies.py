@@ -1,5 +1,5 @@
 """The linear-algebra strategies (condcli.spectra.strategies) on CPU: each against float64 NumPy SVD, and each
-bitwise invariant to how samples are batched (SPEC §2, §6; issue 18 item 2)."""
+bitwise invariant to how samples are batched (docs/math.md#spectra, #aggregation; issue 18 item 2)."""
 
 from __future__ import annotations
 

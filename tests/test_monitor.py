@@ -155,7 +155,7 @@ def tiny_vit(**kwargs: float) -> nn.Module:
 
 
 def timm_inputs(model: nn.Module, pixels: torch.Tensor) -> tuple[torch.Tensor, list]:
-    """X (the output of pos_drop, SPEC §1) and each block's (X_l, A_l) by a manual eval forward."""
+    """X (the output of pos_drop, docs/math.md#x) and each block's (X_l, A_l) by a manual eval forward."""
     model.eval()
     with torch.no_grad():
         x = model._pos_embed(model.patch_embed(pixels))

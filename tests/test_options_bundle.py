@@ -1,4 +1,5 @@
-"""Every command that loads a model takes every common option of SPEC §8, with the same defaults and help;
+"""Every command that loads a model takes every common option of docs/math.md#cli, with the same defaults and
+help;
 one run per command with all of them together shows that each took effect, and a bad value of each is
 the one-line error that names its flag. compare included: [tool.condcli] model and --checkpoint(-a)."""
 
@@ -19,7 +20,7 @@ from condcli.cli import app
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_checkpoints"
 COMMANDS = ("spectrum", "sweep-lambda", "rank-decay", "check", "compare", "inspect")
-# SPEC §8's common options and their defaults (flag → default)
+# docs/math.md#cli's common options and their defaults (flag → default)
 COMMON: dict[str, Any] = {
     "--weights": None,  # pretrained, random for a file.py:factory MODEL
     "--checkpoint": None,

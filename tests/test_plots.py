@@ -26,7 +26,7 @@ def jf(v: float) -> float | str:
 
 
 def agg(values: list[float]) -> dict[str, Any]:
-    """An AGG dict (SPEC §6) from a list of per-sample values."""
+    """An AGG dict (docs/math.md#aggregation) from a list of per-sample values."""
     a = np.asarray(values, dtype=np.float64)
     return {
         "median": jf(np.median(a)),

@@ -1,4 +1,4 @@
-"""Rank decay of P (SPEC §4) against independent references: float64 NumPy SVDs of attention
+"""Rank decay of P (docs/math.md#rank-decay) against independent references: float64 NumPy SVDs of attention
 probabilities the test records itself (timm hooks, transformers' own ``attentions``), and closed forms."""
 
 from __future__ import annotations

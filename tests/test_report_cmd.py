@@ -1,7 +1,8 @@
 """``condcli report FILE.json [-o FILE.html]`` and ``check --out``: a saved report becomes the page, beside
 the JSON by default; bad input is one line, exit 2 and no page; an existing page is replaced whole or kept.
 
-Reports here are hand-made (tests/gate_reports.py: SPEC §7's keys, NumPy's statistics), among them one with
+Reports here are hand-made (tests/gate_reports.py: docs/math.md#json's keys, NumPy's statistics), among them
+one with
 only the keys of the first schema, so the expected numbers come from NumPy, not from condcli.
 """
 
@@ -39,7 +40,8 @@ def page_text(path: Path) -> str:
 
 
 def first_schema() -> dict[str, Any]:
-    """A spectrum report with only SPEC §7's first keys (no floors, notes, conditioned forward, torch)."""
+    """A spectrum report with only docs/math.md#json's first keys (no floors, notes, conditioned forward,
+    torch)."""
     kappa = [120.0, 135.5, 150.25]
     data = report(kappa, layers=[layer(0, [200.0, 210.0, 220.0], [1e9, 2e9, 3e9])])
     data["tool"] = {"name": "condcli", "version": "0.1.0"}

@@ -132,7 +132,7 @@ EXPECTED = {
 
 def _close(actual: list[float], X: torch.Tensor) -> None:
     """κ per sample equals numpy's within what a backward-stable SVD promises (eps·κ relative); below the
-    capture's resolution, the floor σ_1/tol (SPEC §2)."""
+    capture's resolution, the floor σ_1/tol (docs/math.md#spectra)."""
     expected = np_reported_kappa(X.double().numpy(), DTYPE_EPS[str(X.dtype).removeprefix("torch.")])
     np.testing.assert_allclose(actual, expected, rtol=max(1e-9, 100 * EPS * float(expected.max())))
 

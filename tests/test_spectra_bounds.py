@@ -1,4 +1,5 @@
-"""Theorem 4.4's correction, the Weyl bound vs the supplement's estimate, and μ (SPEC §2–§3)."""
+"""Theorem 4.4's correction, the Weyl bound vs the supplement's estimate, and μ (docs/math.md#spectra to
+#layers)."""
 
 from __future__ import annotations
 

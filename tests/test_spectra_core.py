@@ -1,4 +1,5 @@
-"""Singular values, κ, numerical rank and the below-precision flag against NumPy float64 SVD (SPEC §2)."""
+"""Singular values, κ, numerical rank and the below-precision flag against NumPy float64 SVD
+(docs/math.md#spectra)."""
 
 from __future__ import annotations
 
@@ -185,7 +186,8 @@ def test_summarize_auto_on_a_singular_matrix_is_inf_not_a_gram_floor() -> None:
 
 
 def test_threaded_linear_algebra_is_bitwise_the_sequential_loop() -> None:
-    """Matrices are spread over torch's threads on CPU; each is still its own call (SPEC §6)."""
+    """Matrices are spread over torch's threads on CPU; each is still its own call
+    (docs/math.md#aggregation)."""
     X = torch.from_numpy(np.random.default_rng(7).standard_normal((9, 40, 30)))
     threads = torch.get_num_threads()
     try:

@@ -68,7 +68,8 @@ def test_singular_values_and_tolerance_are_scaled_back(exponent: int) -> None:
     close(spectra.singular_values(X), _svd(A))
     summary = spectra.summarize(X, "float32")
     close(summary.sigma, _svd(A))
-    close(summary.tolerance, np.float64(np.finfo(np.float32).eps / 2 * np.linalg.norm(A)))  # SPEC §2: u·‖X‖_F
+    # docs/math.md#spectra: u·‖X‖_F
+    close(summary.tolerance, np.float64(np.finfo(np.float32).eps / 2 * np.linalg.norm(A)))
     U, S, Vh = np.linalg.svd(A, full_matrices=False)
     C = S[0] * U @ Vh
     close(spectra.correction(X), C, rtol=1e-10)

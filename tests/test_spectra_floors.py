@@ -1,4 +1,4 @@
-"""The precision budget and honest floors (SPEC §2, issue 18 item 1), against float64 NumPy SVD.
+"""The precision budget and honest floors (docs/math.md#spectra, issue 18 item 1), against float64 NumPy SVD.
 
 Every κ reported as a measurement agrees with SVD to ≤ 1e-6 relative; every floor is true (σ_k ≤ tol) and
 equals σ_1/tol; the Gram path settles what it can (its switch is tested at the derived boundary) and spends
@@ -44,7 +44,8 @@ def svd_count(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def _np_floor(X: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
-    """(below, floor value σ_1/tol) from NumPy: tol = eps/2·‖X‖_F (SPEC §2; these X are far from singular
+    """(below, floor value σ_1/tol) from NumPy: tol = eps/2·‖X‖_F (docs/math.md#spectra; these X are far from
+    singular
     in float64, so float64's own threshold does not enter)."""
     s = np_sigma(X)
     tol = 0.5 * DTYPE_EPS[dtype] * np.linalg.norm(X, "fro", axis=(-2, -1))
@@ -170,7 +171,8 @@ def test_gate_a_floor_above_the_limit_fails_as_at_least_and_below_it_cannot_pass
     assert not under.passed and "below float32 resolution" in (under.reason or "")
     clean = kappa_rule(_gate_report([40.0, 50.0, 60.0], [False, False, False]), 1e3, "median", "kappa", "t")
     assert clean.passed
-    # the value a rule reports is marked a floor where the statistic is one (SPEC §2: where raising a
+    # the value a rule reports is marked a floor where the statistic is one (docs/math.md#spectra: where
+    # raising a
     # floor sample could move it), in the JSON and as "≥ x ⚠" in the tables
     assert over.floor and over.to_json()["floor"] is True and over.shown() == ("≥ 5e+04 ⚠", "1000")
     assert under.floor and under.shown()[0] == "≥ 50 ⚠"  # raising the floor 40 can move the median

@@ -1,4 +1,5 @@
-"""The fast Gram paths against float64 SVD: exact where trusted, and the SVD fallback where not (SPEC §2)."""
+"""The fast Gram paths against float64 SVD: exact where trusted, and the SVD fallback where not
+(docs/math.md#spectra)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The below-precision flag (SPEC §2): tol = u·‖X‖_F, u = eps(capture dtype)/2, against float64 NumPy SVDs.
+"""The below-precision flag (docs/math.md#spectra): tol = u·‖X‖_F, u = eps(capture dtype)/2, against float64
+NumPy SVDs.
 
 By Weyl's inequality rounding X to the capture dtype moves no σ_i by more than tol; these tests check that
 claim on random matrices, that a well-conditioned bf16 capture is not flagged whatever its size, and that

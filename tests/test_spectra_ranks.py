@@ -1,4 +1,5 @@
-"""Effective rank, stable rank and rank-collapse residual against their SPEC §5 formulas in NumPy."""
+"""Effective rank, stable rank and rank-collapse residual against their docs/math.md#ranks formulas in
+NumPy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What every family adapter tells condcli about a model (SPEC §1, §3), as plain typed objects.
+"""What every family adapter tells condcli about a model (docs/math.md#x, #layers), as plain typed objects.
 
 An adapter never runs the analysis. It names: where X is taken (:class:`EmbeddingPoint`), the attention
 layers (:class:`LayerSpec`) and, for each, three :class:`Probe` s — the residual stream X_l entering the
@@ -113,7 +113,8 @@ class EmbeddingPoint:
 class HeadWeights:
     """Per-head projection slices, float64: W (H, d, d_h) such that q_h = A_l W_Q[h] + b_Q[h].
 
-    Grouped-query attention (SPEC §3): W_K and W_V may have fewer heads, (H_kv, d, d_h) with H_kv dividing
+    Grouped-query attention (docs/math.md#layers): W_K and W_V may have fewer heads, (H_kv, d, d_h) with H_kv
+    dividing
     H, and query head h reads KV head h // (H / H_kv). Multi-head attention is the case H_kv = H.
     """
 

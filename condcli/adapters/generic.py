@@ -81,7 +81,8 @@ def _causal(attn: nn.Module) -> bool:
     return bool(getattr(attn, "is_causal", False)) or bool(classes.intersection(CAUSAL_ATTENTION))
 
 
-# a learned absolute position embedding: a part of the last piece of its module or parameter name (SPEC §1)
+# a learned absolute position embedding: a part of the last piece of its module or parameter name
+# (docs/math.md#x)
 ABSOLUTE = ("position_embedding", "embed_positions", "pos_embed")
 ABSOLUTE_EXACT = ("wpe",)
 # positions that enter inside attention instead: (part of a module name, how), and configs with ALiBi
@@ -143,7 +144,7 @@ def _shared(model: nn.Module) -> list[tuple[str, nn.Module]] | None:
 
     ``num_hidden_groups`` groups of ``inner_group_num`` blocks serve ``num_hidden_layers`` layers: group g
     runs for the layers [g·L/G, (g+1)·L/G), its blocks in order each time. Each call of a block is its own
-    layer, named '#callK' for its k-th call (SPEC §3, shared layers).
+    layer, named '#callK' for its k-th call (docs/math.md#layers, shared layers).
     """
     config = getattr(model, "config", None)
     total, groups = getattr(config, "num_hidden_layers", None), getattr(config, "num_hidden_groups", None)

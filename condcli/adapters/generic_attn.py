@@ -1,7 +1,7 @@
 """How the generic path reads one attention module of a vision model: its Q/K/V projections and heads.
 
 Beyond the fused and separate projections of :mod:`condcli.adapters.generic_heads` (tried last), this
-reads the layouts hierarchical and hybrid vision models use (SPEC §3):
+reads the layouts hierarchical and hybrid vision models use (docs/math.md#layers):
 
 - ``q`` + ``kv`` (PVT-v2, Twins GSA, attention pooling): K and V stacked [K | V] in ``kv``;
 - ``qk`` + ``v`` (TNT): Q and K stacked in ``qk``;

@@ -1,4 +1,4 @@
-"""Every attention layer of a vision model, in the order the model calls them (SPEC §1, §3).
+"""Every attention layer of a vision model, in the order the model calls them (docs/math.md#x, #layers).
 
 - An attention is a module whose Q/K/V projections :func:`condcli.adapters.generic_attn.read` reads and
   that computes a softmax (:func:`condcli.adapters.generic_mixers.is_attention`), the outermost such (a

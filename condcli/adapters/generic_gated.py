@@ -5,7 +5,8 @@ GPSA computes two softmaxes over the keys, the content one P = softmax(q kᵀ·s
 P_pos = softmax(pos_proj(rel_indices)) that does not depend on the tokens, and mixes V with
 M = ((1 − σ(g))·P + σ(g)·P_pos) / rowsum, g its per-head ``gating_param``: M is what passes through
 ``attn_drop`` and multiplies V. P is observed inside the call (the first softmax over the keys), and M is
-the layer's mixing matrix (shaped attention, SPEC §3), computed in float64 from P and the module's own
+the layer's mixing matrix (shaped attention, docs/math.md#layers), computed in float64 from P and the
+module's own
 gate, positional projection and relative indices.
 """
 

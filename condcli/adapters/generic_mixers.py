@@ -1,4 +1,4 @@
-"""Attention or not: which token mixers the generic path analyses as attention (SPEC §3).
+"""Attention or not: which token mixers the generic path analyses as attention (docs/math.md#layers).
 
 A module with projections the generic path reads (:func:`condcli.adapters.generic_attn.read`) is an
 attention only where its code computes a softmax (over the keys, or over another dimension as factorized

@@ -1,7 +1,7 @@
 """The generic path on a vision model: every attention layer in call order, X, X_l and A_l in their layouts.
 
 :mod:`condcli.adapters.generic_blocks` finds the layers with one trial forward; this module turns what it
-found into probes and says, in words, where X is and which position encoding precedes it (SPEC §1): the
+found into probes and says, in words, where X is and which position encoding precedes it (docs/math.md#x): the
 absolute or convolutional ones that run before the first attention (X follows them), those that run only
 later (Twins' PEG after the first block: X carries none), and positions that enter inside attention.
 """
@@ -206,7 +206,7 @@ def _entry(f: Found, softmaxes: int) -> Entry:
 
 
 def _words(r: Reading, groups: tuple[int, int] | None) -> str:
-    """What P is, in words (SPEC §3: a non-square P is named)."""
+    """What P is, in words (docs/math.md#layers: a non-square P is named)."""
     where = (
         f" {r.windows}" if r.windows else f" in {groups[0]} groups of {groups[1]} tokens" if groups else ""
     )

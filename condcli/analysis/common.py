@@ -104,7 +104,7 @@ def settings(
 
 
 def precision_note(below: int, total: int, dtype: str, what: str = "X") -> str | None:
-    """The SPEC §2 hint when samples are below the capture dtype's resolution."""
+    """The docs/math.md#spectra hint when samples are below the capture dtype's resolution."""
     if not below:
         return None
     rerun = " — rerun with --dtype float64 to resolve them" if dtype != "float64" else ""

@@ -1,4 +1,5 @@
-"""X over a stream of batches (SPEC §2): κ(X), κ(X + λI_k), κ(X + C), σ, numerical rank, spectra."""
+"""X over a stream of batches (docs/math.md#spectra): κ(X), κ(X + λI_k), κ(X + C), σ, numerical rank,
+spectra."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
 """A layer's largest κ(P) and μ(A) over its heads, per sample, decomposing only the heads that decide them.
 
 Without ``--heads`` a layer reports, per sample, the largest κ(P) and μ(A) over its groups and heads and
-whether any head is a floor (SPEC §3). Every head gets proven bounds first
+whether any head is a floor (docs/math.md#layers). Every head gets proven bounds first
 (:mod:`condcli.spectra.certify`, cheaper than its SVD); a head whose bound proves it is no floor and cannot
 exceed a maximum already measured needs no SVD. The heads decomposed are the unproven ones and, round by
 round, the one with the highest bound on κ and the one with the highest bound on μ that could still beat the
 maxima so far. Each is decomposed exactly as :func:`condcli.analysis.persample.summarize_heads` does, so the
 maxima and the floor flags are those of decomposing every head (bitwise, with one decomposition per call: the
-CPU default), and which heads are decomposed depends on the sample alone (SPEC §6).
+CPU default), and which heads are decomposed depends on the sample alone (docs/math.md#aggregation).
 
 Where it runs (:data:`DEFAULTS`, per device kind of the captured P; :func:`forced` overrides it): on the CPU
 for causal attention (P lower triangular, a floor proven by triangular solves in O(n²)) from

@@ -1,4 +1,5 @@
-"""Per-layer quantities (SPEC §3) over a stream of captured layers: κ(X_l), κ(A_l), κ(W), μ(LA), μ(A).
+"""Per-layer quantities (docs/math.md#layers) over a stream of captured layers: κ(X_l), κ(A_l), κ(W), μ(LA),
+μ(A).
 
 Attention groups (Swin/DaViT windows) are matrices of their own: a sample's κ(A_l) is its worst group's,
 and μ is taken per group and head and then maximised, so μ(A) pairs each P with the A_l it came from.
@@ -119,7 +120,8 @@ class ForwardAccumulator:
         self.kq = torch.tensor(kappas.wq_heads, dtype=torch.float64)  # (H,)
         self.kk = torch.tensor(kappas.wk_heads, dtype=torch.float64)
         self.kv = torch.tensor(kappas.wv_heads, dtype=torch.float64)
-        # flagged metrics carry per-sample floor marks (SPEC §2): a κ below resolution is reported as σ_1/tol
+        # flagged metrics carry per-sample floor marks (docs/math.md#spectra): a κ below resolution is
+        # reported as σ_1/tol
         self.streams = {m.key: ScalarStream(floors=m.flag is not None) for m in FORWARD}
         H = len(kappas.wq_heads)
         # per head metric of :data:`condcli.metrics.HEAD`, one stream per head (H(P) is always kept: the

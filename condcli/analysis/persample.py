@@ -1,6 +1,6 @@
 """Per-sample matrices out of captured batches, and their spectra computed in same-shape groups.
 
-Padding is removed per sample (SPEC §1), so text samples have different N; samples of equal shape are
+Padding is removed per sample (docs/math.md#x), so text samples have different N; samples of equal shape are
 stacked and summarised together, and every result is put back in sample order.
 """
 
@@ -48,7 +48,7 @@ def summarize_samples(
     *,
     exact_spectrum: bool = True,
 ) -> Summaries:
-    """:func:`condcli.spectra.summarize` of every sample, in sample order, with floors (SPEC §2).
+    """:func:`condcli.spectra.summarize` of every sample, in sample order, with floors (docs/math.md#spectra).
 
     ``method="auto"``: the Gram path where it settles κ within 1e-6 of SVD's or certifies a floor, SVD
     elsewhere (activations); ``"svd"`` where the matrices are expected to be ill-conditioned and the Gram path

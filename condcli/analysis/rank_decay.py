@@ -1,5 +1,5 @@
 """``condcli rank-decay``: the spectra of every layer's P, plain and with the embedding fix, streamed over
-all batches (SPEC §4)."""
+all batches (docs/math.md#rank-decay)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
-"""Linformer-style rank decay of the attention probabilities P (SPEC §4): one layer's accumulator.
+"""Linformer-style rank decay of the attention probabilities P (docs/math.md#rank-decay): one layer's
+accumulator.
 
 Per batch, the singular values of every P (float64, one matrix per LAPACK call spread over the CPU
-threads: batch-invariant, SPEC §6) are kept; at the end each layer's normalized cumulative spectra
+threads: batch-invariant, docs/math.md#aggregation) are kept; at the end each layer's normalized cumulative
+spectra
 c_j = Σ_{i≤j} σ_i / Σ σ_i are read at index m, at 90% of the mass (rank90) and through RankMe (erank).
 """
 
@@ -28,7 +30,7 @@ from condcli.spectra import (
 
 
 def default_index(n: int) -> int:
-    """m = round(n/4) (SPEC §4), halves rounded up, at least 1: 49 for ViT-B's n = 197."""
+    """m = round(n/4) (docs/math.md#rank-decay), halves rounded up, at least 1: 49 for ViT-B's n = 197."""
     return max(1, math.floor(n / 4 + 0.5))
 
 

@@ -61,7 +61,8 @@ def analyse_spectrum(
     model_from: str,
     progress: Progress | None = None,
 ) -> SpectrumReport:
-    """Stream every batch through the plain (and conditioned) forward and aggregate all of SPEC §2–§3."""
+    """Stream every batch through the plain (and conditioned) forward and aggregate all of
+    docs/math.md#spectra to #layers."""
     adapter = loaded.adapter
     chosen = layer_set(adapter, options.layers)
     specs = {s.index: s for s in adapter.layers}

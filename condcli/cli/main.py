@@ -1,4 +1,5 @@
-"""The Typer app and the one place that turns errors into one line on stderr and an exit code (SPEC §8).
+"""The Typer app and the one place that turns errors into one line on stderr and an exit code
+(docs/math.md#cli).
 
 Exit codes: 0 success · 1 a check failed · 2 bad usage or input (also: out of memory, the inputs or options
 asked for more than fits) · 3 internal error · 128 + N a signal: 130 Ctrl-C, 143 SIGTERM, each with one line ·

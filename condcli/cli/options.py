@@ -1,4 +1,4 @@
-"""Options shared by the commands (SPEC §8), each declared once.
+"""Options shared by the commands (docs/math.md#cli), each declared once.
 
 Every command that loads a model and reads inputs takes the same bundle: ``@run_options()`` appends the
 bundle's typer parameters (:data:`COMMON`) to the command's own and hands the command one

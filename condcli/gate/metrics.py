@@ -1,4 +1,4 @@
-"""The gateable numbers of a spectrum report (SPEC §7 JSON), each one statistic over samples.
+"""The gateable numbers of a spectrum report (docs/math.md#json JSON), each one statistic over samples.
 
 A metric's ``key`` is a stable path into the report — ``embedding.kappa``, ``layers[3].mu_la``,
 ``layers[3].conditioned.kappa``, ``layers[3].kappa_wq`` — so a baseline and a fresh run, or two models,
@@ -31,7 +31,7 @@ class ReportShapeError(Exception):
 
 
 def number(value: Any, path: str) -> float:
-    """A JSON number, or the strings "inf"/"-inf" (SPEC §6), as a float."""
+    """A JSON number, or the strings "inf"/"-inf" (docs/math.md#aggregation), as a float."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ReportShapeError(path, f"is {type(value).__name__}, not a number")
     if isinstance(value, str):

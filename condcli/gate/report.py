@@ -1,4 +1,4 @@
-"""What ``condcli check`` and ``condcli compare`` found, as dataclasses, and their JSON (SPEC §7).
+"""What ``condcli check`` and ``condcli compare`` found, as dataclasses, and their JSON (docs/math.md#json).
 
 A check report is the spectrum report of the fresh analysis (same keys, ``command: "check"``) plus
 ``statistic``, ``checks``, ``passed``, ``baseline`` and ``warnings``, so it can serve as a baseline itself.
@@ -55,7 +55,8 @@ class CheckResult:
     layer_name: str | None = None
     baseline: float | None = None  # baseline metrics: the baseline's value (limit = it × (1 + tolerance))
     improved: bool = False  # baseline metrics: better than the baseline by more than the tolerance
-    floor: bool = False  # the value is only a floor σ_1/tol (SPEC §2): the true value is at least this
+    # the value is only a floor σ_1/tol (docs/math.md#spectra): the true value is at least this
+    floor: bool = False
     # the value's relative uncertainty from the capture's rounding, None where not tracked
     # (docs/math.md#digits-a-capture-supports)
     rel_uncertainty: float | None = None

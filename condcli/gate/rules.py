@@ -1,4 +1,4 @@
-"""The threshold rules of ``condcli check``, evaluated on a fresh spectrum report (SPEC §7 JSON).
+"""The threshold rules of ``condcli check``, evaluated on a fresh spectrum report (docs/math.md#json JSON).
 
 - ``max_kappa``: κ of the embedded tokens the blocks compute with — κ(X) for a plain model; for a model
   that adds its own X + λ·I_k (or X + C) at X, κ of that sum — as the chosen statistic over samples.
@@ -8,7 +8,8 @@
   metric's limit is a maximum, a lower-is-worse one's a minimum.
 
 A value exactly at its limit passes. A κ that is inf (numerically singular) or measured on samples below
-the capture dtype's resolution (a floor, not a measurement: SPEC §2) fails, with that reason. Floors are
+the capture dtype's resolution (a floor, not a measurement: docs/math.md#spectra) fails, with that reason.
+Floors are
 treated as floors: a floor above a maximum fails (the reason shows "≥ value > limit": the true value is at
 least that); a floor at or below a maximum cannot pass either, since the true value may lie above the limit
 — it fails with the below-resolution reason, as does any statistic over samples some of which are floors
@@ -59,7 +60,7 @@ def seen_key_of(report: Mapping[str, Any]) -> str | None:
 
 
 def _precision(inf: int, below: int, n: int, dtype: str, what: str, where: str = "") -> list[str]:
-    """The SPEC §2 reasons: singular samples, and samples whose κ is only a floor."""
+    """The docs/math.md#spectra reasons: singular samples, and samples whose κ is only a floor."""
     out = []
     at = f" in {where}" if where else ""
     if inf:
@@ -130,7 +131,8 @@ class _LayerValue:
     value: float
     inf: int
     below: int
-    floor: bool = False  # the statistic itself is only a floor (the report's "floor" marks, SPEC §2)
+    # the statistic itself is only a floor (the report's "floor" marks, docs/math.md#spectra)
+    floor: bool = False
     rel: float | None = None  # its relative uncertainty from the capture's rounding, where the report has it
 
 

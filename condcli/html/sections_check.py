@@ -94,7 +94,8 @@ def rules_html(report: Report) -> str:
     for c in rules:
         value, limit = to_float(c.get("value")), to_float(c.get("limit"))
         shown_value, shown_limit = _pair(value, limit)
-        if c.get("floor") is True:  # only a floor σ_1/tol (SPEC §2): the true value is at least this
+        # only a floor σ_1/tol (docs/math.md#spectra): the true value is at least this
+        if c.get("floor") is True:
             shown_value = f"≥ {shown_value} {WARN}"
         source = c.get("source")
         note = "; ".join(

@@ -25,7 +25,8 @@ parameters' dtype (no autocast), with eager attention for the one measuring forw
   ``kappa_probs``, ``kappa_mixing``, ``attention_entropy``, ``stable_rank``; and the weights' ``kappa_wq``,
   ``kappa_wk``, ``kappa_wv``, the full projections, a model constant that moves as it trains). Metrics of
   P are absent for a layer whose P the family cannot observe.
-- **Floors** (SPEC §2): where a median is only a floor σ_1/tol (its X below the capture dtype's resolution),
+- **Floors** (docs/math.md#spectra): where a median is only a floor σ_1/tol (its X below the capture dtype's
+resolution),
   the floor value is logged under the key, and ``<key>/floor`` is 1.0 (else 0.0). Every metric that can be
   a floor (``condcli/kappa_x``, and per layer ``kappa``, ``kappa_attn_input``, ``mu_la``, ``mu_a``,
   ``kappa_probs``, ``kappa_mixing``) always has its ``/floor`` key beside it. ``inf`` (singular) is logged

@@ -3,7 +3,8 @@
 :func:`probe_batch` turns what the model takes (a dict of tensors, or one tensor) into condcli's
 :class:`~condcli.inputs.Batch`: the first ``max_samples`` samples, the keys the analysed module reads, and
 each text sample's length from its attention mask (padding is cut off X, X_l, A_l and P exactly as the
-CLI cuts it, SPEC §1). :func:`untouched` restores every module's training flag, the model's ``use_cache``
+CLI cuts it, docs/math.md#x). :func:`untouched` restores every module's training flag, the model's
+``use_cache``
 and the random number generators (torch CPU and CUDA, NumPy, Python) after the measurement.
 """
 

@@ -36,7 +36,8 @@ def layer_key(index: int, key: str) -> str:
 
 
 def floor_key(key: str) -> str:
-    """The 0/1 key beside ``key``: 1.0 where the logged median is only a floor σ_1/tol (SPEC §2)."""
+    """The 0/1 key beside ``key``: 1.0 where the logged median is only a floor σ_1/tol
+    (docs/math.md#spectra)."""
     return f"{key}/{FLOOR}"
 
 

@@ -1,4 +1,5 @@
-"""Figures drawn from a parsed JSON report (SPEC §7); the only condcli package that imports matplotlib.
+"""Figures drawn from a parsed JSON report (docs/math.md#json); the only condcli package that imports
+matplotlib.
 
 What each figure shows is described once, in :mod:`condcli.figures` (the HTML page draws the same
 descriptions); :mod:`.draw` draws a description as a :class:`matplotlib.figure.Figure`, never through

@@ -1,6 +1,6 @@
 """condcli's float64 spectral core: pure torch, batched over leading dims, device-agnostic, no I/O.
 
-The four names of SPEC §8 — :func:`singular_values`, :func:`condition_number`,
+The four names of docs/math.md#cli — :func:`singular_values`, :func:`condition_number`,
 :func:`shifted_condition_number` and :func:`corrected_condition_number` — are a public contract.
 """
 

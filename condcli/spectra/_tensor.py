@@ -115,7 +115,8 @@ def per_matrix(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> t
     For ``fn`` that takes one matrix only; a ``torch.linalg`` call that takes a stack goes through
     :func:`batched`. On CPU the matrices are spread over torch's threads (LAPACK on one
     small matrix uses about one core: measured 1.9× faster on 2 cores for 197×197 SVDs); each is still its
-    own call, so results are bitwise those of the sequential loop, whatever the batch split (SPEC §6).
+    own call, so results are bitwise those of the sequential loop, whatever the batch split
+    (docs/math.md#aggregation).
     """
     lead = x.shape[:-2]
     flat = x.reshape(-1, *x.shape[-2:])
@@ -132,7 +133,8 @@ def batched(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torc
     """``fn`` — a batchable op: one matrix or a stack in, e.g. ``torch.linalg.svdvals`` — over every matrix
     of ``x`` (..., N, d), run by the linear-algebra strategy of x's device
     (:mod:`condcli.spectra.strategies`). The first leading dimension is the sample axis: a batched call never
-    mixes two of its indices, so results do not depend on how samples are batched (SPEC §6)."""
+    mixes two of its indices, so results do not depend on how samples are batched
+    (docs/math.md#aggregation)."""
     return run_grouped(fn, x)
 
 

@@ -1,4 +1,4 @@
-"""Aggregation of per-sample results over a stream of batches (SPEC §6).
+"""Aggregation of per-sample results over a stream of batches (docs/math.md#aggregation).
 
 Batches are appended in stream order and every statistic is computed once, at the end, from the
 concatenated per-sample values. So the result depends only on the samples and never on how they were split
@@ -20,7 +20,8 @@ from condcli.spectra.uncertainty import STATISTICS, statistic_rel
 
 
 def json_float(v: float) -> float | str:
-    """A float for JSON: ``inf`` stays infinite as the string "inf" (SPEC §6); NaN is a bug."""
+    """A float for JSON: ``inf`` stays infinite as the string "inf" (docs/math.md#aggregation); NaN is a
+    bug."""
     if math.isnan(v):
         raise InternalError("a NaN reached the report", "report this as a bug")
     if math.isinf(v):
@@ -67,7 +68,8 @@ class Aggregate:
     max: float
     per_sample: tuple[float, ...]
     inf_count: int
-    # per sample, whether the value is only a floor (the true value is ≥ it: SPEC §2); None for quantities
+    # per sample, whether the value is only a floor (the true value is ≥ it: docs/math.md#spectra); None for
+    # quantities
     # that are never floors. JSON then adds "floor_count", "per_sample_floor" and "floor" (per statistic).
     per_sample_floor: tuple[bool, ...] | None = None
     # per sample, the relative uncertainty r of the value from the capture's rounding (tol/σ_k by Weyl, see
@@ -179,7 +181,7 @@ def _bools(flags: torch.Tensor | np.ndarray[Any, Any] | Sequence[bool], n: int) 
 
 @dataclass(frozen=True)
 class SpectrumBand:
-    """Spectra over samples: per-index median and 10th/90th percentiles (SPEC §6).
+    """Spectra over samples: per-index median and 10th/90th percentiles (docs/math.md#aggregation).
 
     Samples may have different k (text of different lengths): index i aggregates the samples that have an
     i-th singular value, and ``count[i]`` says how many that was.

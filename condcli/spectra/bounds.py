@@ -1,4 +1,4 @@
-"""Bounds on κ(X + λI_k) and the attention-conditioning bounds μ (SPEC §2, §3).
+"""Bounds on κ(X + λI_k) and the attention-conditioning bounds μ (docs/math.md#spectra, #layers).
 
 A note on the supplement's Theorem B.1. Its step (11), σ_k(X + λI_k) ≥ λ − σ_k(X), is not a Weyl
 inequality and fails in general: for X = diag(−a, ε), X + aI is singular, yet (σ_1+λ)/(λ−σ_k) is finite at

@@ -1,4 +1,4 @@
-"""Proven bounds on κ of square matrices, cheaper than their SVD (SPEC §2's precision budget).
+"""Proven bounds on κ of square matrices, cheaper than their SVD (docs/math.md#spectra's precision budget).
 
 A layer reports, per sample, the largest κ(P) over its heads (and the largest μ(A)) and whether any head is a
 floor. :func:`kappa_bounds` proves, for each head, either that σ_k lies above the capture's resolution or

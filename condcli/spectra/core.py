@@ -1,4 +1,4 @@
-"""Singular spectra, condition numbers and numerical rank of batched matrices (SPEC §2).
+"""Singular spectra, condition numbers and numerical rank of batched matrices (docs/math.md#spectra).
 
 Every function takes ``X`` of shape ``(..., N, d)`` (torch or numpy, any float dtype, any device), upcasts
 exactly to float64 on X's device and returns float64 results over the leading dimensions. k = min(N, d).
@@ -34,11 +34,13 @@ Method = Literal["auto", "svd"]
 # The Gram path squares κ: eigvalsh of X Xᵀ recovers σ_k with relative error ≈ c·eps·κ². Measured here
 # (prescribed spectra, N, d ∈ {8…768}): c ≤ 1.5, i.e. 2.6e-10 at κ = 1e3 and ≤ 1.8e-11 at κ = 300. A Gram
 # answer is kept only where its κ is at most this value, so Gram and SVD agree to ≤ 1e-10 relative
-# (tests/test_spectra_gram.py); everything above is recomputed with SVD. SPEC §2 allows the Gram path up
+# (tests/test_spectra_gram.py); everything above is recomputed with SVD. docs/math.md#spectra allows the Gram
+# path up
 # to κ ≈ 1e6 (error ≈ 1e-4 there); this is the stricter choice that meets the 1e-10 target.
 GRAM_MAX_KAPPA = 300.0
 
-# The precision budget of the analysis path (SPEC §2): every κ reported as a measurement agrees with float64
+# The precision budget of the analysis path (docs/math.md#spectra): every κ reported as a measurement agrees
+# with float64
 # SVD of the same matrix to ≤ MEASURE_RTOL relative.
 MEASURE_RTOL = 1e-6
 # Error of the float64 Gram path on the squared singular values: |λ̂_i − σ_i²| ≤ δ with
@@ -169,7 +171,8 @@ def precision_tolerance(
     """tol = u·‖X‖_F, u = eps(dtype)/2 the unit roundoff, from descending spectra ``sigma`` (..., k).
 
     Storing X in ``dtype`` rounds each entry by at most u relative: a perturbation E with
-    ‖E‖_2 ≤ ‖E‖_F ≤ u‖X‖_F, so by Weyl's inequality no σ_i ≤ tol can be told from that rounding (SPEC §2).
+    ‖E‖_2 ≤ ‖E‖_F ≤ u‖X‖_F, so by Weyl's inequality no σ_i ≤ tol can be told from that rounding
+    (docs/math.md#spectra).
     ‖X‖_F = sqrt(Σσ_i²). tol never goes below float64's own singularity threshold max(N, d)·eps64·σ_1 (where
     κ is ``inf``, :func:`kappa_from_sigma`): it is u‖X‖_F for every dtype but float64 (for float32 the
     threshold is the larger only past max(N, d) ≈ 3e8), and a numerically singular matrix is always flagged.
@@ -182,7 +185,8 @@ def precision_tolerance(
 
 @dataclass(frozen=True)
 class SpectrumSummary:
-    """Everything one SVD of a batch tells (SPEC §2). Tensors are over the leading (sample) dims."""
+    """Everything one SVD of a batch tells (docs/math.md#spectra). Tensors are over the leading (sample)
+    dims."""
 
     sigma: torch.Tensor  # (..., k) descending float64 (floors decided by the Gram path: σ below tol is noise)
     kappa: torch.Tensor  # (...,) σ_1/σ_k, inf where numerically singular in float64 (a floor: see `reported`)
@@ -202,7 +206,7 @@ class SpectrumSummary:
     @property
     def reported(self) -> torch.Tensor:
         """(...,) the κ to report: the measurement σ_1/σ_k, or where ``below_precision`` the floor σ_1/tol
-        (κ ≥ that is all the captured data can tell; SPEC §2). ``inf`` only for a zero matrix."""
+        (κ ≥ that is all the captured data can tell; docs/math.md#spectra). ``inf`` only for a zero matrix."""
         return torch.where(self.below_precision, floor_kappa(self.sigma_max, self.tolerance), self.kappa)
 
 

@@ -1,4 +1,4 @@
-"""Rank measures of embedded tokens (SPEC §5); their formulas are part of the contract.
+"""Rank measures of embedded tokens (docs/math.md#ranks); their formulas are part of the contract.
 
 All are scale-invariant: a matrix or spectrum beyond the safe band (entries near 1e308, or subnormal) is
 scaled by a power of two first, where Σσ, σ² or ‖X‖_F would otherwise overflow or underflow.
@@ -59,7 +59,8 @@ def collapse_residual(X: Tensorish) -> torch.Tensor:
 
 
 def cumulative_spectrum(sigma: torch.Tensor) -> torch.Tensor:
-    """Normalized cumulative spectrum (SPEC §4): c_j = Σ_{i≤j} σ_i / Σ_i σ_i, so c is non-decreasing and
+    """Normalized cumulative spectrum (docs/math.md#rank-decay): c_j = Σ_{i≤j} σ_i / Σ_i σ_i, so c is
+    non-decreasing and
     c_n = 1 exactly (the running sum is divided by its own last entry). A zero spectrum gives all 1."""
     sigma, _ = rescaled_spectrum(sigma)
     run = sigma.cumsum(-1)

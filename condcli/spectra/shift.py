@@ -1,4 +1,5 @@
-"""The paper's two fixes for ill-conditioned X: the shift λ·I_k and the Theorem 4.4 correction C (SPEC §2).
+"""The paper's two fixes for ill-conditioned X: the shift λ·I_k and the Theorem 4.4 correction C
+(docs/math.md#spectra).
 
 I_k is the N×d matrix with ones at (i, i), i < k = min(N, d). κ(X + λI_k) is computed exactly — its
 singular vectors differ from X's, so it is NOT (σ_1+λ)/(σ_k+λ). Any finite λ works: κ(X + λI_k) =

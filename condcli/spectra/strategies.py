@@ -5,7 +5,7 @@ A strategy maps a *batchable* op (a ``torch.linalg`` call that takes one matrix 
 or eigvalsh of a Gram matrix) over a flat stack (M, N, d) cut into *groups*: the matrices of one sample
 (its heads, groups, layers), never matrices of two samples together. Whatever a batched kernel does with its
 batch, a sample's results then depend on that sample alone, so they are bitwise identical whatever the sample
-batch size (SPEC §6). Strategies that decompose one matrix per call ignore the groups.
+batch size (docs/math.md#aggregation). Strategies that decompose one matrix per call ignore the groups.
 
 - ``loop``: one call per matrix on the matrices' own device (PyTorch's own loop on CUDA, plus a Python call
   and, for ``svdvals``, a host sync per matrix).
