@@ -65,8 +65,7 @@ def _end(code: int) -> NoReturn:
 
 def run() -> NoReturn:
     """Run the CLI on ``sys.argv`` and exit with its code (docs/math.md#cli; 130/143 on a signal, 141 on a
-    closed
-    stdout)."""
+    closed stdout)."""
     try:
         handle_signals()
         try:

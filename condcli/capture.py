@@ -73,8 +73,7 @@ def exact_lookup(model: nn.Module, x: torch.Tensor, inputs: dict[str, torch.Tens
     """Whether X (B, N, d) equals, entry for entry, an ``nn.Embedding`` weight of ``model`` gathered by the
     batch's ``input_ids`` (B, N), in X's own dtype: a RoPE decoder's token embeddings, with no scale and
     nothing added. Storing such an X adds no rounding of the capture dtype (docs/math.md#spectra) — checked,
-    not
-    assumed: a scaled lookup (Gemma's ×√d), an added position embedding or a norm makes it False.
+    not assumed: a scaled lookup (Gemma's ×√d), an added position embedding or a norm makes it False.
     """
     ids = inputs.get("input_ids")
     if (

@@ -5,12 +5,11 @@ Plots and tables read these (or their JSON); nothing here computes. ``to_json`` 
 infinite values are the string "inf" (docs/math.md#aggregation).
 
 Floors (docs/math.md#spectra). Where a matrix's σ_k ≤ tol = u·‖X‖_F (u the capture dtype's unit roundoff),
-its κ cannot be
-told from rounding noise: the per-sample value is then the floor σ_1/tol (the true κ is at least that), never
-the noise κ. An aggregate of a quantity that can be a floor — ``embedding.kappa``; per layer ``kappa``,
-``kappa_attn_input``, ``mu_la``, ``kappa_probs``, ``kappa_mixing``, ``mu_a`` (plain and ``conditioned``);
-``mu_la``, ``mu_a``, ``kappa_probs``, ``kappa_mixing`` in ``heads_detail`` — adds three keys to
-``{median, mean, min, max, per_sample, inf_count}``:
+its κ cannot be told from rounding noise: the per-sample value is then the floor σ_1/tol (the true κ is at
+least that), never the noise κ. An aggregate of a quantity that can be a floor — ``embedding.kappa``; per
+layer ``kappa``, ``kappa_attn_input``, ``mu_la``, ``kappa_probs``, ``kappa_mixing``, ``mu_a`` (plain and
+``conditioned``); ``mu_la``, ``mu_a``, ``kappa_probs``, ``kappa_mixing`` in ``heads_detail`` — adds three
+keys to ``{median, mean, min, max, per_sample, inf_count}``:
 
 - ``per_sample_floor``: one boolean per sample, true where ``per_sample`` is only a floor. A per-sample max
   over heads or groups is a floor where any of them is (its true value is unbounded above); μ(LA) and μ(A)

@@ -1,6 +1,5 @@
 """Conformance cases of the generic path on hierarchical and hybrid vision models (docs/math.md#x, #layers):
-every
-attention layer in call order across stages and branches, X and X_l in their layouts (NHWC, NCHW, folded
+every attention layer in call order across stages and branches, X and X_l in their layouts (NHWC, NCHW, folded
 windows, unfolded patches), non-square P (spatial reduction, pooling, class and cross attention, subsampled
 or global queries) with V from the tokens the module really attends to.
 

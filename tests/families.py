@@ -4,10 +4,9 @@
 every contract check on each. A variant declares how to build the model (seeded, 2 layers or so, d ≤ 32,
 attention sharpened so that P is informative), a small batch, where the test finds each attention layer in
 the model itself (:class:`Site`: the attention module, its output projection, its weights split as
-docs/math.md#layers
-says, and the family's P as a float64 function of q and k), and how X and X_l come from the model's own
-modules (timm: called in order, or ``forward_intermediates``; HF: ``hidden_states`` of an eager run).
-A new family adds its variants here.
+docs/math.md#layers says, and the family's P as a float64 function of q and k), and how X and X_l come from
+the model's own modules (timm: called in order, or ``forward_intermediates``; HF: ``hidden_states`` of an
+eager run). A new family adds its variants here.
 """
 
 from __future__ import annotations

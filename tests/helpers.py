@@ -13,10 +13,9 @@ def np_sigma(X: np.ndarray) -> np.ndarray:
 
 def np_kappa(X: np.ndarray) -> np.ndarray:
     """σ_1/σ_k per matrix with docs/math.md#spectra's inf rule, via NumPy's LAPACK SVD — of a matrix whose
-    largest entry is
-    outside [2^-256, 2^256] scaled first by the power of two that brings it near 1 (exact, and κ does not
-    change; LAPACK loses accuracy on subnormal entries: [[2a, a, a], [a, 2a, a]] at a = 5e-324 gave 3, not
-    √11)."""
+    largest entry is outside [2^-256, 2^256] scaled first by the power of two that brings it near 1 (exact,
+    and κ does not change; LAPACK loses accuracy on subnormal entries: [[2a, a, a], [a, 2a, a]] at a = 5e-324
+    gave 3, not √11)."""
     X = np.asarray(X, dtype=np.float64)
     top = np.abs(X).max(axis=(-2, -1), keepdims=True) if X.size else np.ones((*X.shape[:-2], 1, 1))
     outside = np.isfinite(top) & (top > 0) & ((top < 2.0**-256) | (top > 2.0**256))  # else as it is
@@ -34,8 +33,7 @@ DTYPE_EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfl
 
 def np_tol(X: np.ndarray, eps: float) -> np.ndarray:
     """docs/math.md#spectra's below-precision tolerance: u·‖X‖_F with u = eps/2 (‖X‖_F from NumPy's norm, no
-    SVD),
-    never below float64's own singularity threshold max(N, d)·eps64·σ_1 (where κ is inf)."""
+    SVD), never below float64's own singularity threshold max(N, d)·eps64·σ_1 (where κ is inf)."""
     X = np.asarray(X, dtype=np.float64)
     rounding = 0.5 * eps * np.linalg.norm(X, "fro", axis=(-2, -1))
     return np.maximum(rounding, max(X.shape[-2:]) * EPS * np_sigma(X)[..., 0])
@@ -43,8 +41,7 @@ def np_tol(X: np.ndarray, eps: float) -> np.ndarray:
 
 def np_reported_kappa(X: np.ndarray, eps: float) -> np.ndarray:
     """κ as docs/math.md#spectra reports it for a capture of machine epsilon ``eps``: σ_1/σ_k, or where σ_k ≤
-    tol the
-    floor σ_1/tol (all the captured data can tell)."""
+    tol the floor σ_1/tol (all the captured data can tell)."""
     s, tol = np_sigma(X), np_tol(X, eps)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(s[..., -1] <= tol, s[..., 0] / tol, np_kappa(X))

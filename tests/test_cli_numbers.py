@@ -53,8 +53,7 @@ def test_a_huge_lambda_gives_numpys_kappa_of_the_shifted_matrix(
     cli_json: Callable[..., dict[str, Any]],
 ) -> None:
     # |X| ≪ 1e180 here, so X + λ·I_k is λ·I_k in float64: NumPy's κ of it is the reference
-    # (docs/math.md#spectra: the
-    # Gram path agrees with float64 SVD to 1e-10)
+    # (docs/math.md#spectra: the Gram path agrees with float64 SVD to 1e-10)
     report = cli_json("spectrum", "--lambda", "1e200", *FAST)
     N, d = report["inputs"]["tokens"], report["inputs"]["dim"]
     ref = float(np.linalg.cond(1e200 * np.eye(N, d)))

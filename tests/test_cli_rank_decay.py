@@ -1,6 +1,6 @@
 """`condcli rank-decay` end to end: docs/math.md#json JSON keys, numbers against NumPy on the hooked P, the
-table,
-the two charts drawn from the JSON, --out written whole or not at all, and one line for each bad input."""
+table, the two charts drawn from the JSON, --out written whole or not at all, and one line for each bad
+input."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """`condcli spectrum` end to end through the CLI: exit codes, docs/math.md#json JSON keys, the table, --out
-files
-written whole or not at all, and one clear line for each kind of bad input.
+files written whole or not at all, and one clear line for each kind of bad input.
 """
 
 from __future__ import annotations

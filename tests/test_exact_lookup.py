@@ -1,8 +1,7 @@
 """X that is an exact lookup of the model's stored token embeddings (docs/math.md#spectra): storing it adds
-no rounding of
-the capture dtype, so its below-precision flag is judged at float64. A tiny bf16 Llama (X = embed_tokens(ids),
-nothing added) is exempt; a bf16 Gemma (X = embed_tokens(ids)·√d) is not. References: the models' own
-hidden_states[0] and float64 NumPy."""
+no rounding of the capture dtype, so its below-precision flag is judged at float64. A tiny bf16 Llama (X =
+embed_tokens(ids), nothing added) is exempt; a bf16 Gemma (X = embed_tokens(ids)·√d) is not. References: the
+models' own hidden_states[0] and float64 NumPy."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Every way a run can end reaches :func:`condcli.cli.main.main` as one line on stderr and its exit code
 (docs/math.md#cli), also what typer, rich and libraries would otherwise turn into a silent code, a blank
-line, a
-traceback or an escaping SystemExit.
+line, a traceback or an escaping SystemExit.
 
 The command's work is replaced by a function raising the exception (what a model, torch or a library would
 raise there); the command line, the wrapper of every command and ``main`` are the real ones.

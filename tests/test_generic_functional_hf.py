@@ -1,6 +1,5 @@
 """An HF attention that returns its output alone (MobileViT's ``forward(...) -> torch.Tensor``) computes P as
-a
-function inside its call: the generic path observes that softmax instead of asking for weights it never
+a function inside its call: the generic path observes that softmax instead of asking for weights it never
 returns (it used to refuse the whole run: "returned no attention weights")."""
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Where positions enter (docs/math.md#x), as the generic adapter reports it: X follows a learned absolute
-position
-embedding that runs before the first block (DistilBERT, OPT, CLIP vision, HF DeiT), or carries none and the
-report says where positions enter instead (Llama: rotary, inside attention). References: the model's own
-hidden_states[0] and the order in which its modules run."""
+position embedding that runs before the first block (DistilBERT, OPT, CLIP vision, HF DeiT), or carries none
+and the report says where positions enter instead (Llama: rotary, inside attention). References: the model's
+own hidden_states[0] and the order in which its modules run."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Shared layers (docs/math.md#layers): ALBERT runs one block num_hidden_layers times; each call is its own
-layer, in
-call order. References: the model's own hidden_states and output_attentions (eager)."""
+layer, in call order. References: the model's own hidden_states and output_attentions (eager)."""
 
 from __future__ import annotations
 

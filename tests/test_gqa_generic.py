@@ -1,6 +1,5 @@
 """Grouped-query attention (docs/math.md#layers): a tiny random-init Llama with 4 query heads sharing 2
-key/value heads,
-checked against its own weights sliced by hand and its own hidden states."""
+key/value heads, checked against its own weights sliced by hand and its own hidden states."""
 
 from __future__ import annotations
 

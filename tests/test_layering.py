@@ -19,8 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent / "condcli"
 
 # Top to bottom: a module may import modules of its own layer or of a lower one, never of a higher one.
 # docs/design.md#layers: cli → analysis → {sources, inputs, capture, conditioning, spectra} → report. A new
-# top-level
-# module goes into one of these layers (the test below names any module that is in none).
+# top-level module goes into one of these layers (the test below names any module that is in none).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("condcli.__main__", "condcli.cli")),
     ("monitor", ("condcli.monitor",)),  # drives the analysis from inside a training loop

@@ -1,6 +1,5 @@
 """Every command that loads a model takes every common option of docs/math.md#cli, with the same defaults and
-help;
-one run per command with all of them together shows that each took effect, and a bad value of each is
+help; one run per command with all of them together shows that each took effect, and a bad value of each is
 the one-line error that names its flag. compare included: [tool.condcli] model and --checkpoint(-a)."""
 
 from __future__ import annotations

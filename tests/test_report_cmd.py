@@ -2,8 +2,7 @@
 the JSON by default; bad input is one line, exit 2 and no page; an existing page is replaced whole or kept.
 
 Reports here are hand-made (tests/gate_reports.py: docs/math.md#json's keys, NumPy's statistics), among them
-one with
-only the keys of the first schema, so the expected numbers come from NumPy, not from condcli.
+one with only the keys of the first schema, so the expected numbers come from NumPy, not from condcli.
 """
 
 from __future__ import annotations

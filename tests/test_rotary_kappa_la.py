@@ -1,6 +1,5 @@
 """The actual κ(LA) of a RoPE model (docs/math.md#layers, positions inside attention): LA = R(Q) R(K)ᵀ V with
-q and k
-rotated as the model rotates them, beside the unrotated κ(LA) that μ(LA) bounds. References: a float64
+q and k rotated as the model rotates them, beside the unrotated κ(LA) that μ(LA) bounds. References: a float64
 RoPE written here from the config (θ, the rotated share of each head, Gemma3's θ per layer type), the
 model's own weights and attention inputs, and the model's own output_attentions (the rotation condcli
 applies, fed through softmax, gives back the model's P)."""
@@ -105,8 +104,7 @@ def test_kappa_la_is_computed_with_the_model_rotation(folder: tuple[str, Path]) 
         for h, head in enumerate(layer.heads_detail):
             assert head.kappa_la_unrotated is not None
             # docs/math.md#spectra: within 1e-6 of float64 SVD (Gram path: eps·κ²); the model's own cos, sin
-            # are float32
-            # (angles to ~1e-6), which moves σ_min of LA by ~1e-6·σ_1: κ relative by ~1e-6·κ
+            # are float32 (angles to ~1e-6), which moves σ_min of LA by ~1e-6·σ_1: κ relative by ~1e-6·κ
             for got, want, rounding in (
                 (head.kappa_la, rotated[:, h], 2e-6),
                 (head.kappa_la_unrotated, plain[:, h], 0.0),

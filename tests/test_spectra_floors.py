@@ -45,8 +45,7 @@ def svd_count(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def _np_floor(X: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     """(below, floor value σ_1/tol) from NumPy: tol = eps/2·‖X‖_F (docs/math.md#spectra; these X are far from
-    singular
-    in float64, so float64's own threshold does not enter)."""
+    singular in float64, so float64's own threshold does not enter)."""
     s = np_sigma(X)
     tol = 0.5 * DTYPE_EPS[dtype] * np.linalg.norm(X, "fro", axis=(-2, -1))
     return s[..., -1] <= tol, s[..., 0] / tol
@@ -172,8 +171,7 @@ def test_gate_a_floor_above_the_limit_fails_as_at_least_and_below_it_cannot_pass
     clean = kappa_rule(_gate_report([40.0, 50.0, 60.0], [False, False, False]), 1e3, "median", "kappa", "t")
     assert clean.passed
     # the value a rule reports is marked a floor where the statistic is one (docs/math.md#spectra: where
-    # raising a
-    # floor sample could move it), in the JSON and as "≥ x ⚠" in the tables
+    # raising a floor sample could move it), in the JSON and as "≥ x ⚠" in the tables
     assert over.floor and over.to_json()["floor"] is True and over.shown() == ("≥ 5e+04 ⚠", "1000")
     assert under.floor and under.shown()[0] == "≥ 50 ⚠"  # raising the floor 40 can move the median
     top = kappa_rule(_gate_report([40.0, 50.0, 60.0], [False, False, True]), 1e3, "median", "kappa", "t")

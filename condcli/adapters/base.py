@@ -114,8 +114,7 @@ class HeadWeights:
     """Per-head projection slices, float64: W (H, d, d_h) such that q_h = A_l W_Q[h] + b_Q[h].
 
     Grouped-query attention (docs/math.md#layers): W_K and W_V may have fewer heads, (H_kv, d, d_h) with H_kv
-    dividing
-    H, and query head h reads KV head h // (H / H_kv). Multi-head attention is the case H_kv = H.
+    dividing H, and query head h reads KV head h // (H / H_kv). Multi-head attention is the case H_kv = H.
     """
 
     wq: torch.Tensor

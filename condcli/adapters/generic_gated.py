@@ -6,8 +6,7 @@ P_pos = softmax(pos_proj(rel_indices)) that does not depend on the tokens, and m
 M = ((1 − σ(g))·P + σ(g)·P_pos) / rowsum, g its per-head ``gating_param``: M is what passes through
 ``attn_drop`` and multiplies V. P is observed inside the call (the first softmax over the keys), and M is
 the layer's mixing matrix (shaped attention, docs/math.md#layers), computed in float64 from P and the
-module's own
-gate, positional projection and relative indices.
+module's own gate, positional projection and relative indices.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The generic adapter's reading of one attention module: its Q/K/V projections, head counts and weights.
 
 Fused projections are split the way the family splits them (docs/math.md#layers): :data:`FUSED_LAYOUTS` says,
-per fused
-projection and attention class, how Q, K and V lie along its output rows (see :func:`fused_rows`).
+per fused projection and attention class, how Q, K and V lie along its output rows (see :func:`fused_rows`).
 """
 
 from __future__ import annotations

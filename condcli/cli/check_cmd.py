@@ -1,9 +1,8 @@
 """``condcli check [MODEL]``: a CI gate on a fresh analysis — limits on κ and μ, and a baseline.
 
 The work is :func:`condcli.gate.check`'s; this command parses, calls and renders. Exit codes
-(docs/math.md#cli): 0
-every rule passes · 1 a rule failed or a metric regressed · 2 bad usage or input (also a malformed config
-or baseline) · 3 internal error.
+(docs/math.md#cli): 0 every rule passes · 1 a rule failed or a metric regressed · 2 bad usage or input (also
+a malformed config or baseline) · 3 internal error.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """Baselines for ``check``'s ``baseline`` file: a spectrum report in its docs/math.md#json JSON (or a
-check's), loaded
-and validated, then compared metric by metric with a fresh run.
+check's), loaded and validated, then compared metric by metric with a fresh run.
 
 Which way is worse comes from the metric registry (:mod:`condcli.metrics`). With tolerance t, a
 higher-is-worse metric (a κ or μ) regresses when new > old·(1 + t) and counts as improved (reported, never

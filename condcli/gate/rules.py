@@ -9,11 +9,10 @@
 
 A value exactly at its limit passes. A κ that is inf (numerically singular) or measured on samples below
 the capture dtype's resolution (a floor, not a measurement: docs/math.md#spectra) fails, with that reason.
-Floors are
-treated as floors: a floor above a maximum fails (the reason shows "≥ value > limit": the true value is at
-least that); a floor at or below a maximum cannot pass either, since the true value may lie above the limit
-— it fails with the below-resolution reason, as does any statistic over samples some of which are floors
-(even a median the report marks exact: the gate does not pass what it cannot see).
+Floors are treated as floors: a floor above a maximum fails (the reason shows "≥ value > limit": the true
+value is at least that); a floor at or below a maximum cannot pass either, since the true value may lie above
+the limit — it fails with the below-resolution reason, as does any statistic over samples some of which are
+floors (even a median the report marks exact: the gate does not pass what it cannot see).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The HTML report: one self-contained page (inline CSS, plain JS, inline SVG, nothing external) drawn from
 a parsed JSON report (docs/math.md#json) of any command, older schemas included. Like :mod:`condcli.plots`,
-it reads
-only reports.
+it reads only reports.
 
 Each command's sections live in their own module, imported when a report of that command is rendered; a
 module exposes ``sections(report) -> list[Section]``. Shared building blocks: :mod:`.page` (shell, compact

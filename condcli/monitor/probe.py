@@ -4,8 +4,7 @@
 :class:`~condcli.inputs.Batch`: the first ``max_samples`` samples, the keys the analysed module reads, and
 each text sample's length from its attention mask (padding is cut off X, X_l, A_l and P exactly as the
 CLI cuts it, docs/math.md#x). :func:`untouched` restores every module's training flag, the model's
-``use_cache``
-and the random number generators (torch CPU and CUDA, NumPy, Python) after the measurement.
+``use_cache`` and the random number generators (torch CPU and CUDA, NumPy, Python) after the measurement.
 """
 
 from __future__ import annotations

@@ -69,8 +69,8 @@ class Aggregate:
     per_sample: tuple[float, ...]
     inf_count: int
     # per sample, whether the value is only a floor (the true value is ≥ it: docs/math.md#spectra); None for
-    # quantities
-    # that are never floors. JSON then adds "floor_count", "per_sample_floor" and "floor" (per statistic).
+    # quantities that are never floors. JSON then adds "floor_count", "per_sample_floor" and "floor" (per
+    # statistic).
     per_sample_floor: tuple[bool, ...] | None = None
     # per sample, the relative uncertainty r of the value from the capture's rounding (tol/σ_k by Weyl, see
     # condcli.spectra.uncertainty; inf for a floor); None where it is not tracked. JSON: "rel_uncertainty".

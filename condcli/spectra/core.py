@@ -35,13 +35,11 @@ Method = Literal["auto", "svd"]
 # (prescribed spectra, N, d ∈ {8…768}): c ≤ 1.5, i.e. 2.6e-10 at κ = 1e3 and ≤ 1.8e-11 at κ = 300. A Gram
 # answer is kept only where its κ is at most this value, so Gram and SVD agree to ≤ 1e-10 relative
 # (tests/test_spectra_gram.py); everything above is recomputed with SVD. docs/math.md#spectra allows the Gram
-# path up
-# to κ ≈ 1e6 (error ≈ 1e-4 there); this is the stricter choice that meets the 1e-10 target.
+# path up to κ ≈ 1e6 (error ≈ 1e-4 there); this is the stricter choice that meets the 1e-10 target.
 GRAM_MAX_KAPPA = 300.0
 
 # The precision budget of the analysis path (docs/math.md#spectra): every κ reported as a measurement agrees
-# with float64
-# SVD of the same matrix to ≤ MEASURE_RTOL relative.
+# with float64 SVD of the same matrix to ≤ MEASURE_RTOL relative.
 MEASURE_RTOL = 1e-6
 # Error of the float64 Gram path on the squared singular values: |λ̂_i − σ_i²| ≤ δ with
 # δ = GRAM_ERROR·sqrt(max(N, d))·eps64·‖X‖_F² (forming X Xᵀ and eigvalsh, both backward stable). Measured here
@@ -172,10 +170,10 @@ def precision_tolerance(
 
     Storing X in ``dtype`` rounds each entry by at most u relative: a perturbation E with
     ‖E‖_2 ≤ ‖E‖_F ≤ u‖X‖_F, so by Weyl's inequality no σ_i ≤ tol can be told from that rounding
-    (docs/math.md#spectra).
-    ‖X‖_F = sqrt(Σσ_i²). tol never goes below float64's own singularity threshold max(N, d)·eps64·σ_1 (where
-    κ is ``inf``, :func:`kappa_from_sigma`): it is u‖X‖_F for every dtype but float64 (for float32 the
-    threshold is the larger only past max(N, d) ≈ 3e8), and a numerically singular matrix is always flagged.
+    (docs/math.md#spectra). ‖X‖_F = sqrt(Σσ_i²). tol never goes below float64's own singularity threshold
+    max(N, d)·eps64·σ_1 (where κ is ``inf``, :func:`kappa_from_sigma`): it is u‖X‖_F for every dtype but
+    float64 (for float32 the threshold is the larger only past max(N, d) ≈ 3e8), and a numerically singular
+    matrix is always flagged.
     """
     scaled, e = rescaled_spectrum(sigma)  # σ² of σ near 1e308 (or 1e-200) would leave float64's range
     rounding = machine_eps(dtype) / 2 * scaled.square().sum(-1).sqrt()
