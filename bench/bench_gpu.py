@@ -47,8 +47,8 @@ from bench.bench_spectrum import (
 )
 from condcli.analysis import headmax
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
-from condcli.inputs import Batch
-from condcli.sources import LoadedModel, LoadOptions, load
+from condcli.inputs.batches import Batch
+from condcli.loading.sources import LoadedModel, LoadOptions, load
 from condcli.spectra import strategies
 
 MODEL = "vit_base_patch16_224"

@@ -38,8 +38,8 @@ from bench.bench_spectrum import Verdict, forward, machine, print_verdicts, rati
 from condcli.analysis.common import release_memory
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.capture import capture
-from condcli.inputs import Batch
-from condcli.sources import LoadedModel, LoadOptions, load
+from condcli.inputs.batches import Batch
+from condcli.loading.sources import LoadedModel, LoadOptions, load
 
 LAM = 10.0
 FROM = "command line"

@@ -34,8 +34,8 @@ from condcli.analysis.persample import trim
 from condcli.analysis.rank_decay import RankDecayOptions, analyse_rank_decay
 from condcli.analysis.rank_layers import sample_spectra
 from condcli.capture import LayerCapture, capture
-from condcli.inputs import Batch
-from condcli.sources import LoadedModel, LoadOptions, load
+from condcli.inputs.batches import Batch
+from condcli.loading.sources import LoadedModel, LoadOptions, load
 
 MODEL = "vit_base_patch16_224"
 LAM = 10.0

@@ -44,8 +44,8 @@ from condcli.analysis.persample import summarize_samples, trim
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.analysis.sweep import SweepOptions, analyse_sweep, lambda_grid
 from condcli.capture import LayerCapture, capture
-from condcli.inputs import Batch, InputSpec, InputStream, stream
-from condcli.sources import LoadedModel, LoadOptions, load
+from condcli.inputs.batches import Batch, InputSpec, InputStream, stream
+from condcli.loading.sources import LoadedModel, LoadOptions, load
 from condcli.spectra import GRAM_MAX_KAPPA, strategies
 from condcli.spectra.core import Method
 

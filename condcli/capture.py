@@ -6,7 +6,8 @@ is switched back on as it was.
 The forward stops once every asked-for tensor has been seen (the blocks after the last chosen layer, and the
 model's head, are not run), unless ``to_end`` asks for the model's own output.
 Captured tensors are detached, in the model's own dtype and on its math device (a model spread over devices
-with ``device_map``: its main device, :func:`condcli.big_model.main_device`; each tensor is moved there as it
+with ``device_map``: its main device, :func:`condcli.loading.big_model.main_device`; each tensor is moved
+there as it
 arrives); :mod:`condcli.spectra` upcasts them to float64 for the math.
 """
 
@@ -23,11 +24,11 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from condcli.adapters.base import Adapter, LayerSpec, Probe, Tap, first_input
-from condcli.big_model import main_device, materialized, settle
 from condcli.conditioning import Conditioning
 from condcli.errors import InputError, InternalError, UsageError
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 from condcli.layout import to_tokens
+from condcli.loading.big_model import main_device, materialized, settle
 
 PROBES = ("x_in", "attn_in", "probs")
 

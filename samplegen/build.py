@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from condcli.inputs import Batch, InputSpec, stream
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import Batch, InputSpec, stream
+from condcli.loading.sources import LoadOptions, load
 from samplegen import shapes, train_lm, train_vit
 from samplegen.common import THREADS, atomic_folder, versions, write_metadata
 from samplegen.corpus import Corpus, stdlib_corpus

@@ -8,8 +8,8 @@ import torch
 
 from condcli import spectra
 from condcli.capture import capture
-from condcli.inputs import Batch
-from condcli.sources import LoadedModel
+from condcli.inputs.batches import Batch
+from condcli.loading.sources import LoadedModel
 
 LAMBDA = 10.0  # the paper's λ
 

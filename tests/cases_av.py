@@ -18,7 +18,7 @@ import torch
 import transformers as tf
 from torch import nn
 
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 from tests.cases_encoders import linear_site, seeded
 from tests.families import INIT, LAYERS, B, Case, Site
 
@@ -137,7 +137,7 @@ def siglip2_sites(m: Any) -> list[Site]:
 
 def speech2text_encoder() -> nn.Module:
     """A Speech2TextModel as condcli analyses it: its encoder alone, on filterbanks (B, frames, bins)."""
-    from condcli.hf_loading import analysed_module
+    from condcli.loading.hf import analysed_module
 
     torch.manual_seed(0)
     sizes = {"encoder_layers": LAYERS, "decoder_layers": LAYERS, "encoder_attention_heads": H}

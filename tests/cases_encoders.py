@@ -19,8 +19,8 @@ import torch
 import transformers as tf
 from torch import nn
 
-from condcli.hf_loading import analysed_module
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
+from condcli.loading.hf import analysed_module
 from tests.families import INIT, LAYERS, VOCAB, B, Case, Site, tokens
 
 D, H = 32, 4
@@ -155,7 +155,7 @@ def t5_encoder() -> nn.Module:
 
 
 def t5_full_encoder() -> nn.Module:
-    """A full T5Model as condcli analyses it: its encoder stack alone (condcli.hf_loading)."""
+    """A full T5Model as condcli analyses it: its encoder stack alone (condcli.loading.hf)."""
     torch.manual_seed(0)
     full = tf.T5Model(tf.T5Config(**T5_CONFIG, initializer_factor=INIT * 10, **IDS))
     return seeded(analysed_module(full)[0])

@@ -12,7 +12,7 @@ from click.testing import Result
 from torch import nn
 from typer.testing import CliRunner
 
-from condcli import hub
+from condcli.loading import hub
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -21,7 +21,7 @@ import torch
 import transformers as tf
 from torch import nn
 
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 
 B = 2  # samples per batch
 D, HEADS, LAYERS, VOCAB = 32, 4, 2, 64  # HF width, heads, layers, vocabulary

@@ -15,7 +15,7 @@ from torch import nn
 
 from condcli.adapters.base import Adapter, HeadWeights
 from condcli.capture import capture
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 from tests.recording import hook_count
 
 D, H, LAYERS, VOCAB, SEG = 32, 4, 2, 100, 64

@@ -12,10 +12,10 @@ import torch
 from torch import nn
 
 from condcli.capture import PROBES, Capture
-from condcli.inputs import Batch, InputStream
+from condcli.inputs.batches import Batch, InputStream
 
 if TYPE_CHECKING:
-    from condcli.sources import LoadedModel
+    from condcli.loading.sources import LoadedModel
 
 
 def hook_count(model: nn.Module) -> int:

@@ -10,7 +10,7 @@ from condcli.adapters import adapter_for
 from condcli.capture import capture
 from condcli.conditioning import Conditioning
 from condcli.errors import InputError
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 from tests.toy_models import ToyModel
 
 

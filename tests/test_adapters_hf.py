@@ -24,7 +24,7 @@ from torch import nn
 from condcli.adapters import adapter_for, hf_bert, hf_gpt2, hf_nystromformer, hf_vit
 from condcli.capture import capture
 from condcli.conditioning import Conditioning
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 from tests.hf_cases import (
     BUILDERS,
     FAMILY,

@@ -14,7 +14,7 @@ import transformers as tf
 from torch import nn
 
 from condcli.adapters import adapter_for
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 from tests.hf_cases import close, explicit_probs, reference, run_capture
 
 

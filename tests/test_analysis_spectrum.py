@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
-from condcli.inputs import Batch, InputSpec, stream
-from condcli.report import SpectrumReport
-from condcli.sources import LoadedModel, LoadOptions, load
+from condcli.inputs.batches import Batch, InputSpec, stream
+from condcli.loading.sources import LoadedModel, LoadOptions, load
+from condcli.reports.spectrum import SpectrumReport
 from tests.helpers import np_kappa, np_sigma, np_tol
 from tests.recording import replay, vit_reference
 
@@ -196,7 +196,7 @@ def test_text_with_padding_uses_each_samples_real_tokens(name: str) -> None:
 
 
 def _folder(name: str) -> str:
-    from condcli.samples import samples_dir
+    from condcli.loading.samples import samples_dir
 
     return str(samples_dir() / name)
 

@@ -18,9 +18,9 @@ import torch
 from condcli.adapters import condition_model
 from condcli.analysis.sweep import SweepOptions, analyse_sweep, lambda_grid, percentiles
 from condcli.errors import InputError, UsageError
-from condcli.inputs import InputSpec, stream
-from condcli.report import SweepReport
-from condcli.sources import LoadedModel, load
+from condcli.inputs.batches import InputSpec, stream
+from condcli.loading.sources import LoadedModel, load
+from condcli.reports.spectrum import SweepReport
 from tests.helpers import np_kappa, np_sigma
 
 REL = 1e-9

@@ -19,11 +19,11 @@ import pytest
 import torch
 from click.testing import Result
 
-from condcli.big_model import parse_max_memory, placement
 from condcli.capture import capture, exact_lookup
 from condcli.errors import UsageError
-from condcli.inputs import Batch
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import Batch
+from condcli.loading.big_model import parse_max_memory, placement
+from condcli.loading.sources import LoadOptions, load
 
 SIZES = {"GiB": 2**30, "GB": 10**9, "MiB": 2**20, "KB": 10**3}
 
@@ -123,7 +123,7 @@ def test_split_over_cpu_and_disk_gives_the_unsplit_report(
 
 
 def test_a_timm_vit_split_gives_the_unsplit_report(cli: Callable[..., Result]) -> None:
-    from condcli.samples import samples_dir
+    from condcli.loading.samples import samples_dir
 
     whole = _report(cli, "vit-plain")
     split = _report(
@@ -299,7 +299,7 @@ def test_a_model_larger_than_memory_is_refused_unless_read_onto_a_device_map() -
     from torch import nn
 
     from condcli.errors import InputError
-    from condcli.model_size import check_fits
+    from condcli.loading.model_size import check_fits
 
     def build(cfg: dict[str, int]) -> nn.Module:
         return nn.Linear(cfg["hidden_size"], cfg["hidden_size"])

@@ -16,9 +16,9 @@ from condcli.adapters import adapter_for, condition_model
 from condcli.capture import capture
 from condcli.conditioning import ConditionedEmbedding, Conditioning
 from condcli.errors import InputError, UsageError
-from condcli.inputs import Batch
-from condcli.samples import builtin_conditioning
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import Batch
+from condcli.loading.samples import builtin_conditioning
+from condcli.loading.sources import LoadOptions, load
 from tests.toy_models import ToyModel
 
 TINY = "vit_tiny_patch16_224"

@@ -21,8 +21,8 @@ from torch import nn
 from condcli.analysis import driver
 from condcli.capture import PROBES, capture
 from condcli.conditioning import Conditioning
-from condcli.inputs import InputSpec, stream
-from condcli.sources import LoadedModel, LoadOptions, load
+from condcli.inputs.batches import InputSpec, stream
+from condcli.loading.sources import LoadedModel, LoadOptions, load
 from tests.recording import assert_same_capture
 
 

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from condcli.capture import capture
-from condcli.inputs import InputSpec, stream
-from condcli.sources import LoadedModel, load
+from condcli.inputs.batches import InputSpec, stream
+from condcli.loading.sources import LoadedModel, load
 
 
 @pytest.fixture(scope="module")

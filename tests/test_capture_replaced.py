@@ -22,7 +22,7 @@ from torch import nn
 from condcli.adapters import adapter_for
 from condcli.capture import capture
 from condcli.errors import InputError
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 from tests.toy_models import ToyAttention
 
 F64 = torch.float64

@@ -17,9 +17,9 @@ import pytest
 import torch
 from click.testing import Result
 
-from condcli import sources
 from condcli.cli import main
 from condcli.gate.report import fmt_pair
+from condcli.loading import sources
 from tests.helpers import np_kappa
 
 FAST = ["--max-samples", "2", "--batch-size", "2"]
@@ -62,8 +62,8 @@ def check_json(check: Check) -> CheckJson:
 
 def hooked_x() -> np.ndarray:
     """X of the first two default inputs, read with the test's own hook on pos_drop."""
-    from condcli.inputs import InputSpec, stream
-    from condcli.sources import LoadOptions, load
+    from condcli.inputs.batches import InputSpec, stream
+    from condcli.loading.sources import LoadOptions, load
 
     loaded = load("vit-plain", LoadOptions(device="cpu"))
     batch = next(iter(stream(loaded.preprocessing, InputSpec(max_samples=2, batch_size=2))))

@@ -12,7 +12,7 @@ import pytest
 from click.testing import Result
 
 from condcli.cli import main
-from condcli.samples import SAMPLES_ENV, samples_dir
+from condcli.loading.samples import SAMPLES_ENV, samples_dir
 
 NAMES = ("bert-docstrings", "gpt2-docstrings", "vit-conditioned", "vit-plain")
 

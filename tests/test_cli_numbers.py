@@ -22,8 +22,8 @@ from condcli.analysis.common import check_lambda
 from condcli.analysis.sweep import MAX_GRID, lambda_grid
 from condcli.cli.options import MAX_SEED, RunOptions
 from condcli.errors import InputError, UsageError
-from condcli.project_config import resolve_model
-from condcli.sources_factory import parse_model_args
+from condcli.loading.factory import parse_model_args
+from condcli.loading.project_config import resolve_model
 
 FAST = ("--max-samples", "2", "--layers", "none")
 DEEP = "[" * 5000 + "]" * 5000

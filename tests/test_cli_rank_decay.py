@@ -53,8 +53,8 @@ def test_json_has_every_spec_key(vit_json: dict[str, Any]) -> None:
 
 
 def test_json_numbers_equal_numpy_on_the_hooked_p(vit_json: dict[str, Any]) -> None:
-    from condcli.inputs import InputSpec, stream
-    from condcli.sources import LoadOptions, load
+    from condcli.inputs.batches import InputSpec, stream
+    from condcli.loading.sources import LoadOptions, load
 
     loaded = load("vit-plain", LoadOptions(device="cpu"))
     batches = list(stream(loaded.preprocessing, InputSpec(max_samples=2, batch_size=2)))

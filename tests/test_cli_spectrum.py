@@ -15,7 +15,7 @@ from click.testing import Result
 from PIL import Image
 
 from condcli import plots
-from condcli.samples import sample_names
+from condcli.loading.samples import sample_names
 from tests.helpers import np_kappa
 
 FAST = ["--max-samples", "2", "--batch-size", "2"]
@@ -60,8 +60,8 @@ def test_json_numbers_equal_numpy_on_the_hooked_x(cli_json: Callable[..., dict[s
     """The CLI's κ(X), κ(X + λI_k) and spectrum against NumPy on X captured by the test's own hook."""
     import torch
 
-    from condcli.inputs import InputSpec, stream
-    from condcli.sources import LoadOptions, load
+    from condcli.inputs.batches import InputSpec, stream
+    from condcli.loading.sources import LoadOptions, load
 
     r = cli_json("spectrum", "vit-plain", *FAST, "--lambda", "3.5", "--layers", "none")
     loaded = load("vit-plain", LoadOptions(device="cpu"))

@@ -14,8 +14,8 @@ import torch
 from click.testing import Result
 
 from condcli.cli import main
-from condcli.inputs import InputSpec, stream
-from condcli.sources import load
+from condcli.inputs.batches import InputSpec, stream
+from condcli.loading.sources import load
 from tests.helpers import np_kappa, np_sigma
 
 VIT = ["vit-plain", "--max-samples", "4", "--batch-size", "3"]
@@ -163,7 +163,7 @@ def test_bad_usage_is_one_line_exit_2_before_loading(
     def no_load(*a: Any, **k: Any) -> None:
         raise AssertionError("the model was loaded before the usage error")
 
-    monkeypatch.setattr("condcli.sources.load", no_load)
+    monkeypatch.setattr("condcli.loading.sources.load", no_load)
     assert main(["sweep-lambda", *args]) == 2
     err = capsys.readouterr().err
     assert flag in err and err.count("\n") == 1 and "Traceback" not in err

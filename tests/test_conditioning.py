@@ -16,7 +16,7 @@ from condcli.conditioning import (
     shift_tokens,
 )
 from condcli.errors import UsageError
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 
 
 def test_shift_adds_lambda_on_the_k_diagonal_of_each_real_sample() -> None:

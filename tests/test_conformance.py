@@ -25,9 +25,9 @@ from torch import nn
 
 from condcli.adapters import FAMILIES, adapter_for
 from condcli.adapters.base import Adapter
-from condcli.adapters.generic_verify import prove
+from condcli.adapters.generic.verify import prove
 from condcli.capture import Capture, capture
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 from tests.conformance_cases import CASES
 from tests.families import F64, Case, Site, project
 from tests.recording import assert_same_capture

@@ -24,7 +24,7 @@ from condcli.adapters import adapter_for
 from condcli.adapters.base import Adapter
 from condcli.capture import Capture, capture
 from condcli.errors import InputError
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 from tests.helpers import np_kappa
 from tests.recording import hooks
 from tests.toy_models import ToyModel
@@ -279,8 +279,8 @@ def test_spectrum_through_the_cli_with_a_declared_adapter_equals_numpy(
     from tests.toy_models import toy_factory
 
     ref = toy_factory().double().eval()
-    from condcli.inputs import InputSpec, stream
-    from condcli.sources import LoadOptions, load
+    from condcli.inputs.batches import InputSpec, stream
+    from condcli.loading.sources import LoadOptions, load
 
     loaded = load(spec, LoadOptions(device="cpu", adapter=file))
     pixels = next(iter(stream(loaded.preprocessing, InputSpec(max_samples=2, batch_size=2)))).inputs[

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 from click.testing import Result
 
-from condcli.inputs import InputSpec, stream
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import InputSpec, stream
+from condcli.loading.sources import LoadOptions, load
 from tests.helpers import DTYPE_EPS, np_kappa, np_reported_kappa
 from tests.recording import hooks
 

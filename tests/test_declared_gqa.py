@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from condcli.adapters import adapter_for
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 from tests.test_declared_adapter import both, declare
 
 

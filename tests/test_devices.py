@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from condcli.cli.main import main
-from condcli.devices import resolve_device
 from condcli.errors import UsageError
+from condcli.loading.devices import resolve_device
 
 
 def _gpus(monkeypatch: pytest.MonkeyPatch, count: int) -> None:

@@ -15,9 +15,9 @@ from condcli.analysis.sweep import lambda_grid
 from condcli.cli.flags import PARAM_FLAGS
 from condcli.cli.main import error_line
 from condcli.conditioning import Conditioning
-from condcli.devices import resolve_device
 from condcli.errors import PARAM, CondcliError, InputError, InternalError, UsageError, render
-from condcli.inputs import InputSpec
+from condcli.inputs.batches import InputSpec
+from condcli.loading.devices import resolve_device
 
 ROOT = Path(__file__).resolve().parent.parent / "condcli"
 FLAG = re.compile(r"(?<![\w-])--[a-z]")

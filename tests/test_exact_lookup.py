@@ -13,8 +13,8 @@ import torch
 
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.capture import capture, exact_lookup
-from condcli.inputs import Batch
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import Batch
+from condcli.loading.sources import LoadOptions, load
 from tests.helpers import DTYPE_EPS, np_reported_kappa, np_sigma, np_tol
 from tests.recording import replay
 

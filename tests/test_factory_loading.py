@@ -14,7 +14,7 @@ from click.testing import Result
 from PIL import Image
 from torch import nn
 
-from condcli.sources_factory import factory_preprocessing
+from condcli.loading.factory import factory_preprocessing
 from tests.toy_models import ToyModel
 
 OK_FILE = """\

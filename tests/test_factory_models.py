@@ -17,9 +17,9 @@ from click.testing import Result
 from safetensors.torch import load_file, save_file
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
-from condcli.inputs import Batch, InputSpec, stream
-from condcli.sources import LoadOptions, load
-from condcli.sources_factory import parse_model_args
+from condcli.inputs.batches import Batch, InputSpec, stream
+from condcli.loading.factory import parse_model_args
+from condcli.loading.sources import LoadOptions, load
 from tests.helpers import np_cumulative, np_kappa
 from tests.recording import hooks
 from tests.toy_models import toy_factory

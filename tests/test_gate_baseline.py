@@ -12,7 +12,7 @@ import pytest
 from condcli.errors import InputError, UsageError
 from condcli.gate.baseline import compare_baseline, compare_one, context_warnings, load_baseline
 from condcli.gate.metrics import Metric, extract_metrics
-from condcli.metrics import EMBEDDING, FORWARD, WEIGHTS
+from condcli.reports.metrics import EMBEDDING, FORWARD, WEIGHTS
 from tests.gate_reports import agg, layer, report, write
 
 

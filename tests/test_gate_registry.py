@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from condcli.gate.config import LIMITS
-from condcli.metrics import EMBEDDING, FORWARD, GATES, WEIGHTS
+from condcli.reports.metrics import EMBEDDING, FORWARD, GATES, WEIGHTS
 
 ARGS = ("bert-docstrings", "--max-samples", "3", "--layers", "all")
 

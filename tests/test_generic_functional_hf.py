@@ -10,9 +10,9 @@ import torch
 import transformers as tf
 
 from condcli.adapters import adapter_for
-from condcli.adapters.generic_probs import returns_weights
+from condcli.adapters.generic.probs import returns_weights
 from condcli.capture import capture
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 
 
 def test_mobilevit_p_is_the_softmax_of_its_own_q_and_k() -> None:

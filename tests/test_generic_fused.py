@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from condcli.adapters import adapter_for
 from condcli.capture import capture
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 
 D, H, DH, T = 32, 4, 8, 7
 Split = Callable[[nn.Module, Tensor], tuple[Tensor, Tensor, Tensor]]  # (B, T, heads, d_h) each

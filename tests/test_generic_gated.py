@@ -15,8 +15,8 @@ import torch
 from condcli.adapters import adapter_for
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.capture import capture
-from condcli.inputs import Batch, InputSpec, InputStream, stream
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import Batch, InputSpec, InputStream, stream
+from condcli.loading.sources import LoadOptions, load
 from tests.helpers import np_kappa
 
 F64 = torch.float64

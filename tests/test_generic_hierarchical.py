@@ -14,7 +14,7 @@ from torch import nn
 from condcli.adapters import adapter_for
 from condcli.capture import capture
 from condcli.conditioning import Conditioning
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 from tests import vision_hybrid as vh
 from tests import vision_timm as vt
 from tests.toy_models import ToyBlock
@@ -236,7 +236,7 @@ def test_hf_swin_p_is_the_returned_weights_per_image_and_window() -> None:
 
 
 def test_linear_map_reads_affine_modules_and_refuses_others() -> None:
-    from condcli.adapters.generic_attn import linear_map
+    from condcli.adapters.generic.attn import linear_map
 
     lin = nn.Linear(4, 3)
     got = linear_map(lin)

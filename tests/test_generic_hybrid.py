@@ -17,10 +17,10 @@ import transformers as tf
 from torch import nn
 
 from condcli.adapters import adapter_for
-from condcli.adapters.generic_mixers import attention_of, is_attention, mixer_of
+from condcli.adapters.generic.mixers import attention_of, is_attention, mixer_of
 from condcli.capture import capture
 from condcli.errors import InputError
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 
 F64 = torch.float64
 
@@ -99,7 +99,7 @@ def test_jamba_analyses_its_attention_blocks_only_and_says_which() -> None:
 
 
 def test_a_mamba_mixer_is_no_attention_though_its_fused_projection_reads_as_one() -> None:
-    from condcli.adapters.generic_attn import read
+    from condcli.adapters.generic.attn import read
 
     mamba = jamba(2, 1, 2).layers[0].mamba
     reading = read(mamba)  # the fused in_proj and the config's KV heads: readable as Q/K/V …

@@ -22,13 +22,13 @@ import transformers as tf
 from torch import nn
 
 from condcli.adapters import adapter_for
-from condcli.adapters.generic_probs import eager_twin, returned_probs, weights_on_request
+from condcli.adapters.generic.probs import eager_twin, returned_probs, weights_on_request
 from condcli.analysis.rank_decay import _into
 from condcli.analysis.rank_layers import RankAccumulator
 from condcli.capture import LayerCapture, capture
 from condcli.errors import InputError
-from condcli.inputs import Batch, InputSpec, stream
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import Batch, InputSpec, stream
+from condcli.loading.sources import LoadOptions, load
 from tests.helpers import np_cumulative
 
 SPEC = "tests.test_generic_on_request:mpnet"

@@ -13,7 +13,7 @@ from torch import nn
 
 from condcli.adapters import adapter_for
 from condcli.capture import capture
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 
 SMALL = {"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 2, "intermediate_size": 64}
 

@@ -16,12 +16,12 @@ import pytest
 from click.testing import Result
 
 from condcli.adapters import adapter_for
-from condcli.adapters import generic_heads as gh
-from condcli.adapters.generic_match import matches, probs_match, tolerance
-from condcli.adapters.generic_verify import prove
+from condcli.adapters.generic import heads as gh
+from condcli.adapters.generic.match import matches, probs_match, tolerance
+from condcli.adapters.generic.verify import prove
 from condcli.analysis.proof import prove_first_batch
 from condcli.errors import InputError
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 from tests.conformance_cases import CASES
 from tests.families import images
 from tests.toy_readings import parameters_linear, per_head_fused, swapped
@@ -114,7 +114,7 @@ def test_a_fused_projection_split_k_q_v_is_refused() -> None:
 
 
 def prove_first_batch_of(model: Any, batch: Batch) -> None:
-    from condcli.sources import LoadedModel
+    from condcli.loading.sources import LoadedModel
 
     adapter = adapter_for(model)
     loaded = LoadedModel("toy", "local", "random", model, adapter, None, None, None)  # type: ignore[arg-type]

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
-from condcli.inputs import InputSpec, InputStream, stream
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import InputSpec, InputStream, stream
+from condcli.loading.sources import LoadOptions, load
 from tests.helpers import DTYPE_EPS, EPS, np_kappa, np_reported_kappa
 
 H, KV, DH, D = 4, 2, 8, 32

@@ -19,8 +19,8 @@ from condcli.analysis import headmax
 from condcli.analysis.headmax import head_maxima
 from condcli.analysis.persample import summarize_heads
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
-from condcli.inputs import Batch, InputSpec, stream
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import Batch, InputSpec, stream
+from condcli.loading.sources import LoadOptions, load
 from condcli.spectra import mu_softmax_attention, summarize
 from condcli.spectra.certify import bound_terms, kappa_bounds
 from condcli.spectra.core import upcast

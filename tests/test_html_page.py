@@ -16,7 +16,7 @@ import pytest
 
 from condcli import plots
 from condcli.html import render_html
-from condcli.metrics import EMBEDDING
+from condcli.reports.metrics import EMBEDDING
 from tests.html_dom import Node, parse
 from tests.html_reports import jf, sig3
 from tests.test_report_cmd import check_report, compare_report

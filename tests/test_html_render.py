@@ -16,7 +16,7 @@ import pytest
 
 from condcli.errors import InputError
 from condcli.html import SECTIONS, render_html
-from condcli.metrics import FORWARD, WEIGHTS
+from condcli.reports.metrics import FORWARD, WEIGHTS
 from tests.html_dom import Node, parse
 from tests.html_reports import LAM, jf, sig3
 
@@ -310,7 +310,7 @@ def test_missing_parts_say_so(spectrum: Report, sweep: Report, rank: Report) -> 
 
 
 def test_glossary_lists_the_registry_metrics_the_report_holds(spectrum: Report, sweep: Report) -> None:
-    from condcli.metrics import ALL
+    from condcli.reports.metrics import ALL
 
     for report in (spectrum, sweep):
         page = parse(render_html(report))

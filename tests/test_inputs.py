@@ -12,9 +12,9 @@ from PIL import Image
 from timm.data import create_transform, resolve_data_config
 
 from condcli.errors import InputError, UsageError
-from condcli.inputs import InputSpec, Preprocessing, stream, synthetic_image
-from condcli.inputs_text import DEFAULT_TEXTS
-from condcli.preprocessing import hf_text_preprocessing, timm_preprocessing
+from condcli.inputs.batches import InputSpec, Preprocessing, stream, synthetic_image
+from condcli.inputs.preprocessing import hf_text_preprocessing, timm_preprocessing
+from condcli.inputs.text import DEFAULT_TEXTS
 
 
 @pytest.fixture(scope="module")

@@ -24,10 +24,10 @@ from PIL import Image
 from torch import nn
 
 from condcli.errors import InputError
-from condcli.inputs import InputSpec, stream
-from condcli.model_inputs import hf_preprocessing
-from condcli.preprocessing import hf_image_preprocessing, image_size
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import InputSpec, stream
+from condcli.inputs.model_inputs import hf_preprocessing
+from condcli.inputs.preprocessing import hf_image_preprocessing, image_size
+from condcli.loading.sources import LoadOptions, load
 from tests.helpers import DTYPE_EPS, EPS, np_reported_kappa
 
 SMALL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64}
@@ -316,7 +316,7 @@ def test_the_models_own_video_processor_is_used(folders: dict[str, Path]) -> Non
 def test_a_frame_count_alone_does_not_make_a_video_model() -> None:
     import transformers as tf
 
-    from condcli.adapters.generic_vision import clip_frames
+    from condcli.adapters.generic.vision import clip_frames
 
     torch.manual_seed(0)
     frames = tf.XCLIPVisionModel(tf.XCLIPVisionConfig(image_size=32, patch_size=8, num_frames=4, **SMALL))

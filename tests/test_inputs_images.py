@@ -16,7 +16,7 @@ import torch
 from PIL import Image, ImageFile
 
 from condcli.errors import InputError
-from condcli.inputs import InputSpec, Preprocessing, stream
+from condcli.inputs.batches import InputSpec, Preprocessing, stream
 
 
 def _identity() -> Preprocessing:

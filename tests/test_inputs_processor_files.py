@@ -13,8 +13,8 @@ import torch
 from PIL import Image
 
 from condcli.errors import InputError
-from condcli.preprocessing import hf_image_preprocessing
-from condcli.preprocessing_av import hf_audio_preprocessing
+from condcli.inputs.preprocessing import hf_image_preprocessing
+from condcli.inputs.preprocessing_av import hf_audio_preprocessing
 
 
 def _vit_config():  # type: ignore[no-untyped-def]

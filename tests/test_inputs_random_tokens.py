@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from condcli.errors import InputError
-from condcli.inputs import InputSpec, Preprocessing, stream
+from condcli.inputs.batches import InputSpec, Preprocessing, stream
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,7 +54,7 @@ def test_the_first_batch_of_30m_samples_needs_no_memory_up_front() -> None:
     """In a child process under a 6 GiB address-space limit (30M × 64 int64 ids would be 15 GB)."""
     code = (
         "import resource; resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30));"
-        "from condcli.inputs import InputSpec, Preprocessing, stream;"
+        "from condcli.inputs.batches import InputSpec, Preprocessing, stream;"
         "pre = Preprocessing('text', 'none', max_length=512, vocab_size=30522);"
         "b = next(iter(stream(pre, InputSpec(max_samples=30_000_000))));"
         "print(*b.inputs['input_ids'].shape)"

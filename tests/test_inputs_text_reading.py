@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import torch
 
-import condcli.inputs_reading as reading
+import condcli.inputs.reading as reading
 from condcli.errors import InputError
-from condcli.inputs import InputSpec, Preprocessing, stream
-from condcli.preprocessing import hf_text_preprocessing
+from condcli.inputs.batches import InputSpec, Preprocessing, stream
+from condcli.inputs.preprocessing import hf_text_preprocessing
 
 BERT = Path(__file__).resolve().parents[1] / "sample_checkpoints" / "bert-docstrings"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from condcli.errors import InputError
-from condcli.inputs import InputSpec, stream
-from condcli.preprocessing import hf_text_preprocessing
+from condcli.inputs.batches import InputSpec, stream
+from condcli.inputs.preprocessing import hf_text_preprocessing
 from tests.hostile_inputs_setup import VOCAB, tiny_bert
 
 BERT = Path(__file__).resolve().parents[1] / "sample_checkpoints" / "bert-docstrings"

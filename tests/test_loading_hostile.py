@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import save_file
 
 from condcli.errors import InputError
-from condcli.sources import LoadOptions, load
+from condcli.loading.sources import LoadOptions, load
 from tests import loading_folders as lf
 
 FOLDERS: dict[str, Callable[..., Path]] = {"timm": lf.timm_folder, "hf": lf.hf_folder}
@@ -117,7 +117,7 @@ def test_absurd_sizes_are_refused_before_anything_is_allocated(
     wide = _error(str(lf.hf_folder(tmp_path / "w", n_embd=10**9, n_head=1)), CHECKPOINT)
     assert "asks for a model of at least" in wide.message  # stopped at the first huge parameter
     # a sane model that does not fit the memory there is refused too, with the numbers
-    from condcli import model_size
+    from condcli.loading import model_size
 
     monkeypatch.setattr(model_size, "available_memory", lambda device: (1 << 16, "in this test"))
     small = _error(str(lf.timm_folder(tmp_path / "s")))
@@ -132,7 +132,7 @@ def _meta_params(build: Callable[[], torch.nn.Module]) -> int:
 
 
 def _timm_estimate(folder: Path) -> tuple[int, dict[str, Any]]:
-    from condcli import model_size
+    from condcli.loading import model_size
 
     args = json.loads((folder / "config.json").read_text())["model_args"]
 

@@ -12,10 +12,10 @@ import torch
 
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.errors import InputError
-from condcli.inputs import Batch, InputSpec, InputStream, stream
-from condcli.report import SpectrumReport
-from condcli.samples import samples_dir
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import Batch, InputSpec, InputStream, stream
+from condcli.loading.samples import samples_dir
+from condcli.loading.sources import LoadOptions, load
+from condcli.reports.spectrum import SpectrumReport
 from condcli.spectra import attention_entropy
 from condcli.spectra.entropy import attention_support
 from tests.helpers import np_sigma

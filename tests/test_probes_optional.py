@@ -16,8 +16,8 @@ import torch
 from condcli.adapters.base import Probe
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.capture import LayerCapture, capture
-from condcli.inputs import InputSpec, InputStream, stream
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import InputSpec, InputStream, stream
+from condcli.loading.sources import LoadOptions, load
 from tests.helpers import EPS, np_kappa, np_reported_kappa, np_sigma
 
 F32 = 2.0**-23

@@ -12,10 +12,10 @@ import torch
 from condcli.analysis.rank_decay import RankDecayOptions, analyse_rank_decay
 from condcli.analysis.rank_layers import default_index
 from condcli.errors import InputError, UsageError
-from condcli.inputs import Batch, InputSpec, Preprocessing, stream
-from condcli.preprocessing import timm_preprocessing
-from condcli.rank_report import RankDecayReport, RankLayer
-from condcli.sources import LoadedModel, LoadOptions, load
+from condcli.inputs.batches import Batch, InputSpec, Preprocessing, stream
+from condcli.inputs.preprocessing import timm_preprocessing
+from condcli.loading.sources import LoadedModel, LoadOptions, load
+from condcli.reports.rank import RankDecayReport, RankLayer
 from condcli.spectra import cumulative_spectrum, effective_rank_of_spectrum, rank_at_fraction
 from tests.helpers import np_cumulative, np_erank, np_rank90
 from tests.recording import replay, vit_probs
@@ -148,7 +148,7 @@ def test_index_beyond_n_is_one_clear_error_before_more_batches(vit: Any) -> None
             seen.append(b)
             yield b
 
-    from condcli.inputs import InputStream
+    from condcli.inputs.batches import InputStream
 
     inputs = InputStream("synthetic", "counted", lambda s: counted(), expected=5)
     with pytest.raises(InputError, match=r"index=66 is larger than n = 65") as e:
@@ -176,7 +176,7 @@ def test_a_model_with_its_own_shift_refuses_conditioned_and_says_why() -> None:
 def test_text_uses_each_samples_real_tokens_against_transformers_attentions(name: str) -> None:
     from transformers import AutoModel
 
-    from condcli.samples import samples_dir
+    from condcli.loading.samples import samples_dir
 
     loaded = load(name, LoadOptions(device="cpu"))
     batches = list(stream(loaded.preprocessing, InputSpec(max_samples=4, batch_size=4)))

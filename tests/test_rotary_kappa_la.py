@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
-from condcli.inputs import InputSpec, InputStream, stream
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import InputSpec, InputStream, stream
+from condcli.loading.sources import LoadOptions, load
 from tests.cases_decoders import CASES
 from tests.helpers import EPS
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from condcli.sources import LoadOptions, load
+from condcli.loading.sources import LoadOptions, load
 from samplegen import build, shapes, train_lm, train_vit
 from samplegen.corpus import Corpus, stdlib_corpus
 from samplegen.text_tokenizers import byte_level_bpe, wordpiece

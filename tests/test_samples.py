@@ -16,9 +16,9 @@ import torch
 
 from condcli import spectra
 from condcli.capture import capture
-from condcli.inputs import InputSpec, stream
-from condcli.samples import METADATA, sample_names, samples_dir
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import InputSpec, stream
+from condcli.loading.samples import METADATA, sample_names, samples_dir
+from condcli.loading.sources import LoadOptions, load
 from samplegen import shapes, train_lm
 from tests.helpers import np_kappa, np_shifted_kappa
 

@@ -18,8 +18,8 @@ from click.testing import Result
 from safetensors.torch import save_file
 from torch import nn
 
-from condcli.inputs import InputSpec, stream
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import InputSpec, stream
+from condcli.loading.sources import LoadOptions, load
 from tests.helpers import np_cumulative, np_kappa
 from tests.recording import hooks
 

@@ -23,7 +23,7 @@ from condcli.adapters import adapter_for
 from condcli.adapters.base import Adapter, Probe, first_input, one_group
 from condcli.adapters.softmax_tap import SoftmaxTap, softmax_probe, tapped_probs, unobservable
 from condcli.capture import capture
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 from tests.recording import hook_count
 from tests.toy_models import FactorizedAttention
 

@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import save_file
 
 from condcli.errors import InputError, UsageError
-from condcli.sources import LoadOptions, load, parse_spec
+from condcli.loading.sources import LoadOptions, load, parse_spec
 
 TINY_TIMM = "vit_tiny_patch16_224"
 RANDOM = LoadOptions(weights="random", seed=3)

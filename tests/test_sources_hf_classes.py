@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from condcli.inputs import InputSpec, stream
-from condcli.sources import LoadOptions, load
+from condcli.inputs.batches import InputSpec, stream
+from condcli.loading.sources import LoadOptions, load
 from tests.helpers import DTYPE_EPS, EPS, np_reported_kappa
 
 SAMPLES = ["--max-samples", "3", "--batch-size", "3"]

@@ -347,8 +347,8 @@ def test_vit_checkpoints_on_synthetic_images_see_the_same_pixels(
 ) -> None:
     """Without --images: the seeded synthetic images, the same for every checkpoint (the pixels are drawn
     once here, from condcli's input stream of the first checkpoint, and fed to each checkpoint's model)."""
-    from condcli.inputs import InputSpec, stream
-    from condcli.sources import load
+    from condcli.inputs.batches import InputSpec, stream
+    from condcli.loading.sources import load
 
     r = cli_json("track", *_vit_folders(vit_run), "--max-samples", "3", "--seed", "7", "--layers", "1")
     assert r["track"]["steps"] == list(VIT_STEPS) and r["inputs"]["kind"] == "synthetic"

@@ -18,7 +18,7 @@ from torch import nn
 
 from condcli.adapters import adapter_for
 from condcli.adapters.base import Adapter, HeadWeights
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 
 B = 2
 LAM = 10.0

@@ -291,7 +291,7 @@ class LayerSpec:
     # first batch's proof where ``weights`` is not proven; the one proven replaces it, none is used unproven
     alternatives: tuple[Callable[[], HeadWeights], ...] = ()
     # why this layer yields no number: the generic reading of its Q/K/V failed its proof on the first batch
-    # (:mod:`condcli.adapters.generic_verify`); None: the layer is analysed
+    # (:mod:`condcli.adapters.generic.verify`); None: the layer is analysed
     refused: str | None = None
 
     @property

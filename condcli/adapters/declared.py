@@ -31,10 +31,10 @@ from condcli.adapters.base import (
     head_split,
 )
 from condcli.adapters.declared_schema import Declaration, Projections, Reader, read_declaration
-from condcli.adapters.generic import _returned_probs
-from condcli.adapters.generic_heads import LAYOUT_WORDS, beside_bias, weights_on_request
-from condcli.adapters.generic_layouts import attention_input, module_probs
-from condcli.adapters.generic_maps import linear_map
+from condcli.adapters.generic.build import _returned_probs
+from condcli.adapters.generic.heads import LAYOUT_WORDS, beside_bias, weights_on_request
+from condcli.adapters.generic.layouts import attention_input, module_probs
+from condcli.adapters.generic.maps import linear_map
 from condcli.adapters.softmax_tap import softmax_probe
 
 Tensor = torch.Tensor

@@ -14,9 +14,9 @@ import torch
 from condcli.adapters.base import Adapter
 from condcli.conditioning import Conditioning
 from condcli.errors import InputError
-from condcli.inputs import InputStream
-from condcli.report import EmbeddingReport, InputsInfo, ModelInfo, Settings
-from condcli.sources import LoadedModel
+from condcli.inputs.batches import InputStream
+from condcli.loading.sources import LoadedModel
+from condcli.reports.spectrum import EmbeddingReport, InputsInfo, ModelInfo, Settings
 
 DEFAULT_LAMBDA = 10.0  # the paper's λ (grid 1–20, best ≈ 10)
 

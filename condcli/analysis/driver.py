@@ -26,8 +26,8 @@ from condcli.capture import PROBES, LayerCapture, LayerSink, capture, exact_look
 from condcli.conditioning import Conditioning
 from condcli.distributed import results, world
 from condcli.errors import NonFiniteInputError
-from condcli.inputs import Batch
-from condcli.sources import LoadedModel
+from condcli.inputs.batches import Batch
+from condcli.loading.sources import LoadedModel
 
 # takes one captured layer and its batch's lengths (None: no padding) into the runner's accumulators
 Take = Callable[[LayerCapture, torch.Tensor | None], None]

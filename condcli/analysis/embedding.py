@@ -11,7 +11,7 @@ import torch
 from condcli.adapters.base import Adapter
 from condcli.analysis.persample import summarize_samples
 from condcli.errors import InternalError
-from condcli.report import EmbeddingReport
+from condcli.reports.spectrum import EmbeddingReport
 from condcli.spectra import ScalarStream, SpectrumStream, corrected_kappa_from_sigma, shift, weyl_bound
 from condcli.spectra.aggregate import ShardOrder, check_fields
 

@@ -17,8 +17,8 @@ from condcli.analysis import headmax
 from condcli.analysis.persample import head_chunks, summarize_heads, summarize_samples, trim
 from condcli.capture import LayerCapture
 from condcli.errors import InternalError
-from condcli.metrics import FLAGS, FORWARD, HEAD, MIXING_FLAG
-from condcli.report import ForwardStats, HeadReport, WeightKappas
+from condcli.reports.metrics import FLAGS, FORWARD, HEAD, MIXING_FLAG
+from condcli.reports.spectrum import ForwardStats, HeadReport, WeightKappas
 from condcli.spectra import (
     ScalarStream,
     attention_entropy,
@@ -107,7 +107,8 @@ def linear_attention(
 class ForwardAccumulator:
     """One layer of one forward (plain or conditioned); ``add`` each captured batch, then ``stats``.
 
-    One stream per forward metric of :data:`condcli.metrics.FORWARD`; metrics computed from P stay empty
+    One stream per forward metric of :data:`condcli.reports.metrics.FORWARD`; metrics computed from P stay
+    empty
     where the family's P cannot be observed, and are then reported as absent.
     """
 
@@ -124,7 +125,8 @@ class ForwardAccumulator:
         # reported as σ_1/tol
         self.streams = {m.key: ScalarStream(floors=m.flag is not None) for m in FORWARD}
         H = len(kappas.wq_heads)
-        # per head metric of :data:`condcli.metrics.HEAD`, one stream per head (H(P) is always kept: the
+        # per head metric of :data:`condcli.reports.metrics.HEAD`, one stream per head (H(P) is always kept:
+        # the
         # report lists each head's entropy even without ``--heads``)
         self.heads = {m.key: [ScalarStream(floors=m.flag is not None) for _ in range(H)] for m in HEAD}
         self.below = {flag: 0 for flag in FLAGS}

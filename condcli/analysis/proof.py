@@ -3,7 +3,7 @@
 :func:`prove_first_batch` runs the model once on the first batch of the stream and hands back the loaded
 model with each generic layer marked ``generic (verified)`` or ``generic (unverified)``, a layer whose
 reading the model contradicts refused (no numbers: :func:`condcli.capture.layer_set` leaves it out), and
-notes saying so (:mod:`condcli.adapters.generic_verify`). Family and declared adapters pass unchanged.
+notes saying so (:mod:`condcli.adapters.generic.verify`). Family and declared adapters pass unchanged.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from condcli.adapters.generic_verify import prove
-from condcli.big_model import main_device
+from condcli.adapters.generic.verify import prove
 from condcli.capture import layer_set
 from condcli.errors import InputError
-from condcli.inputs import Batch
-from condcli.sources import LoadedModel
+from condcli.inputs.batches import Batch
+from condcli.loading.big_model import main_device
+from condcli.loading.sources import LoadedModel
 
 
 def prove_first_batch(

@@ -15,10 +15,10 @@ from condcli.analysis.rank_layers import RankAccumulator, check_index, check_ind
 from condcli.capture import LayerCapture, layer_set
 from condcli.conditioning import Conditioning
 from condcli.errors import InputError, UsageError
-from condcli.inputs import Batch, InputStream
-from condcli.rank_report import RankDecayReport
-from condcli.report import ConditionedForward
-from condcli.sources import LoadedModel
+from condcli.inputs.batches import Batch, InputStream
+from condcli.loading.sources import LoadedModel
+from condcli.reports.rank import RankDecayReport
+from condcli.reports.spectrum import ConditionedForward
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from condcli.adapters.base import LayerSpec
 from condcli.analysis.gather import Order
 from condcli.analysis.persample import head_chunks, trim
 from condcli.errors import InputError
-from condcli.rank_report import THRESHOLD, MatrixAggregate, RankDecayResult, RankHead, RankLayer
+from condcli.reports.rank import THRESHOLD, MatrixAggregate, RankDecayResult, RankHead, RankLayer
 from condcli.spectra import (
     SpectrumBand,
     cumulative_spectrum,

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from condcli.errors import UsageError
-from condcli.inputs import InputSpec
-from condcli.sources import LoadOptions
+from condcli.inputs.batches import InputSpec
+from condcli.loading.sources import LoadOptions
 
 if TYPE_CHECKING:
     from condcli.analysis.common import Progress
-    from condcli.inputs import InputStream
-    from condcli.sources import LoadedModel
+    from condcli.inputs.batches import InputStream
+    from condcli.loading.sources import LoadedModel
 
 MAX_SEED = 2**32 - 1  # the range torch.manual_seed and NumPy (default_rng, legacy np.random.seed) all take
 
@@ -82,7 +82,7 @@ class RunOptions:
 
     def load_options(self) -> LoadOptions:
         """How to load MODEL (``weights`` checked here)."""
-        from condcli.sources_factory import parse_model_args
+        from condcli.loading.factory import parse_model_args
 
         if self.weights not in (None, "pretrained", "random"):
             raise UsageError(
@@ -126,9 +126,9 @@ class RunOptions:
         folder the folder, or a new folder in it) but never over one; a shipped sample's folder is condcli's
         own."""
         from condcli.errors import CondcliError
-        from condcli.project_config import resolve_model
-        from condcli.samples import samples_dir
-        from condcli.sources import parse_spec
+        from condcli.loading.project_config import resolve_model
+        from condcli.loading.samples import samples_dir
+        from condcli.loading.sources import parse_spec
 
         project = config or Path.cwd() / "pyproject.toml"
         found: Inputs = [("`config`" if config else "the config", project)]
@@ -193,7 +193,7 @@ class RunSetup:
 
     def inputs(self) -> InputStream:
         """The model's own preprocessing of the inputs (checked here: a missing folder, the wrong kind)."""
-        from condcli.inputs import stream
+        from condcli.inputs.batches import stream
 
         return stream(self.loaded.preprocessing, self.spec)
 
@@ -216,8 +216,8 @@ def setup_run(run: RunOptions, *, config: Path | None = None, watch: Watch | Non
     """Check the input options, load MODEL (else ``[tool.condcli] model`` of ``config`` or
     ./pyproject.toml, with its ``model_args``, else the shipped sample ViT) and resolve λ."""
     from condcli.analysis.common import resolve_lambda
-    from condcli.project_config import configured_model_args, resolve_model
-    from condcli.sources import load
+    from condcli.loading.project_config import configured_model_args, resolve_model
+    from condcli.loading.sources import load
 
     spec = run.input_spec()
     project = config or Path.cwd() / "pyproject.toml"

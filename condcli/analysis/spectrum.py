@@ -13,9 +13,9 @@ from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.layers import ForwardAccumulator, weight_kappas_of
 from condcli.capture import LayerCapture, layer_set
 from condcli.conditioning import Conditioning
-from condcli.inputs import InputStream
-from condcli.report import ConditionedForward, LayerReport, SpectrumReport
-from condcli.sources import LoadedModel
+from condcli.inputs.batches import InputStream
+from condcli.loading.sources import LoadedModel
+from condcli.reports.spectrum import ConditionedForward, LayerReport, SpectrumReport
 
 
 @dataclass(frozen=True)

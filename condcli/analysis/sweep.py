@@ -33,9 +33,9 @@ from condcli.analysis.persample import summarize_samples, trim
 from condcli.capture import LayerCapture, layer_set
 from condcli.conditioning import Conditioning
 from condcli.errors import InternalError, UsageError
-from condcli.inputs import InputStream
-from condcli.report import SweepLayer, SweepReport, SweepResult
-from condcli.sources import LoadedModel
+from condcli.inputs.batches import InputStream
+from condcli.loading.sources import LoadedModel
+from condcli.reports.spectrum import SweepLayer, SweepReport, SweepResult
 from condcli.spectra import (
     ScalarStream,
     shifted_condition_number,

@@ -22,11 +22,11 @@ from condcli.analysis.common import Progress, release_memory, resolve_lambda
 from condcli.analysis.proof import prove_first_batch
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.errors import InputError, UsageError
-from condcli.inputs import InputSpec, stream
+from condcli.inputs.batches import InputSpec, stream
+from condcli.loading.sources import LoadedModel, LoadOptions, load
 from condcli.parsing import read_json
-from condcli.report import SpectrumReport
-from condcli.sources import LoadedModel, LoadOptions, load
-from condcli.track_report import TrackPoint, TrackReport
+from condcli.reports.spectrum import SpectrumReport
+from condcli.reports.track import TrackPoint, TrackReport
 
 STATE = "trainer_state.json"
 PREFIX = "checkpoint-"
@@ -225,7 +225,7 @@ def track(
     ``given``: the folders as the user named them (the report's model spec), else the checkpoints'."""
     check_configs(checkpoints)
     if len(checkpoints) > 1 and spec.text is not None:
-        from condcli.inputs_reading import text_source
+        from condcli.inputs.reading import text_source
 
         if text_source(spec.text).once:
             raise UsageError(

@@ -9,8 +9,8 @@ from rich.table import Table
 from condcli.cli.tables import header
 from condcli.gate.matching import SEEN
 from condcli.gate.report import CompareReport, CompareRow, fmt
-from condcli.metrics import FORWARD, WEIGHTS, MetricDef
 from condcli.numbers import WARN
+from condcli.reports.metrics import FORWARD, WEIGHTS, MetricDef
 
 
 def _value(v: float, floor: bool) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from condcli.cli.options import COMMON_FLAGS
-from condcli.metrics import GATES
+from condcli.reports.metrics import GATES
 
 _FLAGS: dict[str, str] = {
     # loading a model and reading inputs: the option bundle's own declarations (lam → --lambda, …)

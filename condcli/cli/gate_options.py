@@ -3,7 +3,8 @@ then --baseline, --tolerance, --junit, --config, --conditioned and --out; and ``
 and options.
 
 :func:`gate_options` replaces a command's ``limits`` parameter by one typer option per
-:data:`condcli.metrics.GATES` entry and hands the command ``limits``: rule name → the limit given, or None.
+:data:`condcli.reports.metrics.GATES` entry and hands the command ``limits``: rule name → the limit given, or
+None.
 A metric declared with a gate in the registry is therefore gateable from the command line and from
 ``[tool.condcli.check]`` without any change here.
 """
@@ -19,7 +20,7 @@ from typing import Annotated, Any, Optional, TypeVar
 import typer
 
 from condcli.cli.output import path_option
-from condcli.metrics import GATES
+from condcli.reports.metrics import GATES
 
 # ruff: noqa: UP045  (typer reads Optional[...] at run time on Python 3.10)
 

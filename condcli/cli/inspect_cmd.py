@@ -50,7 +50,7 @@ def _render(report: dict[str, Any]) -> None:
 @o.run_options(defaults={"batch_size": 2})
 def inspect_command(run: o.RunOptions) -> None:
     """Load MODEL, capture one batch and show what condcli found: X, blocks, attention kind, shapes."""
-    from condcli.inspection import inspect_model
+    from condcli.analysis.inspect import inspect_model
 
     chosen = run.layer_choice()
     setup = o.setup_run(run)

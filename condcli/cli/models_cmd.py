@@ -9,9 +9,9 @@ from rich.table import Table
 
 from condcli.cli import options as o
 from condcli.cli.main import command
-from condcli.project_config import DEFAULT_SAMPLE
-from condcli.report import envelope
-from condcli.samples import SampleInfo, list_samples, samples_dir
+from condcli.loading.project_config import DEFAULT_SAMPLE
+from condcli.loading.samples import SampleInfo, list_samples, samples_dir
+from condcli.reports.spectrum import envelope
 
 
 def _metric(s: SampleInfo) -> str:

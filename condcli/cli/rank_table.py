@@ -8,7 +8,7 @@ from rich.table import Table
 
 from condcli.cli.tables import header, stat
 from condcli.numbers import num
-from condcli.rank_report import MatrixAggregate, RankDecayReport, RankDecayResult, RankLayer
+from condcli.reports.rank import MatrixAggregate, RankDecayReport, RankDecayResult, RankLayer
 
 
 def _c(v: float) -> str:

@@ -9,9 +9,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.tables import header, median, stat
-from condcli.metrics import FORWARD, HEAD, WEIGHTS, MetricDef
 from condcli.numbers import APPROX, WARN, num, supported_digits
-from condcli.report import LayerReport, SpectrumReport
+from condcli.reports.metrics import FORWARD, HEAD, WEIGHTS, MetricDef
+from condcli.reports.spectrum import LayerReport, SpectrumReport
 from condcli.spectra import Aggregate
 
 
@@ -57,7 +57,8 @@ def _weight(layer: LayerReport, metric: MetricDef) -> str:
 
 
 def layer_table(report: SpectrumReport) -> Table:
-    """One row per layer; the columns are the registry's (:mod:`condcli.metrics`), plain then conditioned."""
+    """One row per layer; the columns are the registry's (:mod:`condcli.reports.metrics`), plain then
+    conditioned."""
     cond = report.conditioned_forward.applied
     lam = f"{report.settings.lam:g}"
     plain_cols = [m for m in (*FORWARD[:2], *WEIGHTS, *FORWARD[2:]) if m.column is not None]

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from condcli.cli.tables import header
 from condcli.numbers import WARN, num
-from condcli.report import SweepReport
+from condcli.reports.spectrum import SweepReport
 
 
 def _bound(v: float) -> str:

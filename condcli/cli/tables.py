@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from condcli.big_model import describe as placed
+from condcli.loading.big_model import describe as placed
 from condcli.numbers import WARN, floor_num, measured
-from condcli.report import InputsInfo, ModelInfo
+from condcli.reports.spectrum import InputsInfo, ModelInfo
 from condcli.spectra import Aggregate
 
 

@@ -13,10 +13,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.tables import header, median
-from condcli.metrics import EMBEDDING, HEADLINE, MetricDef
 from condcli.numbers import WARN
-from condcli.report import LayerReport, SpectrumReport
-from condcli.track_report import TrackReport
+from condcli.reports.metrics import EMBEDDING, HEADLINE, MetricDef
+from condcli.reports.spectrum import LayerReport, SpectrumReport
+from condcli.reports.track import TrackReport
 
 METRICS: tuple[MetricDef, ...] = HEADLINE
 KAPPA_X = next(m for m in EMBEDDING if m.key == "kappa")

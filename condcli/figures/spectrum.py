@@ -20,8 +20,8 @@ from condcli.figures.common import (
 )
 from condcli.figures.model import Axis, Band, Dash, Figure, Heatmap, Panel, Series
 from condcli.html.numbers import stat
-from condcli.metrics import forward
 from condcli.numbers import measured, num, rel_uncertainty
+from condcli.reports.metrics import forward
 
 SPECTRUM = "Singular values of the embedded tokens X"
 

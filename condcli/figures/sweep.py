@@ -22,8 +22,8 @@ from condcli.figures.model import (
     Series,
     depth,
 )
-from condcli.metrics import EMBEDDING
 from condcli.numbers import num
+from condcli.reports.metrics import EMBEDDING
 
 LABELS = {m.key: m.label for m in EMBEDDING}  # the registry's labels
 WEYL = "Weyl bound (σ_1+λ)/(λ−σ_1)"

@@ -10,7 +10,7 @@ from typing import Any
 
 from condcli.figures.common import Report, as_map, as_maps, lam_text, median, title
 from condcli.figures.model import LEGEND_MAX, Axis, DepthBar, Figure, Panel, Series, depth
-from condcli.metrics import EMBEDDING, HEADLINE, forward
+from condcli.reports.metrics import EMBEDDING, HEADLINE, forward
 
 LAYER_METRICS = tuple((m.key, m.log_scale) for m in HEADLINE)  # (layer metric, log y): the headline
 STEP = Axis("training step", integer=True)

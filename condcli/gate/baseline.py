@@ -1,7 +1,7 @@
 """Baselines for ``check``'s ``baseline`` file: a spectrum report in its docs/math.md#json JSON (or a
 check's), loaded and validated, then compared metric by metric with a fresh run.
 
-Which way is worse comes from the metric registry (:mod:`condcli.metrics`). With tolerance t, a
+Which way is worse comes from the metric registry (:mod:`condcli.reports.metrics`). With tolerance t, a
 higher-is-worse metric (a κ or μ) regresses when new > old·(1 + t) and counts as improved (reported, never
 failed) when new·(1 + t) < old; a lower-is-worse one (attention entropy, stable rank) regresses when
 new < old·(1 − t) and improves when new·(1 − t) > old. inf (numerically singular) is explicit: inf
@@ -21,7 +21,7 @@ from condcli.errors import InputError, UsageError
 from condcli.gate.metrics import Metric, ReportShapeError, Statistic, extract_metrics, section
 from condcli.gate.report import CheckResult, fmt, percent
 from condcli.parsing import read_json
-from condcli.report import SCHEMA_VERSION
+from condcli.reports.spectrum import SCHEMA_VERSION
 
 MAKE_ONE = "make one with: condcli spectrum --json > baseline.json"
 # (path, what it is) of the context a baseline records; check warns when they differ

@@ -29,7 +29,7 @@ from condcli.gate.config import CheckConfig
 from condcli.gate.metrics import ReportShapeError
 from condcli.gate.report import CheckReport, analysis_of
 from condcli.gate.rules import LAYER_RULES
-from condcli.metrics import GATES
+from condcli.reports.metrics import GATES
 
 Report = Mapping[str, Any]  # a saved report's JSON (``condcli spectrum --json``, or a check's)
 NOTHING = f"nothing to check: give a rule ({', '.join(f'`{rule}=F`' for rule in GATES)}) or `baseline=FILE`"
@@ -216,7 +216,8 @@ def check(
     **options: Any,
 ) -> CheckReport:
     """Gate ``model`` — anything ``condcli check`` takes as MODEL, or a saved report's JSON — on ``limits``
-    (rule → limit: ``max_kappa``, ``max_mu_la``, … from :data:`condcli.metrics.GATES`) and a ``baseline``
+    (rule → limit: ``max_kappa``, ``max_mu_la``, … from :data:`condcli.reports.metrics.GATES`) and a
+    ``baseline``
     (a report's path, or its JSON) within ``tolerance`` (10% or 0.1), on the ``statistic`` over samples
     (median, mean or max). ``config``: a pyproject.toml-style file whose [tool.condcli.check] sets what is
     not given here (default ./pyproject.toml). ``options``: the run's (``max_samples=2``, ``lam``,

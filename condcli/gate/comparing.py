@@ -34,8 +34,8 @@ def _sides(
     """A and B: ``model_a model_b``, or ``model_b`` alone against ``[tool.condcli] model`` (else the
     shipped sample ViT); ``checkpoint_a`` is A's, ``checkpoint`` B's; ``model_args`` go to each side that
     is a file.py:factory. A saved report is taken as it is."""
-    from condcli.project_config import resolve_model
-    from condcli.sources_factory import parse_factory
+    from condcli.loading.factory import parse_factory
+    from condcli.loading.project_config import resolve_model
 
     a, b = (first, second) if second is not None else (None, first)
     sides: list[Side] = [

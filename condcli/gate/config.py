@@ -14,8 +14,8 @@ from typing import Any, cast
 
 from condcli.errors import UsageError
 from condcli.gate.metrics import STATISTICS, Statistic
-from condcli.metrics import GATES, MetricDef
 from condcli.parsing import read_toml
+from condcli.reports.metrics import GATES, MetricDef
 
 LIMITS: dict[str, str] = {rule: m.option or rule for rule, m in GATES.items()}  # config key → option
 KEYS: tuple[str, ...] = (*LIMITS, "statistic", "baseline", "tolerance")

@@ -3,7 +3,7 @@
 A metric's ``key`` is a stable path into the report — ``embedding.kappa``, ``layers[3].mu_la``,
 ``layers[3].conditioned.kappa``, ``layers[3].kappa_wq`` — so a baseline and a fresh run, or two models,
 are matched key by key. Which metrics exist, their labels and which way is worse come from the registry
-(:mod:`condcli.metrics`).
+(:mod:`condcli.reports.metrics`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from condcli.metrics import EMBEDDING, FORWARD, WEIGHTS, MetricDef, flag_of
+from condcli.reports.metrics import EMBEDDING, FORWARD, WEIGHTS, MetricDef, flag_of
 
 CONDITIONED = ", conditioned"  # the label suffix of a metric of the conditioned forward
 

@@ -16,7 +16,7 @@ from typing import Any
 from condcli.gate.metrics import stable_label
 from condcli.numbers import WARN, num
 from condcli.numbers import fmt_pair as fmt_pair  # the tables, the gate and the page print pairs alike
-from condcli.report import SpectrumReport, envelope
+from condcli.reports.spectrum import SpectrumReport, envelope
 from condcli.spectra import json_float
 
 fmt = num  # significant digits; inf stays "inf"; None is a dash (the one formatter, condcli.numbers)

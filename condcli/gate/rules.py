@@ -2,7 +2,8 @@
 
 - ``max_kappa``: κ of the embedded tokens the blocks compute with — κ(X) for a plain model; for a model
   that adds its own X + λ·I_k (or X + C) at X, κ of that sum — as the chosen statistic over samples.
-- every per-layer metric with a gate in the registry (:mod:`condcli.metrics`): ``max_kappa_layer`` (κ(X_l)),
+- every per-layer metric with a gate in the registry (:mod:`condcli.reports.metrics`): ``max_kappa_layer``
+(κ(X_l)),
   ``max_mu_la`` (μ(LA), max over heads), ``min_attention_entropy`` (H(P), lowest head),
   ``min_stable_rank`` (of X_l) — on the plain forward, the worst of the analysed layers. A higher-is-worse
   metric's limit is a maximum, a lower-is-worse one's a minimum.
@@ -27,8 +28,8 @@ from condcli.errors import UsageError
 from condcli.gate.config import LIMITS, CheckConfig
 from condcli.gate.metrics import Statistic, count, report_layers, section, statistic_of
 from condcli.gate.report import CheckResult, fmt_pair, uncertainty_note
-from condcli.metrics import FLAG_SUBJECT, GATES, MetricDef
 from condcli.numbers import rel_uncertainty
+from condcli.reports.metrics import FLAG_SUBJECT, GATES, MetricDef
 
 # rule → its per-layer metric (every gate of the registry but max_kappa, which is on X)
 LAYER_RULES: dict[str, MetricDef] = {rule: m for rule, m in GATES.items() if m.scope == "forward"}

@@ -1,4 +1,5 @@
-"""The glossary, generated from the metric registry (:mod:`condcli.metrics`): label, formula and which way
+"""The glossary, generated from the metric registry (:mod:`condcli.reports.metrics`): label, formula and
+which way
 is worse, only for the metrics the report holds."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from html import escape
 from typing import Any
 
 from condcli.html.section import Report, Section
-from condcli.metrics import ALL, MetricDef
+from condcli.reports.metrics import ALL, MetricDef
 
 
 def _layers(report: Report) -> list[Mapping[str, Any]]:

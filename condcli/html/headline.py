@@ -11,7 +11,7 @@ from typing import Any
 from condcli.html.numbers import full, to_float
 from condcli.html.section import Report, as_map, lam_text
 from condcli.html.tables import FOOTNOTES, Cell, agg_cell
-from condcli.metrics import EMBEDDING
+from condcli.reports.metrics import EMBEDDING
 
 LABELS = {m.key: m.label for m in EMBEDDING}
 

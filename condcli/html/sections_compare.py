@@ -17,7 +17,7 @@ from condcli.html.section import Report, Section, guarded, missing
 from condcli.html.sections_check import layer_text, warnings_html
 from condcli.html.svg import Chart, RefLine, Series, line_chart
 from condcli.html.tables import Cell, number, table
-from condcli.metrics import ALL
+from condcli.reports.metrics import ALL
 
 A_COLOR, B_COLOR = "#1f77b4", "#ff7f0e"  # blue A (the reference), orange B
 RATIO_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")

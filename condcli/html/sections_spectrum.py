@@ -25,7 +25,7 @@ from condcli.html.section import (
     notes_html,
 )
 from condcli.html.tables import Cell, agg_cell, footnotes_html, marks, number, table
-from condcli.metrics import EMBEDDING, FORWARD, HEAD, WEIGHTS, MetricDef, flag_of
+from condcli.reports.metrics import EMBEDDING, FORWARD, HEAD, WEIGHTS, MetricDef, flag_of
 
 EMB = {m.key: m for m in EMBEDDING}
 

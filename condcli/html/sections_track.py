@@ -1,5 +1,5 @@
 """Sections of a ``track`` report's page: κ(X) and, per layer, κ(X_l), μ(LA) and H(P) against the training
-step, charts and sortable tables read from ``track.checkpoints[i].report`` (condcli.track_report)."""
+step, charts and sortable tables read from ``track.checkpoints[i].report`` (condcli.reports.track)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from condcli.html.described import chart
 from condcli.html.glossary import glossary_section
 from condcli.html.section import Report, Section, as_map, guarded, lam_text, missing, notes_html
 from condcli.html.tables import Cell, agg_cell, table
-from condcli.metrics import EMBEDDING, forward
+from condcli.reports.metrics import EMBEDDING, forward
 
 
 def _points(report: Report) -> list[Mapping[str, Any]]:

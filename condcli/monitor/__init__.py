@@ -21,7 +21,7 @@ parameters' dtype (no autocast), with eager attention for the one measuring forw
   ``kappa_conditioned`` is asked for (λ = 10 then); ``condcli/kappa_x_corrected``: κ(X + C).
 - ``condcli/layer_<i>/<metric>`` for each chosen layer i (condcli's layer index, 0 = the first block, whose
   X_l is ``hidden_states[i]`` of an HF encoder) and each per-layer metric of the registry
-  (:data:`condcli.metrics.FORWARD`: ``kappa`` = κ(X_l), ``kappa_attn_input``, ``mu_la``, ``mu_a``,
+  (:data:`condcli.reports.metrics.FORWARD`: ``kappa`` = κ(X_l), ``kappa_attn_input``, ``mu_la``, ``mu_a``,
   ``kappa_probs``, ``kappa_mixing``, ``attention_entropy``, ``stable_rank``; and the weights' ``kappa_wq``,
   ``kappa_wk``, ``kappa_wv``, the full projections, a model constant that moves as it trains). Metrics of
   P are absent for a layer whose P the family cannot observe.

@@ -1,7 +1,7 @@
 """:class:`Monitor`: κ(X), κ(X_l), μ(LA) and attention entropy of a model in training, on one probe batch.
 
 It runs condcli's own analysis on an in-memory module: the module condcli analyses is found as the CLI finds
-it (a transformers model's base model, an encoder-decoder's encoder: :func:`condcli.hf_loading.
+it (a transformers model's base model, an encoder-decoder's encoder: :func:`condcli.loading.hf.
 analysed_module`), its adapter comes from the family registry (:func:`condcli.adapters.adapter_for`), one
 plain forward is captured (:func:`condcli.capture.capture`) and reduced by the CLI's accumulators
 (:class:`~condcli.analysis.embedding.EmbeddingAccumulator`, :class:`~condcli.analysis.layers.
@@ -29,11 +29,11 @@ from condcli.analysis.layers import ForwardAccumulator, weight_kappas
 from condcli.analysis.persample import trim
 from condcli.capture import LayerCapture, capture, exact_lookup, layer_set
 from condcli.errors import UsageError
-from condcli.hf_loading import analysed_module
-from condcli.inputs import Batch
-from condcli.metrics import forward
+from condcli.inputs.batches import Batch
+from condcli.loading.hf import analysed_module
 from condcli.monitor.probe import probe_batch, untouched
 from condcli.monitor.selection import embedding_key, floor_key, layer_key, select
+from condcli.reports.metrics import forward
 from condcli.spectra.aggregate import Aggregate
 
 

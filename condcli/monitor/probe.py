@@ -1,7 +1,8 @@
 """What a monitor's measurement reads and what it must leave as it found it.
 
 :func:`probe_batch` turns what the model takes (a dict of tensors, or one tensor) into condcli's
-:class:`~condcli.inputs.Batch`: the first ``max_samples`` samples, the keys the analysed module reads, and
+:class:`~condcli.inputs.batches.Batch`: the first ``max_samples`` samples, the keys the analysed module
+reads, and
 each text sample's length from its attention mask (padding is cut off X, X_l, A_l and P exactly as the
 CLI cuts it, docs/math.md#x). :func:`untouched` restores every module's training flag, the model's
 ``use_cache`` and the random number generators (torch CPU and CUDA, NumPy, Python) after the measurement.
@@ -22,7 +23,7 @@ from torch import nn
 
 from condcli.adapters import Adapter
 from condcli.errors import InputError, UsageError
-from condcli.inputs import Batch
+from condcli.inputs.batches import Batch
 
 LABEL_KEYS = frozenset({"labels", "label", "label_ids", "return_loss"})  # the loss's inputs, not the model's
 

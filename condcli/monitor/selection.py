@@ -1,6 +1,7 @@
 """Which metrics a monitor logs, and the key each value is logged under (stable: dashboards read them).
 
-A metric is named by its key in the metric registry (:mod:`condcli.metrics`). A name selects the metric in
+A metric is named by its key in the metric registry (:mod:`condcli.reports.metrics`). A name selects the
+metric in
 every scope that has it: ``"kappa"`` is κ(X) (``condcli/kappa_x``) and κ(X_l) of every chosen layer
 (``condcli/layer_3/kappa``).
 """
@@ -11,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from condcli.errors import InputError, UsageError
-from condcli.metrics import ALL, EMBEDDING, FORWARD, HEADLINE, WEIGHTS
+from condcli.reports.metrics import ALL, EMBEDDING, FORWARD, HEADLINE, WEIGHTS
 
 PREFIX = "condcli"
 FLOOR = "floor"  # the 0/1 key beside a value that may be a floor: 1 where the median is only a floor

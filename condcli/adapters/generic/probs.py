@@ -21,7 +21,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from condcli.adapters.generic_layouts import Grouping, grouped
+from condcli.adapters.generic.layouts import Grouping, grouped
 from condcli.errors import InputError
 
 Rows = Literal["one", "at most one"]  # what P's rows sum to: a softmax over the keys, or with a sink dropped

@@ -5,7 +5,7 @@ MODEL may be a timm name (``vit_base_patch16_224``, ``timm:NAME``), a Hugging Fa
 with a slash), a local folder (HF layout: config.json with ``model_type``; timm layout: config.json with
 ``architecture``, as ``timm.models.save_for_hf`` writes), a .safetensors file inside such a folder, or the
 name of a shipped sample checkpoint, or the user's own code: ``path/to/file.py:factory`` or
-``package.module:factory`` (:mod:`condcli.sources_factory`; naming a file runs it).
+``package.module:factory`` (:mod:`condcli.loading.factory`; naming a file runs it).
 """
 
 from __future__ import annotations
@@ -21,9 +21,15 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from condcli import hub
 from condcli.adapters import Adapter, adapter_for, condition_model
-from condcli.big_model import (
+from condcli.errors import InputError, UsageError
+from condcli.inputs.batches import Preprocessing
+from condcli.inputs.model_inputs import hf_preprocessing
+from condcli.inputs.preprocessing import (
+    timm_preprocessing,
+)
+from condcli.loading import hub
+from condcli.loading.big_model import (
     Placement,
     Streamed,
     describe,
@@ -35,19 +41,9 @@ from condcli.big_model import (
     stream,
     summary,
 )
-from condcli.checkpoints import load_into
-from condcli.devices import resolve_device, resolve_dtype
-from condcli.errors import InputError, UsageError
-from condcli.hf_loading import analysed_module, hf_model, streams
-from condcli.inputs import Preprocessing
-from condcli.model_config import check_hf_config, check_raw_hf, check_timm_folder
-from condcli.model_config import flavour as flavour_of
-from condcli.model_inputs import hf_preprocessing
-from condcli.preprocessing import (
-    timm_preprocessing,
-)
-from condcli.samples import builtin_conditioning, sample_names, samples_dir
-from condcli.sources_factory import (
+from condcli.loading.checkpoints import load_into
+from condcli.loading.devices import resolve_device, resolve_dtype
+from condcli.loading.factory import (
     FactorySpec,
     build_factory,
     check_file,
@@ -55,7 +51,11 @@ from condcli.sources_factory import (
     factory_preprocessing,
     parse_factory,
 )
-from condcli.weights_files import (
+from condcli.loading.hf import analysed_module, hf_model, streams
+from condcli.loading.model_config import check_hf_config, check_raw_hf, check_timm_folder
+from condcli.loading.model_config import flavour as flavour_of
+from condcli.loading.samples import builtin_conditioning, sample_names, samples_dir
+from condcli.loading.weights_files import (
     PICKLE_SUFFIXES,
     SAFE_SUFFIXES,
     check_finite,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from condcli.report import (
+from condcli.reports.spectrum import (
     ConditionedForward,
     EmbeddingReport,
     InputsInfo,

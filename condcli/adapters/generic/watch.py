@@ -4,7 +4,7 @@ The operands of its products (``@``/``matmul``, ``bmm``, ``baddbmm`` and two-ope
 contracted index) and the arguments of ``F.scaled_dot_product_attention`` are recorded per role, oriented
 (..., n, d_h): q a left operand, k the transpose of a right one (Q·Kᵀ), v a right one (P·V); and the last
 softmax over the last axis, P. Every call is
-passed through unchanged: the model computes what it would. :mod:`condcli.adapters.generic_verify` compares
+passed through unchanged: the model computes what it would. :mod:`condcli.adapters.generic.verify` compares
 them with the generic path's inferred projections.
 """
 

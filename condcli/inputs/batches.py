@@ -3,11 +3,11 @@
 Sources of samples: a folder of ``images``, a ``text`` file (one sample per line), or a labelled deterministic
 default: synthetic images with 1/f (natural-image-like) spectra, a short built-in English text set, random
 token ids for a model without a tokenizer, or synthetic audio or video clips for an audio or video model
-(:mod:`condcli.inputs_audio`, :mod:`condcli.inputs_video`), through the model's own feature extractor or video
+(:mod:`condcli.inputs.audio`, :mod:`condcli.inputs.video`), through the model's own feature extractor or video
 processor; every tensor a processor makes that the model reads is fed, not only the first. Batches are
 produced lazily, so memory does not grow with the number of inputs, nor with the length of a text line
-(:mod:`condcli.inputs_reading`). Unreadable or non-image files are skipped and counted
-(:mod:`condcli.inputs_images`); what a reader of the results should know about the inputs (files skipped,
+(:mod:`condcli.inputs.reading`). Unreadable or non-image files are skipped and counted
+(:mod:`condcli.inputs.images`); what a reader of the results should know about the inputs (files skipped,
 lines truncated) is in :meth:`InputStream.notes`.
 """
 
@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 from condcli.errors import InputError, UsageError
-from condcli.inputs_images import Skipped, folder_images, padded_lengths
-from condcli.inputs_reading import LineCount, TextSource, byte_bound, text_lines, text_source
-from condcli.inputs_text import DEFAULT_TEXTS
+from condcli.inputs.images import Skipped, folder_images, padded_lengths
+from condcli.inputs.reading import LineCount, TextSource, byte_bound, text_lines, text_source
+from condcli.inputs.text import DEFAULT_TEXTS
 
 InputKind = Literal["images", "text", "synthetic", "audio", "video"]
 DEFAULT_SYNTHETIC_SAMPLES = 16
@@ -55,7 +55,7 @@ class Synthetic:
 
 @dataclass
 class Preprocessing:
-    """How a model wants its inputs; built by :mod:`condcli.sources` from the model's own config."""
+    """How a model wants its inputs; built by :mod:`condcli.loading.sources` from the model's own config."""
 
     modality: Literal["images", "text", "audio", "video"]
     describe: str  # e.g. "timm transforms: resize 248, center crop 224, mean/std ImageNet"

@@ -1,6 +1,6 @@
 """How the generic path reads one attention module of a vision model: its Q/K/V projections and heads.
 
-Beyond the fused and separate projections of :mod:`condcli.adapters.generic_heads` (tried last), this
+Beyond the fused and separate projections of :mod:`condcli.adapters.generic.heads` (tried last), this
 reads the layouts hierarchical and hybrid vision models use (docs/math.md#layers):
 
 - ``q`` + ``kv`` (PVT-v2, Twins GSA, attention pooling): K and V stacked [K | V] in ``kv``;
@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from condcli.adapters.base import FusedLayout, HeadWeights, fused_qkv, head_split
-from condcli.adapters.generic_heads import (
+from condcli.adapters.generic.heads import (
     HEAD_ATTRS,
     PARAMS,
     count,
@@ -38,7 +38,7 @@ from condcli.adapters.generic_heads import (
     projections,
     read_from_source,
 )
-from condcli.adapters.generic_maps import linear_map, param_projections
+from condcli.adapters.generic.maps import linear_map, param_projections
 
 Tensor = torch.Tensor
 

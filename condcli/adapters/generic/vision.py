@@ -1,6 +1,6 @@
 """The generic path on a vision model: every attention layer in call order, X, X_l and A_l in their layouts.
 
-:mod:`condcli.adapters.generic_blocks` finds the layers with one trial forward; this module turns what it
+:mod:`condcli.adapters.generic.blocks` finds the layers with one trial forward; this module turns what it
 found into probes and says, in words, where X is and which position encoding precedes it (docs/math.md#x): the
 absolute or convolutional ones that run before the first attention (X follows them), those that run only
 later (Twins' PEG after the first block: X carries none), and positions that enter inside attention.
@@ -17,10 +17,10 @@ import torch
 from torch import nn
 
 from condcli.adapters.base import EmbeddingPoint, Probe
-from condcli.adapters.generic_attn import Reading
-from condcli.adapters.generic_blocks import TRACE_BATCH, Discovery, Found, discover
-from condcli.adapters.generic_layouts import Grouping, attention_input, stream_input
-from condcli.adapters.generic_trace import Trace
+from condcli.adapters.generic.attn import Reading
+from condcli.adapters.generic.blocks import TRACE_BATCH, Discovery, Found, discover
+from condcli.adapters.generic.layouts import Grouping, attention_input, stream_input
+from condcli.adapters.generic.trace import Trace
 from condcli.errors import InputError
 
 Tensor = torch.Tensor

@@ -1,6 +1,6 @@
 """Attention or not: which token mixers the generic path analyses as attention (docs/math.md#layers).
 
-A module with projections the generic path reads (:func:`condcli.adapters.generic_attn.read`) is an
+A module with projections the generic path reads (:func:`condcli.adapters.generic.attn.read`) is an
 attention only where its code computes a softmax (over the keys, or over another dimension as factorized
 attention does), holds an ``nn.Softmax`` or is an ``nn.MultiheadAttention``, or names its projections q, k
 and v (an attention whose P may not exist: linear attention). A state-space mixer (Mamba's fused ``in_proj``,
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from condcli.adapters.generic_attn import Reading, read
-from condcli.adapters.generic_heads import projections
+from condcli.adapters.generic.attn import Reading, read
+from condcli.adapters.generic.heads import projections
 from condcli.adapters.softmax_tap import computes_softmax
 
 
@@ -24,7 +24,7 @@ def is_attention(attn: nn.Module, reading: Reading) -> bool:
 
 def attention_of(block: nn.Module) -> nn.Module | None:
     """The first submodule of ``block`` (itself included) with Q/K/V projections
-    (:func:`condcli.adapters.generic_heads.projections`) that is an attention."""
+    (:func:`condcli.adapters.generic.heads.projections`) that is an attention."""
     return next((sub for sub in block.modules() if _held(sub) is True), None)
 
 

@@ -22,12 +22,12 @@ from typing import Any
 
 from torch import nn
 
-from condcli.adapters.generic_vision import clip_frames
+from condcli.adapters.generic.vision import clip_frames
 from condcli.errors import InputError
-from condcli.inputs import Preprocessing
-from condcli.inputs_audio import AudioKind
-from condcli.preprocessing import hf_image_preprocessing, hf_text_preprocessing
-from condcli.preprocessing_av import audio_preprocessing, video_preprocessing
+from condcli.inputs.audio import AudioKind
+from condcli.inputs.batches import Preprocessing
+from condcli.inputs.preprocessing import hf_image_preprocessing, hf_text_preprocessing
+from condcli.inputs.preprocessing_av import audio_preprocessing, video_preprocessing
 
 MADE = ("pixel_values", "input_values", "input_features", "input_ids")  # the main inputs condcli makes
 POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)

@@ -2,7 +2,8 @@
 
 A MODEL folder's config.json is read with :mod:`condcli.parsing` (a file that is not JSON, not UTF-8 or
 nested too deeply is one error naming it). Its kind (timm ``architecture`` or HF ``model_type``), a timm
-architecture timm knows, and the size the model would take (:mod:`condcli.model_size`) are checked here, so
+architecture timm knows, and the size the model would take (:mod:`condcli.loading.model_size`) are checked
+here, so
 what would fail or exhaust memory half-way through a build is refused in one line naming the file.
 """
 
@@ -15,8 +16,8 @@ from typing import Any, Literal
 import torch
 
 from condcli.errors import InputError
-from condcli.hf_loading import hf_model
-from condcli.model_size import check_fits, check_size_fields
+from condcli.loading.hf import hf_model
+from condcli.loading.model_size import check_fits, check_size_fields
 from condcli.parsing import read_json
 
 RESAVE = "give a folder saved with save_pretrained (transformers) or save_for_hf (timm)"

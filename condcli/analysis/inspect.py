@@ -9,9 +9,9 @@ from typing import Any
 import torch
 
 from condcli.capture import LayerCapture, capture, layer_set
-from condcli.inputs import InputSpec, stream
-from condcli.report import envelope
-from condcli.sources import LoadedModel
+from condcli.inputs.batches import InputSpec, stream
+from condcli.loading.sources import LoadedModel
+from condcli.reports.spectrum import envelope
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Every attention layer of a vision model, in the order the model calls them (docs/math.md#x, #layers).
 
-- An attention is a module whose Q/K/V projections :func:`condcli.adapters.generic_attn.read` reads and
-  that computes a softmax (:func:`condcli.adapters.generic_mixers.is_attention`), the outermost such (a
+- An attention is a module whose Q/K/V projections :func:`condcli.adapters.generic.attn.read` reads and
+  that computes a softmax (:func:`condcli.adapters.generic.mixers.is_attention`), the outermost such (a
   nested one is not counted twice). One under an attention-pooling head is not a
   transformer block and is left out.
 - Its block is the lowest element of a ModuleList/Sequential that holds it and no other attention (a ViT,
@@ -13,7 +13,7 @@
   the block's input. X is the first layer's X_l, taken where a hook can condition it for the whole block.
 
 One trace forward at build time, on two identical random images, finds the call order, which norm feeds
-each attention, the layout of every tensor read (see :mod:`condcli.adapters.generic_layouts`), and
+each attention, the layout of every tensor read (see :mod:`condcli.adapters.generic.layouts`), and
 whether a folded batch axis holds the images outermost or innermost (equal halves, or equal neighbours).
 """
 
@@ -26,10 +26,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from condcli.adapters.generic_attn import Reading, read
-from condcli.adapters.generic_layouts import Grouping, grouping_of, layout_of
-from condcli.adapters.generic_mixers import is_attention, skipped
-from condcli.adapters.generic_trace import Call, Trace, run_trace
+from condcli.adapters.generic.attn import Reading, read
+from condcli.adapters.generic.layouts import Grouping, grouping_of, layout_of
+from condcli.adapters.generic.mixers import is_attention, skipped
+from condcli.adapters.generic.trace import Call, Trace, run_trace
 from condcli.layout import Layout
 
 Tensor = torch.Tensor

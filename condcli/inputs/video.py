@@ -2,7 +2,8 @@
 shape (B, T, C, H, W) with T the frame count of the model's config.
 
 Video files are not read yet. Each clip is deterministic (seed, index): one wide 1/f image (natural-image
-statistics, :func:`condcli.inputs.synthetic_image`) that the camera pans across, a few pixels a frame, so
+statistics, :func:`condcli.inputs.batches.synthetic_image`) that the camera pans across, a few pixels a
+frame, so
 that frames differ as a video's do and still share most of their content.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from condcli.inputs import synthetic_image
+from condcli.inputs.batches import synthetic_image
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@
 - plain ``nn.Parameter`` s the attention owns (``w_q``, ``Wq``, ``q_proj_weight``, …, with optional biases):
   a hand-written attention multiplies ``x @ W`` (W: in × out) or ``F.linear(x, W)`` (W: out × in); the
   first is read, the other kept as the alternative that the first batch's proof may choose instead
-  (:mod:`condcli.adapters.generic_verify`).
+  (:mod:`condcli.adapters.generic.verify`).
 """
 
 from __future__ import annotations

@@ -24,21 +24,21 @@ from condcli.adapters.base import (
     fused_flags,
     group_tokens,
 )
-from condcli.adapters.generic_attn import Reading, read
-from condcli.adapters.generic_gated import WORDS as GATED_WORDS
-from condcli.adapters.generic_gated import gated, gated_mixing, gated_probe
-from condcli.adapters.generic_heads import (
+from condcli.adapters.generic.attn import Reading, read
+from condcli.adapters.generic.gated import WORDS as GATED_WORDS
+from condcli.adapters.generic.gated import gated, gated_mixing, gated_probe
+from condcli.adapters.generic.heads import (
     FUSED,
     describe,
     local_window,
     rotary,
     rotation,
 )
-from condcli.adapters.generic_layouts import Grouping, grouped, module_probs, tapped
-from condcli.adapters.generic_mixers import attention_of, mixer_of, no_attention
-from condcli.adapters.generic_probs import Rows, hf_forward, returned_probs, returns_weights, sink, stochastic
-from condcli.adapters.generic_vision import Entry
-from condcli.adapters.generic_vision import plan as vision_plan
+from condcli.adapters.generic.layouts import Grouping, grouped, module_probs, tapped
+from condcli.adapters.generic.mixers import attention_of, mixer_of, no_attention
+from condcli.adapters.generic.probs import Rows, hf_forward, returned_probs, returns_weights, sink, stochastic
+from condcli.adapters.generic.vision import Entry
+from condcli.adapters.generic.vision import plan as vision_plan
 from condcli.adapters.softmax_tap import softmax_probe
 from condcli.errors import InputError
 
@@ -190,7 +190,7 @@ def _returned_probs(
 ) -> torch.Tensor | None:
     """The attention weights an HF attention module returns beside its output, (B·G, H, q, k) → (B, G, H,
     q, k); None where this call returned none (a declared adapter's probe: its layer goes without P).
-    The generic path's own probe, :func:`condcli.adapters.generic_probs.returned_probs`, refuses instead."""
+    The generic path's own probe, :func:`condcli.adapters.generic.probs.returned_probs`, refuses instead."""
     if not isinstance(output, tuple):
         return None
     for t in reversed(output[1:]):

@@ -1,5 +1,5 @@
 """A ``checkpoint`` state dict fitted to an architecture, or exactly why not (the file is read by
-:mod:`condcli.weights_files`, the one reader of weights files).
+:mod:`condcli.loading.weights_files`, the one reader of weights files).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from condcli.errors import InputError
-from condcli.weights_files import NOT_REAL_FIX
+from condcli.loading.weights_files import NOT_REAL_FIX
 
 SHOW = 3  # keys listed in a mismatch message
 

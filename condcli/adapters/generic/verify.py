@@ -1,6 +1,6 @@
 """The generic path proves its reading of Q/K/V on the model's first batch (DESIGN: no number from a guess).
 
-Each generic layer's attention call is watched from inside (:mod:`condcli.adapters.generic_watch`, a
+Each generic layer's attention call is watched from inside (:mod:`condcli.adapters.generic.watch`, a
 ``TorchFunctionMode`` as :mod:`condcli.adapters.softmax_tap` watches softmax): the q, k and v it consumes are
 the operands of its score product Q·Kᵀ and of P·V (``@``/``matmul``, ``bmm``, ``baddbmm``, ``einsum``) or
 the arguments of ``F.scaled_dot_product_attention``. The inferred projections of A_l (A_l W + b per head,
@@ -16,7 +16,7 @@ float64, from the layer's own :class:`~condcli.adapters.base.HeadWeights`), afte
   are proven by their row directions or, where those vary enough to tell rows apart, their row norms;
 - queries taken from some of A_l's tokens only (a class token, subsampled tokens) as a subset of the rows;
 - where q and k meet in no product the watch sees, by P: the softmax the call computed must be
-  softmax(s·q kᵀ + mask) of the inferred q and k (:func:`~condcli.adapters.generic_match.probs_match`).
+  softmax(s·q kᵀ + mask) of the inferred q and k (:func:`~condcli.adapters.generic.match.probs_match`).
 
 A layer is verified where q, k and v are all proven; refused where the reading is contradicted (an inferred
 role equals what the model uses as another role, or a fused projection's split matches nothing the
@@ -35,11 +35,11 @@ import torch
 from torch import nn
 
 from condcli.adapters.base import Adapter, HeadWeights, LayerSpec
-from condcli.adapters.generic_attn import read
-from condcli.adapters.generic_heads import PARAMS
-from condcli.adapters.generic_match import matches, probs_match, subset, tolerance
-from condcli.adapters.generic_watch import ROLES as WATCH_ROLES
-from condcli.adapters.generic_watch import Watch
+from condcli.adapters.generic.attn import read
+from condcli.adapters.generic.heads import PARAMS
+from condcli.adapters.generic.match import matches, probs_match, subset, tolerance
+from condcli.adapters.generic.watch import ROLES as WATCH_ROLES
+from condcli.adapters.generic.watch import Watch
 
 Tensor = torch.Tensor
 ROLES = WATCH_ROLES

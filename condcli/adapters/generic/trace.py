@@ -1,5 +1,5 @@
 """The generic path's trial forward: every module call of one forward pass, in the order they began, with
-only the tensors the discovery (:mod:`condcli.adapters.generic_blocks`) reads kept alive."""
+only the tensors the discovery (:mod:`condcli.adapters.generic.blocks`) reads kept alive."""
 
 from __future__ import annotations
 

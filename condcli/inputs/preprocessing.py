@@ -1,5 +1,6 @@
 """The model's own preprocessing: timm's data config + transforms, or the HF tokenizer or image processor
-(audio and video: :mod:`condcli.preprocessing_av`; which one a model gets: :mod:`condcli.model_inputs`).
+(audio and video: :mod:`condcli.inputs.preprocessing_av`; which one a model gets:
+:mod:`condcli.inputs.model_inputs`).
 
 Never hand-written resizing or normalisation: when a model ships no preprocessing config, the family's
 library defaults are used and the description says so.
@@ -15,9 +16,9 @@ import torch
 from torch import nn
 
 from condcli.errors import InputError
-from condcli.inputs import Preprocessing
+from condcli.inputs.batches import Preprocessing
 
-TEXT_FEEDS = ("input_ids", "attention_mask")  # what a text batch carries (condcli.inputs)
+TEXT_FEEDS = ("input_ids", "attention_mask")  # what a text batch carries (condcli.inputs.batches)
 HUGE = 1_000_000  # tokenizers without a real limit report model_max_length ≈ 1e30
 
 

@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from condcli.errors import InputError
-from condcli.inputs import Preprocessing, Synthetic
-from condcli.inputs_audio import WAVEFORM_SECONDS, AudioKind, audio_for
-from condcli.inputs_audio import describe as describe_audio
-from condcli.inputs_audio import synthetic_inputs as audio_inputs
-from condcli.inputs_video import Video
-from condcli.inputs_video import describe as describe_video
-from condcli.inputs_video import synthetic_inputs as video_inputs
-from condcli.preprocessing import PREPROCESSOR, _first_line, _load_local, fed, image_size, keep_read
+from condcli.inputs.audio import WAVEFORM_SECONDS, AudioKind, audio_for
+from condcli.inputs.audio import describe as describe_audio
+from condcli.inputs.audio import synthetic_inputs as audio_inputs
+from condcli.inputs.batches import Preprocessing, Synthetic
+from condcli.inputs.preprocessing import PREPROCESSOR, _first_line, _load_local, fed, image_size, keep_read
+from condcli.inputs.video import Video
+from condcli.inputs.video import describe as describe_video
+from condcli.inputs.video import synthetic_inputs as video_inputs
 
 VIDEO_PREPROCESSOR = "video_preprocessor_config.json"
 NO_CONFIG = "(the model has no preprocessor config)"

@@ -51,11 +51,11 @@ def resolve_model(given: str | None, path: Path | None = None) -> tuple[str, str
             raise UsageError(
                 "[tool.condcli] model must be a non-empty string", 'e.g. model = "vit_base_patch16_224"'
             )
-        from condcli.sources_factory import rebased
+        from condcli.loading.factory import rebased
 
         folder = (path or Path.cwd() / "pyproject.toml").parent  # a factory file is relative to it
         return rebased(model.strip(), folder), "[tool.condcli] model in pyproject.toml"
-    from condcli.samples import sample_names
+    from condcli.loading.samples import sample_names
 
     if DEFAULT_SAMPLE not in sample_names():
         raise InputError(
@@ -77,7 +77,7 @@ def configured_model_args(given: str | None, path: Path | None = None) -> dict[s
             "[tool.condcli] model_args must be a table of keyword arguments",
             "e.g. model_args = { depth = 4 }",
         )
-    from condcli.sources_factory import parse_factory
+    from condcli.loading.factory import parse_factory
 
     model = table.get("model")
     if not isinstance(model, str) or parse_factory(model.strip()) is None:

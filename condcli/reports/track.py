@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from condcli.report import SpectrumReport, envelope
+from condcli.reports.spectrum import SpectrumReport, envelope
 
 
 @dataclass(frozen=True)

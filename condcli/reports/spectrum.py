@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from condcli import __version__
-from condcli.metrics import FLAGS, FORWARD, HEAD, MetricDef, flag_of
+from condcli.reports.metrics import FLAGS, FORWARD, HEAD, MetricDef, flag_of
 from condcli.spectra import Aggregate, SpectrumBand, json_float
 
 SCHEMA_VERSION = 1
@@ -172,7 +172,7 @@ class EmbeddingReport:
 class ForwardStats:
     """Per-layer quantities that depend on the forward pass (plain or conditioned), per sample.
 
-    ``values`` holds one aggregate per forward metric of :data:`condcli.metrics.FORWARD` (None: not
+    ``values`` holds one aggregate per forward metric of :data:`condcli.reports.metrics.FORWARD` (None: not
     observable for this family, e.g. μ(A) and κ(P) where P cannot be hooked); ``below`` the samples below the
     capture dtype's resolution per flag ("x", "attn_input", "probs"; None where nothing was measured).
     """
@@ -199,7 +199,8 @@ HEAD_KEYS = frozenset(m.key for m in HEAD)
 
 @dataclass(frozen=True)
 class HeadReport:
-    """One head's per-head metrics (:data:`condcli.metrics.HEAD`), medians etc. over samples: ``values`` by
+    """One head's per-head metrics (:data:`condcli.reports.metrics.HEAD`), medians etc. over samples:
+    ``values`` by
     registry key, None where the layer cannot have it (P not observed, no mixing matrix, no rotation)."""
 
     head: int

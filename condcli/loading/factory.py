@@ -34,7 +34,7 @@ from typing import Any
 from torch import nn
 
 from condcli.errors import InputError, UsageError
-from condcli.inputs import Preprocessing
+from condcli.inputs.batches import Preprocessing
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 DOTTED = re.compile(rf"{_NAME}(?:\.{_NAME})*")

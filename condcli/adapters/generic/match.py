@@ -3,7 +3,7 @@
 Up to one positive scale (a scale folded into q), within ``tolerance`` of the capture dtype: in the module's
 own order, as a set of rows (tokens regrouped inside the call), as a subset of rows (queries of some
 tokens), by row directions or norms (q and k normalised or rotated row by row), and P recomputed from q and
-k (:func:`probs_match`). Used by :mod:`condcli.adapters.generic_verify`.
+k (:func:`probs_match`). Used by :mod:`condcli.adapters.generic.verify`.
 """
 
 from __future__ import annotations

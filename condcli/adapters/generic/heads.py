@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 from condcli.adapters.base import FusedLayout, HeadWeights, Rotation, fused_qkv, head_split
-from condcli.adapters.generic_maps import Orientation, linear_map, param_map, param_projections
-from condcli.adapters.generic_probs import weights_on_request as on_request
+from condcli.adapters.generic.maps import Orientation, linear_map, param_map, param_projections
+from condcli.adapters.generic.probs import weights_on_request as on_request
 
 SEPARATE = (
     ("q", "k", "v"),
@@ -34,7 +34,7 @@ KV_HEAD_ATTRS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "kv_heads"
 
 # (fused projection, attention class (any in its MRO), attribute of the attention that must be true, layout),
 # first match wins; "*" matches any. Each is read from the family's forward in transformers 5 (how it splits
-# the projection's output), and proven on the model's first batch (:mod:`condcli.adapters.generic_verify`).
+# the projection's output), and proven on the model's first batch (:mod:`condcli.adapters.generic.verify`).
 FUSED_LAYOUTS: tuple[tuple[str, str, str | None, FusedLayout], ...] = (
     # qkv.view(..., mp_num, 3·local).split(local) → query, value, key; mp_num = 4 in CodeGenAttention
     ("qkv_proj", "CodeGenAttention", None, "sharded_qvk"),
@@ -57,7 +57,7 @@ def projections(module: nn.Module) -> tuple[str, tuple[nn.Module, ...]] | None:
     ``module`` holds the projections.
 
     Names are compared in lower case (``Wq``, ``Wk``, ``Wv``); a separate projection is any affine map
-    :func:`~condcli.adapters.generic_maps.linear_map` reads (nn.Linear, 1×1 Conv1d/Conv2d, with a folded
+    :func:`~condcli.adapters.generic.maps.linear_map` reads (nn.Linear, 1×1 Conv1d/Conv2d, with a folded
     BatchNorm); ``params``: W_Q, W_K, W_V held as plain parameters. A fused projection is taken when its
     width splits into three equal parts or the module names its KV head count (grouped-query attention,
     e.g. Phi-3's (H + 2·H_kv)·d_h rows).
@@ -277,7 +277,7 @@ def describe(attn: nn.Module, heads: int, kv_heads: int) -> str:
 
 def weights_on_request(attn: nn.Module) -> bool:
     """Whether ``attn`` returns its attention weights only when the model is run with output_attentions:
-    read from its own forward, for every family (:mod:`condcli.adapters.generic_probs`)."""
+    read from its own forward, for every family (:mod:`condcli.adapters.generic.probs`)."""
     return on_request(attn)
 
 

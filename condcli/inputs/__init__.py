@@ -1,0 +1,1 @@
+"""Inputs: images, text, audio and video through the model's own preprocessing, streamed as batches."""
