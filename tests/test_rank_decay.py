@@ -132,6 +132,7 @@ def test_index_and_batch_split_do_not_change_the_numbers(vit: Any) -> None:
     other = analyse_rank_decay(loaded, replay(again), RankDecayOptions(lam=LAM, index=3, layers=[0, -1]), "t")
     P = vit_probs(loaded, batches)
     assert other.rank_decay.index_m == 3 and [la.index for la in other.rank_decay.layers] == [0, 5]
+    assert other.rank_decay.index_rule == "index = 3"  # the parameter, not a CLI flag, in the JSON
     check_layer(other.rank_decay.layers[1], P[5][:, None], 3)
     # the float32 forward rounds differently per batch size (~1e-6); the analysis itself is batch-invariant
     np.testing.assert_allclose(

@@ -181,5 +181,5 @@ def rank_result(layers: dict[int, RankAccumulator], index: int | None) -> RankDe
     results = tuple(acc.result(index) for acc in layers.values())
     ms = {layer.index_m for layer in results}
     common = next(iter(ms)) if len(ms) == 1 else None
-    rule = f"--index {index}" if index is not None else "round(n/4) per layer"
+    rule = f"index = {index}" if index is not None else "round(n/4) per layer"
     return RankDecayResult(index_m=common, index_rule=rule, threshold=THRESHOLD, layers=results)

@@ -117,7 +117,7 @@ class RankDecayResult:
     """All chosen layers of one forward (plain, or with the embedding fix applied)."""
 
     index_m: int | None  # the common m; None when layers of different n each use round(n/4)
-    index_rule: str  # "--index 49" (the CLI's words, kept in the JSON) or "round(n/4) per layer"
+    index_rule: str  # "index = 49" (the parameter given) or "round(n/4) per layer"
     threshold: float
     layers: tuple[RankLayer, ...]
 
