@@ -158,7 +158,9 @@ def test_unreachable_target_gives_no_recommendation_and_a_hint(vit: LoadedModel)
     want = np.median(np_shifted(vit_x(vit, max_samples=3), lams), axis=0)
     close(s.kappa_median, want)
     assert (want > 2.0).all() and s.recommended_lambda is None
-    assert s.recommendation.startswith("none in range") and "--range 0.001" in s.recommendation
+    assert (
+        s.recommendation.startswith("none in range") and "`value_range=0.001 " in s.recommendation
+    )  # the CLI prints --range
     assert s.to_json()["recommended_lambda"] is None
 
 

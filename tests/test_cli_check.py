@@ -244,7 +244,7 @@ def test_below_precision_x_fails_a_max_kappa_rule_with_that_reason(
     assert code == 1 and c["value"] < 1e15 and r["embedding"]["kappa"]["inf_count"] == 0
     assert c["reason"] == (
         "X is below float32 resolution in 2 of 2 samples (its κ is a floor, not a measurement) "
-        "— rerun with --dtype float64"
+        "— rerun with `dtype=float64`"
     )
 
 

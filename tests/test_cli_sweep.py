@@ -118,6 +118,7 @@ def test_target_out_of_reach_is_null_and_the_table_says_what_to_do(
     result = cli("sweep-lambda", *VIT, "--range", "0.001", "0.002", "--steps", "3")
     assert result.exit_code == 0, result.output
     assert "none in range" in result.stdout and "widen the range" in result.stdout
+    assert "e.g. --range " in result.stdout and "value_range" not in result.stdout  # the report's parameter
     assert "Weyl λ for the target" in result.stdout
 
 

@@ -85,7 +85,7 @@ def test_layers_are_matched_by_index_and_name() -> None:
     assert [(r.metric, r.passed) for r in results] == [("embedding.kappa", False), ("layers[0].kappa", True)]
     assert warnings == [
         "layer 1 is 'blocks.1' in the baseline and 'encoder.1' now: not compared",
-        "layer(s) 2 of the baseline were not analysed now: not compared (pass --layers to choose them)",
+        "layer(s) 2 of the baseline were not analysed now: not compared (pass `layers` to choose them)",
         "layer(s) 5 are not in the baseline: not compared",
         "1 baseline metric(s) not measured now: layers[0].mu_a",
         "1 metric(s) not in the baseline: embedding.kappa_corrected",

@@ -50,7 +50,7 @@ def test_below_precision_x_fails_even_under_the_limit_with_that_reason() -> None
     assert not result.passed
     assert result.reason == (
         "X is below float32 resolution in 1 of 3 samples (its κ is a floor, not a measurement) "
-        "— rerun with --dtype float64"
+        "— rerun with `dtype=float64`"
     )
 
 
@@ -84,7 +84,7 @@ def test_a_layer_below_precision_fails_naming_the_layer() -> None:
     assert not mu.passed
     assert mu.reason == (
         "A_l is below float32 resolution in layer 1 blocks.1 in 2 of 2 samples "
-        "(its κ is a floor, not a measurement) — rerun with --dtype float64"
+        "(its κ is a floor, not a measurement) — rerun with `dtype=float64`"
     )
 
 
@@ -139,7 +139,7 @@ def test_compare_says_what_the_blocks_see_and_what_differs() -> None:
     assert any(w.startswith("B adds X + 10·I_k at X itself") for w in warnings)
     assert warnings[-1].startswith("6 metric(s) only B has, not compared: layers[0].kappa")
     _, warnings = compare_reports(a, b, "median", "kappa", None)
-    assert "B adds its own X + λ·I_k with another λ than --lambda" in warnings[-2]
+    assert "B adds its own X + λ·I_k with another λ than `lam`" in warnings[-2]
 
 
 def test_fmt_pair_never_prints_a_failing_value_equal_to_its_limit() -> None:

@@ -119,7 +119,7 @@ def build(model: nn.Module) -> Adapter:
         if getattr(base.encoder.layer[0].attention.self, "init_option", "original") == "original":
             notes.append(
                 "the model's iterative_inv starts from a max over the whole batch: P and the model's output "
-                "change slightly with which samples share a batch (use --batch-size 1 to avoid it)"
+                "change slightly with which samples share a batch (use `batch_size=1` to avoid it)"
             )
     layers: list[LayerSpec] = []
     for i, layer in enumerate(base.encoder.layer):

@@ -107,7 +107,7 @@ def precision_note(below: int, total: int, dtype: str, what: str = "X") -> str |
     """The docs/math.md#spectra hint when samples are below the capture dtype's resolution."""
     if not below:
         return None
-    rerun = " — rerun with --dtype float64 to resolve them" if dtype != "float64" else ""
+    rerun = " — rerun with `dtype=float64` to resolve them" if dtype != "float64" else ""
     return (
         f"{below} of {total} samples have {what} with σ_k below {dtype} resolution: their κ is a floor "
         f"set by rounding noise, not a measurement{rerun}"

@@ -67,7 +67,7 @@ def _conditioned(loaded: LoadedModel, options: RankDecayOptions) -> ConditionedF
             f"the model adds {builtin.describe()} at X itself: its forward is the conditioned one",
         )
     if not options.conditioned:
-        return ConditionedForward(False, fix.describe(), "not asked for (--conditioned λ)")
+        return ConditionedForward(False, fix.describe(), "not asked for (`conditioned`)")
     return ConditionedForward(True, fix.describe(), None)
 
 

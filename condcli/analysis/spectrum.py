@@ -39,9 +39,9 @@ def _conditioned_forward(
             f"the model adds {builtin.describe()} at X itself: its plain forward is the conditioned one",
         )
     if not options.conditioned:
-        return ConditionedForward(False, fix.describe(), "not asked for (--no-conditioned)")
+        return ConditionedForward(False, fix.describe(), "not asked for")
     if not chosen:
-        return ConditionedForward(False, fix.describe(), "no layers chosen (--layers none)")
+        return ConditionedForward(False, fix.describe(), "no layers chosen (`layers=none`)")
     return ConditionedForward(True, fix.describe(), None)
 
 

@@ -229,8 +229,9 @@ def recommendation(
         upper = max(2 * hi, math.ceil(weyl_lambda)) if math.isfinite(weyl_lambda) else 2 * hi
         return None, (
             f"none in range — no λ in [{lo:g}, {hi:g}] brings the median κ(X + λ·I_k) to ≤ {target:g} "
-            f"(lowest {medians[best]:.3g} at λ = {lambdas[best]:g}); widen the range, e.g. --range {lo:g} "
-            f"{upper:g} — the Weyl bound guarantees κ ≤ {target:g} from λ ≈ {weyl_lambda:.3g}"
+            f"(lowest {medians[best]:.3g} at λ = {lambdas[best]:g}); widen the range, e.g. "
+            f"`value_range={lo:g} {upper:g}` — the Weyl bound guarantees κ ≤ {target:g} from "
+            f"λ ≈ {weyl_lambda:.3g}"
         )
     j = hits[0]
     line = (
@@ -238,7 +239,9 @@ def recommendation(
         f"{medians[j]:.3g}, is ≤ {target:g}"
     )
     if j == 0 and lo > 0:
-        line += f"; it is the grid's first λ, so a smaller one may do too (e.g. --range {lo / 10:g} {hi:g})"
+        line += (
+            f"; it is the grid's first λ, so a smaller one may do too (e.g. `value_range={lo / 10:g} {hi:g}`)"
+        )
     return lambdas[j], line
 
 

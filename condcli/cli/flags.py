@@ -10,6 +10,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from condcli.cli.options import COMMON_FLAGS
+from condcli.errors import render
 from condcli.reports.metrics import GATES
 
 _FLAGS: dict[str, str] = {
@@ -38,3 +39,9 @@ _FLAGS: dict[str, str] = {
 PARAM_FLAGS = MappingProxyType(
     {**_FLAGS, **{rule: metric.option for rule, metric in GATES.items() if metric.option is not None}}
 )
+
+
+def as_flags(text: str) -> str:
+    """A note, description or reason of a report as this CLI prints it: the parameters it names as flags
+    (`lam` → --lambda), as errors are shown."""
+    return render(text, PARAM_FLAGS)

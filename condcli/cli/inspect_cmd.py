@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli import options as o
+from condcli.cli.flags import as_flags
 from condcli.cli.main import command
 
 
@@ -29,7 +30,7 @@ def _render(report: dict[str, Any]) -> None:
     shift = "" if lam is None else f"; λ {lam:g} in X + λ·I_k"
     x = escape(f"X: {e['description']} [{e['where']}], {pos}")
     out.print(f"{x}; tokens {i['tokens']} × d {i['dim']}{shift}")
-    out.print(escape(f"inputs: {i['description']}; {i['preprocessing']}"))
+    out.print(escape(f"inputs: {as_flags(i['description'])}; {i['preprocessing']}"))
     table = Table("layer", "name", "attention", "heads", "X_l", "A_l (G×n×c)", "P (G×H×q×k)")
     for layer in report["layers"]:
         table.add_row(

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from condcli.cli.flags import as_flags
 from condcli.cli.tables import header, stat
 from condcli.numbers import num
 from condcli.reports.rank import MatrixAggregate, RankDecayReport, RankDecayResult, RankLayer
@@ -97,6 +98,6 @@ def render(out: Console, report: RankDecayReport) -> None:
     if cf.applied:
         out.print(escape(f"+{lam}I: the same forward with {cf.conditioning} fed to the blocks"))
     elif cf.reason:
-        out.print(escape(f"conditioned forward ({cf.conditioning}): not run — {cf.reason}"))
+        out.print(escape(f"conditioned forward ({cf.conditioning}): not run — {as_flags(cf.reason)}"))
     for note in report.notes:
-        out.print(f"[yellow]note:[/] {escape(note)}")
+        out.print(f"[yellow]note:[/] {escape(as_flags(note))}")

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from condcli.cli.flags import as_flags
 from condcli.cli.tables import header, median, stat
 from condcli.numbers import APPROX, WARN, num, supported_digits
 from condcli.reports.metrics import FORWARD, HEAD, WEIGHTS, MetricDef
@@ -183,6 +184,6 @@ def render(out: Console, report: SpectrumReport) -> None:
         out.print(APPROX_NOTE)
     cf = report.conditioned_forward
     if not cf.applied and cf.reason:
-        out.print(escape(f"conditioned forward ({cf.conditioning}): not run — {cf.reason}"))
+        out.print(escape(f"conditioned forward ({cf.conditioning}): not run — {as_flags(cf.reason)}"))
     for note in report.notes:
-        out.print(f"[yellow]note:[/] {escape(note)}")
+        out.print(f"[yellow]note:[/] {escape(as_flags(note))}")

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from condcli.cli.flags import as_flags
 from condcli.cli.tables import header
 from condcli.numbers import WARN, num
 from condcli.reports.spectrum import SweepReport
@@ -68,7 +69,7 @@ def render(out: Console, report: SweepReport) -> None:
     out.print(f"κ(X + C), Theorem 4.4 correction: median {num(s.kappa_corrected)} (≤ 2)")
     out.print(f"target: κ ≤ {s.target_kappa:g}")
     style = "bold green" if s.recommended_lambda is not None else "bold yellow"
-    out.print(f"[{style}]recommended:[/] {escape(s.recommendation)}")
+    out.print(f"[{style}]recommended:[/] {escape(as_flags(s.recommendation))}")
     out.print(
         f"Weyl λ for the target: {num(s.weyl_lambda_for_target)} — from there on the Weyl bound guarantees "
         f"κ(X + λ·I_k) ≤ {s.target_kappa:g} (median over samples of σ_1(t+1)/(t−1))"
@@ -83,4 +84,4 @@ def render(out: Console, report: SweepReport) -> None:
         if any(any(layer.below_precision) or layer.below_precision_plain for layer in s.layers):
             out.print(f"{WARN} on κ(X_l): some samples below the capture dtype's resolution (κ is a floor).")
     for note in report.notes:
-        out.print(f"[yellow]note:[/] {escape(note)}")
+        out.print(f"[yellow]note:[/] {escape(as_flags(note))}")

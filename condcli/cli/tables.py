@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
+from condcli.cli.flags import as_flags
 from condcli.loading.big_model import describe as placed
 from condcli.numbers import WARN, floor_num, measured
 from condcli.reports.spectrum import InputsInfo, ModelInfo
@@ -44,4 +45,4 @@ def header(out: Console, model: ModelInfo, inputs: InputsInfo) -> None:
         out.print(escape(f"device map {model.device_map['strategy']}: {placed(model.device_map['modules'])}"))
     skipped = f"; {inputs.skipped} unreadable file(s) skipped" if inputs.skipped else ""
     shape = f"up to {inputs.tokens} tokens × d {inputs.dim}"
-    out.print(escape(f"inputs: {inputs.count} samples — {inputs.description}; {shape}{skipped}"))
+    out.print(escape(f"inputs: {inputs.count} samples — {as_flags(inputs.description)}; {shape}{skipped}"))

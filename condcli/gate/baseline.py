@@ -216,7 +216,7 @@ def compare_baseline(
     if only_old:
         warnings.append(
             f"layer(s) {_listing([str(i) for i in only_old])} of the baseline were not analysed now: "
-            "not compared (pass --layers to choose them)"
+            "not compared (pass `layers` to choose them)"
         )
     if only_new:
         warnings.append(

@@ -89,8 +89,8 @@ def compare_reports(
     for side, key in (("A", seen_a), ("B", seen_b)):
         if key is None:
             warnings.append(
-                f"{side} adds its own X + λ·I_k with another λ than --lambda: κ of what its blocks see is "
-                "not measured (drop --lambda to compare it)"
+                f"{side} adds its own X + λ·I_k with another λ than `lam`: κ of what its blocks see is "
+                "not measured (drop `lam` to compare it)"
             )
     only_a = [k for k in ma if k not in mb]
     only_b = [k for k in mb if k not in ma]

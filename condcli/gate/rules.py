@@ -71,7 +71,7 @@ def _precision(inf: int, below: int, n: int, dtype: str, what: str, where: str =
             "(its κ is a floor, not a measurement)"
         )
     if out and dtype != "float64":
-        out[-1] += " — rerun with --dtype float64"
+        out[-1] += " — rerun with `dtype=float64`"
     return out
 
 

@@ -360,7 +360,7 @@ def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
         n = spec.max_samples or DEFAULT_SYNTHETIC_SAMPLES
         return InputStream(
             "synthetic",
-            f"{n} synthetic 1/f images (seed {spec.seed}; pass --images DIR for real ones)",
+            f"{n} synthetic 1/f images (seed {spec.seed}; pass `images` DIR for real ones)",
             lambda s: _image_batches(pre, spec, _synthetic_images(pre, spec)),
             expected=n,
         )
@@ -384,7 +384,7 @@ def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
     n = min(spec.max_samples or len(DEFAULT_TEXTS), len(DEFAULT_TEXTS))
     return InputStream(
         "text",
-        f"{n} built-in English sentences (pass --text FILE for your own)",
+        f"{n} built-in English sentences (pass `text` FILE for your own)",
         lambda s: _tokenized(pre, spec, _default_texts(spec)),
         expected=n,
     )

@@ -332,13 +332,13 @@ def prove(
         notes.append(
             f"Q/K/V reading not proven (marked unverified): {', '.join(unproven[:4])}"
             + (f" and {len(unproven) - 4} more" if len(unproven) > 4 else "")
-            + "; declare the layout in a TOML file passed as `--adapter` to make it certain"
+            + "; declare the layout in a TOML file passed as `adapter` to make it certain"
         )
     if refused:
         notes.append(
             f"— no numbers for {', '.join(refused[:3])}"
             + (f" and {len(refused) - 3} more" if len(refused) > 3 else "")
             + ": the generic reading of Q/K/V could not be proven; declare the model's layout in a TOML "
-            "file passed as `--adapter` (README: 'Your own model')"
+            "file passed as `adapter` (README: 'Your own model')"
         )
     return replace(adapter, layers=tuple(layers)), notes
