@@ -231,7 +231,7 @@ def test_below_precision_samples_are_counted_and_named() -> None:
     e = report.embedding
     assert e.below_precision_samples == (0, 1, 2)
     assert max(e.numerical_rank.per_sample) < e.k
-    assert any("below float32 resolution" in n and "--dtype float64" in n for n in report.notes)
+    assert any("below float32 resolution" in n and "rerun with `dtype=float64`" in n for n in report.notes)
     assert report.layers == () and not report.conditioned_forward.applied
 
 

@@ -91,5 +91,7 @@ def test_only_the_unscaled_lookup_is_exact_and_judged_at_float64(folder: tuple[s
     lookup_note = [
         n for n in report.notes if n.startswith("X is an exact lookup of the stored token embeddings")
     ]
-    below_note = [n for n in report.notes if "below bfloat16 resolution" in n and "--dtype float64" in n]
+    below_note = [
+        n for n in report.notes if "below bfloat16 resolution" in n and "rerun with `dtype=float64`" in n
+    ]
     assert (len(lookup_note), len(below_note)) == ((1, 0) if exact else (0, 1))
