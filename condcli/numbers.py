@@ -4,6 +4,7 @@ legends round the same way (three significant digits; a floor "≥ x", two digit
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 # marks a value of which some samples were below the capture dtype's resolution (docs/math.md#spectra)
 WARN = "⚠"
@@ -68,14 +69,23 @@ def measured(v: float | None, rel: float | None, digits: int = 3) -> str:
     return f"{APPROX}{v:.{shown}g}"
 
 
-def rel_uncertainty(agg: object, statistic: str) -> float | None:
-    """The relative uncertainty a report's aggregate (a JSON dict) gives ``statistic``; None where it gives
-    none (older reports, quantities without a floor rule)."""
-    rel = agg.get("rel_uncertainty") if isinstance(agg, dict) else None
-    value = rel.get(statistic) if isinstance(rel, dict) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+def to_float(value: object) -> float | None:
+    """A JSON float of a report as a float: "inf"/"-inf"/"nan" strings and numbers; None for null or
+    anything else (a bool is not a number here)."""
+    if isinstance(value, bool) or value is None:
         return None
-    try:
+    if isinstance(value, (int, float)):
         return float(value)
-    except ValueError:
-        return None
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def rel_uncertainty(agg: object, statistic: str) -> float | None:
+    """The relative uncertainty a report's aggregate (a JSON object) gives ``statistic``; None where it gives
+    none (older reports, quantities without a floor rule)."""
+    rel = agg.get("rel_uncertainty") if isinstance(agg, Mapping) else None
+    return to_float(rel.get(statistic)) if isinstance(rel, Mapping) else None

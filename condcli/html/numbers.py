@@ -8,25 +8,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from condcli.numbers import WARN, floor_num, rel_uncertainty
+from condcli.numbers import WARN, floor_num, rel_uncertainty, to_float
 from condcli.numbers import num as shared_num
 
 __all__ = ["WARN", "floats", "floor_num", "full", "is_floor", "num", "rel_uncertainty", "stat", "to_float"]
-
-
-def to_float(value: object) -> float | None:
-    """A JSON float of a report as a float: "inf"/"-inf"/"nan" strings and numbers; None for null or
-    anything else (a bool is not a number here)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
 
 
 def floats(values: object) -> list[float]:
