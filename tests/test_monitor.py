@@ -87,7 +87,7 @@ def test_bert_values_match_hidden_states_and_attentions_with_padding() -> None:
     assert got["condcli/kappa_x"] == pytest.approx(
         np.median([np_reported_kappa(m, EPS32) for m in x]), rel=1e-6
     )
-    assert got["condcli/kappa_x/floor"] == 0.0
+    assert "condcli/kappa_x/floor" not in got  # a measurement, not a floor: no floor series at all
     want = np.median([np_shifted_kappa(m, 4.0) for m in x])
     assert got["condcli/kappa_x_conditioned"] == pytest.approx(want, rel=1e-6)
     for i, layer in enumerate(model.bert.encoder.layer):
@@ -117,17 +117,17 @@ def test_keys_follow_metrics_and_layers() -> None:
     assert list(got) == [
         "condcli/layer_2/kappa_wq",
         "condcli/layer_2/kappa_attn_input",
-        "condcli/layer_2/kappa_attn_input/floor",
         "condcli/layer_2/stable_rank",
     ]
-    assert list(got) == monitor.keys()
+    # keys() lists every key measure can give: a floor key too, which comes only with a floor
+    assert monitor.keys() == [*list(got)[:2], "condcli/layer_2/kappa_attn_input/floor", list(got)[2]]
     wq = model.bert.encoder.layer[2].attention.self.query.weight.detach().double().numpy().T
     assert got["condcli/layer_2/kappa_wq"] == pytest.approx(np_kappa(wq), rel=1e-6)
     ref = bert_reference(model, text_batch([6, 4]), 2)["hidden"][2]
     srank = [(s**2).sum() / s[0] ** 2 for s in (np.linalg.svd(m, compute_uv=False) for m in ref)]
     assert got["condcli/layer_2/stable_rank"] == pytest.approx(np.median(srank), rel=1e-6)
     only_x = Monitor(model, metrics="kappa", layers=[]).measure(text_batch([6, 4]))
-    assert list(only_x) == ["condcli/kappa_x", "condcli/kappa_x/floor"]
+    assert list(only_x) == ["condcli/kappa_x"]
 
 
 def test_a_rank_one_x_is_logged_as_its_floor() -> None:
@@ -146,6 +146,24 @@ def test_a_rank_one_x_is_logged_as_its_floor() -> None:
     )
     assert got["condcli/kappa_x/floor"] == 1.0
     assert got["condcli/layer_0/kappa/floor"] == 1.0
+
+
+def test_layer_keys_are_zero_padded_to_the_layer_count_and_sort_in_layer_order() -> None:
+    """A 12-layer model: layer_02 … layer_11, in layer order as text sorts them; each value is its own
+    layer's (against hidden_states of that layer)."""
+    model = tiny_bert(layers=12)
+    batch = text_batch([9, 6, 4])
+    got = Monitor(model, metrics=["kappa"], layers=[2, 10, 11]).measure(batch)
+    layer_keys = [k for k in got if k.startswith("condcli/layer_")]
+    assert layer_keys == ["condcli/layer_02/kappa", "condcli/layer_10/kappa", "condcli/layer_11/kappa"]
+    assert sorted(layer_keys) == layer_keys
+    hidden = bert_reference(model, batch, 3)["hidden"]
+    for i in (2, 10, 11):
+        want = np.median([np_reported_kappa(m, EPS32) for m in hidden[i]])
+        assert got[f"condcli/layer_{i:02d}/kappa"] == pytest.approx(want, rel=1e-6)
+    # fewer than 10 layers: one digit, as before
+    small = Monitor(tiny_bert(layers=3), metrics=["kappa"], layers=[1]).measure(batch)
+    assert [k for k in small if k.startswith("condcli/layer_")] == ["condcli/layer_1/kappa"]
 
 
 def tiny_vit(**kwargs: float) -> nn.Module:

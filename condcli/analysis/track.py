@@ -6,6 +6,11 @@ folders, as an HF Trainer's ``output_dir``) into :class:`Checkpoint` objects sor
 ends with (``checkpoint-500`` → 500). :func:`track` loads one checkpoint at a time (each a local MODEL
 folder), runs :func:`condcli.analysis.spectrum.analyse_spectrum` on the same inputs and checks that every
 checkpoint has the first one's architecture and read the inputs alike.
+
+The inputs: ``text`` or ``images`` where given; else the training callback's probe batch where the
+checkpoints have one (``condcli_probe.safetensors`` in a checkpoint folder or its run folder,
+:mod:`condcli.analysis.track_probe`), fed whole as the callback fed it, so each checkpoint's values are the
+ones the callback logged at its step; else the model's default inputs.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from condcli.analysis.common import Progress, release_memory, resolve_lambda
 from condcli.analysis.proof import prove_first_batch
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.errors import InputError, UsageError
-from condcli.inputs.batches import InputSpec, stream
+from condcli.inputs.batches import InputSpec, InputStream, stream
 from condcli.loading.sources import LoadedModel, LoadOptions, load
 from condcli.parsing import read_json
 from condcli.reports.spectrum import SpectrumReport
@@ -63,6 +68,19 @@ class TrackOptions:
     lam: float | None = None  # λ of X + λI_k; None: each checkpoint's own, else 10
     layers: Sequence[int] | None = None  # None: all layers; []: none
     seed: int = 0
+    probe: bool = True  # no `text`/`images`: the training callback's probe batch, where there is one
+    probe_batch_size: int | None = None  # samples per forward on the probe; None: whole, as the callback
+
+
+def probe_of(checkpoints: Sequence[Checkpoint], spec: InputSpec, options: TrackOptions) -> Path | None:
+    """The probe file ``track`` analyses the checkpoints on: None where ``text`` or ``images`` is given,
+    ``options.probe`` is off, or no checkpoint has one (:func:`condcli.analysis.track_probe.find_probe`)."""
+    from condcli.analysis.track_probe import find_probe
+
+    if not options.probe or spec.text is not None or spec.images is not None:
+        return None
+    found = find_probe([c.path for c in checkpoints])
+    return found[0] if found else None
 
 
 def _step_of(folder: Path) -> Checkpoint:
@@ -194,13 +212,26 @@ def _same_inputs(first: SpectrumReport, report: SpectrumReport) -> str | None:
     return None
 
 
+def _inputs(loaded: LoadedModel, spec: InputSpec, options: TrackOptions, probe: Path | None) -> InputStream:
+    if probe is None:
+        return stream(loaded.preprocessing, spec)
+    from condcli.analysis.track_probe import probe_stream
+
+    return probe_stream(probe, loaded.preprocessing, spec.max_samples, options.probe_batch_size)
+
+
 def _analyse(
-    checkpoint: Checkpoint, load_options: LoadOptions, spec: InputSpec, options: TrackOptions, bar: Bar
+    checkpoint: Checkpoint,
+    load_options: LoadOptions,
+    spec: InputSpec,
+    options: TrackOptions,
+    bar: Bar,
+    probe: Path | None,
 ) -> tuple[SpectrumReport, Signature, list[str]]:
     loaded = load(str(checkpoint.path), load_options)
     try:
         lam = resolve_lambda(options.lam, loaded.adapter)
-        inputs = stream(loaded.preprocessing, spec)
+        inputs = _inputs(loaded, spec, options, probe)
         loaded = prove_first_batch(loaded, inputs, options.layers)  # the generic reading, proven first
         chosen = SpectrumOptions(lam=lam, layers=options.layers, conditioned=False, seed=options.seed)
         with bar(f"step {checkpoint.step}", inputs.expected) as advance:
@@ -220,10 +251,13 @@ def track(
     bar: Bar,
     given: Sequence[Path] = (),
 ) -> tuple[TrackReport, list[str]]:
-    """Analyse each checkpoint in step order on the inputs of ``spec``; the report and the input notes
-    (files skipped, lines cut; each once). Every checkpoint must have the first one's architecture.
-    ``given``: the folders as the user named them (the report's model spec), else the checkpoints'."""
+    """Analyse each checkpoint in step order on the inputs of ``spec`` (without `text` or `images`: the
+    training callback's probe batch where the checkpoints have one, :func:`probe_of`); the report and the
+    input notes (files skipped, lines cut; each once). Every checkpoint must have the first one's
+    architecture. ``given``: the folders as the user named them (the report's model spec), else the
+    checkpoints'."""
     check_configs(checkpoints)
+    probe = probe_of(checkpoints, spec, options)
     if len(checkpoints) > 1 and spec.text is not None:
         from condcli.inputs.reading import text_source
 
@@ -236,7 +270,7 @@ def track(
     notes: dict[str, None] = {}
     first: tuple[SpectrumReport, Signature] | None = None
     for c in checkpoints:
-        report, signature, input_notes = _analyse(c, load_options, spec, options, bar)
+        report, signature, input_notes = _analyse(c, load_options, spec, options, bar, probe)
         if first is None:
             first = (report, signature)
         else:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -22,32 +23,34 @@ Checkpoints = Annotated[
         show_default=False,
     ),
 ]
-OWN_WEIGHTS = "each checkpoint is analysed with its own saved weights"
-NOT_FOR_TRACK = {
-    "checkpoint": "--checkpoint",
-    "model_args": "--model-arg",
-    "weights": "--weights",
+# options of the bundle that choose other weights: track analyses each checkpoint's own saved weights, so
+# it does not take them (they are not in its --help, and typing one is click's "no such option")
+NOT_FOR_TRACK = ("checkpoint", "model_args", "weights")
+HELP = {
+    "batch_size": "Samples per forward pass. Default: 8; the callback's probe batch whole, as the callback "
+    "fed it.",
 }
 
+F = TypeVar("F", bound=Callable[..., Any])
 
-def _refuse_model_options(run: o.RunOptions) -> None:
-    """track analyses each checkpoint's own saved weights: options choosing other weights are refused."""
-    from condcli.errors import UsageError
 
-    for field, flag in NOT_FOR_TRACK.items():
-        value = getattr(run, field)
-        if value and not (field == "weights" and value == "pretrained"):
-            raise UsageError(
-                f"{flag} does not apply to track: {OWN_WEIGHTS}",
-                f"leave out {flag}",
-            )
+def _without(names: tuple[str, ...]) -> Callable[[F], F]:
+    """Drop bundle options ``names`` from a ``run_options`` command's parameters: typer neither lists nor
+    takes them, and the RunOptions it builds keeps their defaults."""
+
+    def decorate(fn: F) -> F:
+        signature = inspect.signature(fn)
+        kept = [p for p in signature.parameters.values() if p.name not in names]
+        fn.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]
+        fn.__annotations__ = {p.name: p.annotation for p in kept}
+        return fn
+
+    return decorate
 
 
 @command("track")
-@o.run_options(
-    model=False,
-    help={field: f"Refused by track: {OWN_WEIGHTS}." for field in NOT_FOR_TRACK},
-)
+@_without(NOT_FOR_TRACK)
+@o.run_options(model=False, defaults={"batch_size": None}, help=HELP)
 def track_command(
     run: o.RunOptions,
     checkpoints: Checkpoints,
@@ -56,30 +59,40 @@ def track_command(
 ) -> None:
     """κ(X), per-layer κ(X_l), μ(LA) and attention entropy H(P) of each checkpoint against the training step.
 
-    Every checkpoint is analysed on the same inputs, one model in memory at a time, e.g.
-    condcli track runs/bert/ --text probe.txt --layers 0,-1.
+    Every checkpoint is analysed with its own saved weights on the same inputs, one model in memory at a
+    time.
+
+    Without --text or --images: the training callback's probe batch (condcli_probe.safetensors beside the
+    checkpoints) where there is one, so the numbers are the ones the callback logged; else the model's
+    default inputs.
+
+    E.g. condcli track runs/bert/ --layers 0,-1
     """
     from dataclasses import replace
 
-    from condcli.analysis.track import TrackOptions, discover, track
+    from condcli.analysis.track import TrackOptions, discover, probe_of, track
     from condcli.cli.output import REPORT_FILES, OutputDir, emit
     from condcli.cli.progress import progress_bar
     from condcli.cli.tables import stdout_console
     from condcli.cli.track_table import render
 
-    _refuse_model_options(run)
+    given_batch: int | None = run.batch_size  # None: not given (the probe is fed whole)
+    run = replace(run, batch_size=8 if given_batch is None else given_batch)
     fmt = o.plot_format(fmt)
     chosen = run.layer_choice()
+    spec = run.input_spec()
     found = discover(checkpoints)
+    options = TrackOptions(lam=run.lam, layers=chosen, seed=run.seed, probe_batch_size=given_batch)
+    probe = probe_of(found, spec, options)
     names = (*REPORT_FILES, f"track.{fmt}")
     reads = [entry for c in found for entry in replace(run, model=str(c.path)).input_paths()]
+    reads += [("the probe batch", probe)] if probe is not None else []
     target = OutputDir(out, names, reads) if out is not None else None  # before any work
-    options = TrackOptions(lam=run.lam, layers=chosen, seed=run.seed)
 
     def bar(label: str, total: int | None) -> AbstractContextManager[Callable[[int], None] | None]:
         return progress_bar(label, total, enabled=not run.as_json)
 
-    report, notes = track(found, run.load_options(), run.input_spec(), options, bar, given=checkpoints)
+    report, notes = track(found, run.load_options(), spec, options, bar, given=checkpoints)
     o.input_notes(notes)
     data = report.to_json()
 

@@ -20,17 +20,18 @@ parameters' dtype (no autocast), with eager attention for the one measuring forw
   ``lam`` is given, or with the model's own λ where it adds its own shift at X, or when the metric
   ``kappa_conditioned`` is asked for (λ = 10 then); ``condcli/kappa_x_corrected``: κ(X + C).
 - ``condcli/layer_<i>/<metric>`` for each chosen layer i (condcli's layer index, 0 = the first block, whose
-  X_l is ``hidden_states[i]`` of an HF encoder) and each per-layer metric of the registry
-  (:data:`condcli.reports.metrics.FORWARD`: ``kappa`` = κ(X_l), ``kappa_attn_input``, ``mu_la``, ``mu_a``,
-  ``kappa_probs``, ``kappa_mixing``, ``attention_entropy``, ``stable_rank``; and the weights' ``kappa_wq``,
-  ``kappa_wk``, ``kappa_wv``, the full projections, a model constant that moves as it trains). Metrics of
-  P are absent for a layer whose P the family cannot observe.
-- **Floors** (docs/math.md#spectra): where a median is only a floor σ_1/tol (its X below the capture dtype's
-resolution),
-  the floor value is logged under the key, and ``<key>/floor`` is 1.0 (else 0.0). Every metric that can be
-  a floor (``condcli/kappa_x``, and per layer ``kappa``, ``kappa_attn_input``, ``mu_la``, ``mu_a``,
-  ``kappa_probs``, ``kappa_mixing``) always has its ``/floor`` key beside it. ``inf`` (singular) is logged
-  as ``float('inf')``.
+  X_l is ``hidden_states[i]`` of an HF encoder; zero-padded to the digits of the model's layer count, so
+  ``layer_02`` … ``layer_11`` of a 12-layer model sort in layer order) and each per-layer metric of the
+  registry (:data:`condcli.reports.metrics.FORWARD`: ``kappa`` = κ(X_l), ``kappa_attn_input``, ``mu_la``,
+  ``mu_a``, ``kappa_probs``, ``kappa_mixing``, ``attention_entropy``, ``stable_rank``; and the weights'
+  ``kappa_wq``, ``kappa_wk``, ``kappa_wv``, the full projections, a model constant that moves as it
+  trains). Metrics of P are absent for a layer whose P the family cannot observe.
+- **Floors** (docs/math.md#spectra): where a median is only a floor σ_1/tol (its X below the capture
+  dtype's resolution), the floor value is logged under the key and ``<key>/floor`` = 1.0 beside it. Where
+  the median is a measurement there is no ``/floor`` key: a dashboard shows a floor series only where there
+  is a floor. The metrics that can be floors: ``condcli/kappa_x``, and per layer ``kappa``,
+  ``kappa_attn_input``, ``mu_la``, ``mu_a``, ``kappa_probs``, ``kappa_mixing``. ``inf`` (singular) is
+  logged as ``float('inf')``.
 - Default ``metrics``: ``kappa``, ``mu_la``, ``attention_entropy`` (κ(X), κ(X_l), μ(LA), H(P)).
 
 **The callback's probe batch** (to reproduce its numbers): the dataset is the Trainer's ``eval_dataset``
@@ -38,7 +39,10 @@ resolution),
 of it in dataset order (an iterable dataset: its first ``max_samples`` items), with the columns the Trainer
 removes removed (``remove_unused_columns``), collated by the Trainer's own ``data_collator`` in one batch,
 once, at the start of training. At a logged step the values belong to the weights after that optimizer
-step (``state.global_step``), the weights a checkpoint saved at that step holds.
+step (``state.global_step``), the weights a checkpoint saved at that step holds. The callback saves the
+batch it feeds as ``condcli_probe.safetensors`` in ``output_dir`` and in each checkpoint folder
+(:mod:`condcli.monitor.trainer`); ``condcli track`` on those folders, given no ``text`` or ``images``, reads
+it and reports the logged values at the checkpoints' steps.
 """
 
 from __future__ import annotations

@@ -27,11 +27,12 @@ from condcli.analysis.common import check_lambda, resolve_lambda
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.layers import ForwardAccumulator, weight_kappas
 from condcli.analysis.persample import trim
+from condcli.analysis.track_probe import probe_bytes
 from condcli.capture import LayerCapture, capture, exact_lookup, layer_set
 from condcli.errors import UsageError
 from condcli.inputs.batches import Batch
 from condcli.loading.hf import analysed_module
-from condcli.monitor.probe import probe_batch, untouched
+from condcli.monitor.probe import main_input, probe_batch, untouched
 from condcli.monitor.selection import embedding_key, floor_key, layer_key, select
 from condcli.reports.metrics import forward
 from condcli.spectra.aggregate import Aggregate
@@ -57,11 +58,12 @@ def _analysed(model: nn.Module) -> nn.Module:
     return analysed
 
 
-def _put(out: dict[str, float], key: str, value: Aggregate, floors: bool) -> None:
-    """The median under ``key``; beside it ``key/floor`` (1.0: the median is only a floor) where it can be."""
+def _put(out: dict[str, float], key: str, value: Aggregate) -> None:
+    """The median under ``key``; beside it ``key/floor`` = 1.0 where the median is only a floor (no floor
+    key otherwise: a dashboard gets a floor series only where there is one)."""
     out[key] = float(value.median)
-    if floors:
-        out[floor_key(key)] = 1.0 if value.is_floor("median") else 0.0
+    if value.is_floor("median"):
+        out[floor_key(key)] = 1.0
 
 
 class Monitor:
@@ -100,7 +102,8 @@ class Monitor:
 
     def measure(self, batch: Any) -> dict[str, float]:
         """The logged values on ``batch`` (what the model takes: a dict of tensors, or one tensor), each the
-        median over its first ``max_samples`` samples; floors are marked by ``<key>/floor`` = 1.0.
+        median over its first ``max_samples`` samples; a median that is only a floor has ``<key>/floor`` = 1.0
+        beside it (absent otherwise).
 
         Runs in eval mode under ``no_grad``; every module's training flag, the RNGs and the gradients are as
         they were afterwards, and no hook is left on the model.
@@ -108,6 +111,14 @@ class Monitor:
         probe = probe_batch(batch, self.adapter, self.max_samples)
         with untouched(self.model, self.analysed):
             return self._measure(probe)
+
+    def probe_file(self, batch: Any, source: str) -> bytes:
+        """The content of the probe file (:data:`condcli.analysis.track_probe.PROBE_FILE`) of ``batch``: the
+        tensors :meth:`measure` feeds (its first ``max_samples`` samples, the keys the analysed module
+        reads), from which ``condcli track`` gives the values :meth:`measure` gives (``source``: where the
+        samples came from, e.g. "the evaluation dataset")."""
+        probe = probe_batch(batch, self.adapter, self.max_samples)
+        return probe_bytes(probe.inputs, main_input(self.adapter), source)
 
     def _measure(self, probe: Batch) -> dict[str, float]:
         adapter, chosen, sel = self.adapter, self.layers, self.selection
@@ -129,27 +140,30 @@ class Monitor:
         report = embedding.result(adapter)
         out: dict[str, float] = {}
         for key in sel.embedding:
-            _put(out, embedding_key(key), getattr(report, key), floors=key == "kappa")
+            _put(out, embedding_key(key), getattr(report, key))
         for i in chosen:
             stats = accs[i].stats()
             for key in sel.weight:
-                out[layer_key(i, key)] = float(getattr(kappas[i], key.removeprefix("kappa_")))
+                out[self._key(i, key)] = float(getattr(kappas[i], key.removeprefix("kappa_")))
             for key in sel.forward:
                 value = stats[key]
                 if value is not None:  # absent where the family's P cannot be observed
-                    _put(out, layer_key(i, key), value, floors=value.per_sample_floor is not None)
+                    _put(out, self._key(i, key), value)
         return out
 
+    def _key(self, index: int, key: str) -> str:
+        return layer_key(index, key, len(self.adapter.layers))
+
     def keys(self) -> list[str]:
-        """Every key :meth:`measure` can give, in its order (per-layer P metrics are absent where the family's
-        P cannot be observed)."""
+        """Every key :meth:`measure` can give, in its order: a ``<key>/floor`` key comes only where that
+        median is a floor, and per-layer P metrics are absent where the family's P cannot be observed."""
         sel, out = self.selection, []
         for key in sel.embedding:
             out += [embedding_key(key)] + ([floor_key(embedding_key(key))] if key == "kappa" else [])
         for i in self.layers:
-            out += [layer_key(i, key) for key in sel.weight]
+            out += [self._key(i, key) for key in sel.weight]
             for key in sel.forward:
-                out += [layer_key(i, key)] + ([floor_key(layer_key(i, key))] if _floored(key) else [])
+                out += [self._key(i, key)] + ([floor_key(self._key(i, key))] if _floored(key) else [])
         return out
 
 

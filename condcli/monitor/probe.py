@@ -22,13 +22,15 @@ import torch
 from torch import nn
 
 from condcli.adapters import Adapter
+from condcli.analysis.track_probe import right_padded_lengths
 from condcli.errors import InputError, UsageError
 from condcli.inputs.batches import Batch
 
 LABEL_KEYS = frozenset({"labels", "label", "label_ids", "return_loss"})  # the loss's inputs, not the model's
 
 
-def _main_input(adapter: Adapter) -> str:
+def main_input(adapter: Adapter) -> str:
+    """The keyword of the model's main input (``input_ids``, ``pixel_values``, …)."""
     name = getattr(adapter.model, "main_input_name", None)
     if isinstance(name, str) and name:
         return name
@@ -48,7 +50,7 @@ def _reads(model: nn.Module, keys: list[str]) -> list[str]:
 def probe_batch(batch: Any, adapter: Adapter, max_samples: int) -> Batch:
     """``batch`` (a mapping of tensors as the model takes them, or one input tensor) → its first
     ``max_samples`` samples as a :class:`Batch` with per-sample lengths from the attention mask."""
-    main = _main_input(adapter)
+    main = main_input(adapter)
     if isinstance(batch, torch.Tensor):
         given: dict[str, Any] = {main: batch}
     elif isinstance(batch, Mapping):
@@ -84,23 +86,7 @@ def _lengths(mask: torch.Tensor | None, main: torch.Tensor, adapter: Adapter) ->
     """Real tokens per sample of a right-padded (B, N) attention mask; None without one (no padding)."""
     if mask is None or adapter.input_kind != "text":
         return None
-    if mask.dim() != 2 or tuple(mask.shape) != tuple(main.shape[:2]):
-        raise InputError(
-            f"batch attention_mask has shape {tuple(mask.shape)}, not (samples, tokens) "
-            f"{tuple(main.shape[:2])}",
-            "pass the tokenizer's 2-D attention mask",
-        )
-    real = mask != 0
-    lengths = real.sum(dim=1)
-    prefix = torch.arange(mask.shape[1], device=mask.device)[None, :] < lengths[:, None]
-    if not torch.equal(real, prefix):
-        raise InputError(
-            "batch is not padded on the right: a sample's attention mask has a 0 before a 1",
-            "pad the probe batch on the right (tokenizer.padding_side = 'right')",
-        )
-    if int(lengths.min()) < 1:
-        raise InputError("batch has a sample with no tokens (its attention mask is all 0)", "drop it")
-    return lengths.cpu()
+    return right_padded_lengths(mask, main, "batch")
 
 
 def _cuda_started() -> bool:

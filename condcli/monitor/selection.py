@@ -3,7 +3,8 @@
 A metric is named by its key in the metric registry (:mod:`condcli.reports.metrics`). A name selects the
 metric in
 every scope that has it: ``"kappa"`` is κ(X) (``condcli/kappa_x``) and κ(X_l) of every chosen layer
-(``condcli/layer_3/kappa``).
+(``condcli/layer_3/kappa``). A layer's index is zero-padded to the width of the model's layer count
+(``layer_03`` of a 12-layer model), so the keys sort in layer order.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from condcli.errors import InputError, UsageError
 from condcli.reports.metrics import ALL, EMBEDDING, FORWARD, HEADLINE, WEIGHTS
 
 PREFIX = "condcli"
-FLOOR = "floor"  # the 0/1 key beside a value that may be a floor: 1 where the median is only a floor
+FLOOR = "floor"  # the key beside a value that is only a floor: 1.0 there, absent elsewhere
 DEFAULT_METRICS: tuple[str, ...] = tuple(m.key for m in HEADLINE)  # κ(X), κ(X_l), μ(LA), H(P)
 NAMES: tuple[str, ...] = tuple(dict.fromkeys(m.key for m in ALL))  # every name ``metrics`` accepts
 # the embedding metrics' keys: X is named in them, so they read apart from the per-layer κ(X_l)
@@ -31,14 +32,16 @@ def embedding_key(key: str) -> str:
     return f"{PREFIX}/{EMBEDDING_KEYS[key]}"
 
 
-def layer_key(index: int, key: str) -> str:
-    """The logged key of a per-layer metric (forward or weight scope), e.g. ``condcli/layer_3/mu_la``."""
-    return f"{PREFIX}/layer_{index}/{key}"
+def layer_key(index: int, key: str, count: int) -> str:
+    """The logged key of a per-layer metric (forward or weight scope) of layer ``index`` of a model of
+    ``count`` layers, the index zero-padded to the digits of ``count``: ``condcli/layer_03/mu_la`` (12
+    layers), ``condcli/layer_3/mu_la`` (6)."""
+    return f"{PREFIX}/layer_{index:0{len(str(count))}d}/{key}"
 
 
 def floor_key(key: str) -> str:
-    """The 0/1 key beside ``key``: 1.0 where the logged median is only a floor σ_1/tol
-    (docs/math.md#spectra)."""
+    """The key logged beside ``key`` (as 1.0) where its median is only a floor σ_1/tol
+    (docs/math.md#spectra); absent where it is not."""
     return f"{key}/{FLOOR}"
 
 

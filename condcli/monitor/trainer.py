@@ -7,18 +7,29 @@ by then). So at ``on_train_begin`` the callback finds the Trainer that is callin
 the values go into ``state.log_history`` with the step and through every callback's ``on_log`` — the
 integrations (which write them under their own prefix, e.g. TensorBoard's ``train/condcli/kappa_x``) and
 the progress printer. Each process measures its own replica; the integrations write on the main one.
+
+**The probe batch on disk.** So that ``condcli track`` measures what the callback measured, the main process
+(``args.should_save``) saves the probe batch as ``condcli_probe.safetensors``
+(:mod:`condcli.analysis.track_probe`): into ``args.output_dir`` when training begins, and into each
+checkpoint folder (``checkpoint-STEP``) as the Trainer saves it, so a checkpoint copied elsewhere keeps it.
+It holds what the callback feeds the analysed module (its first ``max_samples`` samples, the keys that
+module reads; a few kB for text). ``condcli track`` on those folders with no ``text`` or ``images`` reads
+it and reports, at each checkpoint's step, the values logged at that step. A file that cannot be written
+is a warning; training goes on.
 """
 
 from __future__ import annotations
 
 import inspect
 import sys
+import warnings
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from condcli.errors import UsageError
+from condcli.errors import CondcliError, UsageError
 from condcli.monitor.monitor import CallbackSettings, Monitor
 from condcli.monitor.probe import first_samples, seeded
 
@@ -66,6 +77,26 @@ def probe_inputs(trainer: Trainer, max_samples: int, fallback: Any = None) -> An
         return collator(first_samples(dataset, max_samples, f"the {description.lower()} dataset"))
 
 
+def probe_source(trainer: Trainer) -> str:
+    """Where :func:`probe_inputs` takes the probe samples from, in words."""
+    dataset = trainer.eval_dataset
+    if isinstance(dataset, dict):
+        dataset = next(iter(dataset.values()), None)
+    return "the evaluation dataset" if dataset is not None else "the training dataset"
+
+
+def save_probe_file(folder: str | None, data: bytes) -> None:
+    """``data`` as the probe file in ``folder``; a failure is a warning (training goes on)."""
+    from condcli.analysis.track_probe import save_probe
+
+    if folder is None or not data:
+        return
+    try:
+        save_probe(Path(folder), data)
+    except CondcliError as e:
+        warnings.warn(f"condcli: the probe batch was not saved: {e}", stacklevel=2)
+
+
 class ConditioningCallback(TrainerCallback):  # type: ignore[misc]
     """Log κ(X), κ(X_l), μ(LA) and attention entropy (or ``metrics``) every ``every_n_steps`` optimizer
     steps and at the last step, measured on a fixed probe batch (:mod:`condcli.monitor` says which).
@@ -87,6 +118,7 @@ class ConditioningCallback(TrainerCallback):  # type: ignore[misc]
         self.probe: Any = None
         self._trainer: Trainer | None = None
         self._logged = -1  # the last step logged
+        self._probe_file = b""  # the probe batch as saved beside the checkpoints
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
@@ -97,6 +129,21 @@ class ConditioningCallback(TrainerCallback):  # type: ignore[misc]
         self.monitor = self.settings.monitor(model)
         self.probe = probe_inputs(self._trainer, self.settings.max_samples, kwargs.get("train_dataloader"))
         self._logged = -1
+        self._probe_file = self.monitor.probe_file(self.probe, probe_source(self._trainer))
+        if args.should_save:
+            save_probe_file(args.output_dir, self._probe_file)
+
+    def on_save(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        """The probe batch into the checkpoint folder the Trainer has just saved."""
+        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+        if not args.should_save or args.output_dir is None:
+            return
+        folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        if folder.is_dir():
+            save_probe_file(str(folder), self._probe_file)
 
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
