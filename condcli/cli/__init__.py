@@ -7,6 +7,8 @@ from condcli.cli import check_cmd, compare_cmd  # noqa: F401
 from condcli.cli import track_cmd  # noqa: F401
 from condcli.cli import inspect_cmd, models_cmd  # noqa: F401
 from condcli.cli import report_cmd  # noqa: F401
+from condcli.cli import schema_cmd  # noqa: F401
+from condcli.cli import weights_cmd  # noqa: F401
 from condcli.cli.main import app, main, run
 
 __all__ = ["app", "main", "run"]

@@ -1,0 +1,160 @@
+"""Safetensors files read tensor by tensor (and a table row block by row block), never whole.
+
+Every file's header is checked here before safetensors opens it: the 8-byte length must leave room in the
+file and be at most :data:`MAX_HEADER` bytes, the header must be a JSON object of tensors, and each tensor's
+dtype, shape and offsets must agree with one another and lie inside the file. A file that breaks any of it
+is one :class:`InputError` naming the file, read in bounded memory (the header's length is checked before
+it is read).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from condcli.errors import InputError
+from condcli.loading.weights_files import REEXPORT
+
+MAX_HEADER = 100 << 20  # bytes: the safetensors library's own limit on a header
+ITEMSIZE = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U64": 8,
+    "U32": 4,
+    "U16": 2,
+    "U8": 1,
+    "BOOL": 1,
+}
+FLOATS = ("F64", "F32", "F16", "BF16")
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of a file, as its header describes it."""
+
+    file: Path
+    dtype: str  # safetensors' name: F32, BF16, …
+    shape: tuple[int, ...]
+
+
+def _bad(path: Path, why: str) -> InputError:
+    return InputError(f"{path} is not a readable safetensors file ({why})", REEXPORT)
+
+
+def read_header(path: Path) -> dict[str, TensorInfo]:
+    """The tensors of one safetensors file, its header checked against the file's size (see module)."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise _bad(path, "shorter than its 8-byte header length" if size else "the file is empty")
+            (length,) = struct.unpack("<Q", head)
+            if length > MAX_HEADER or length > size - 8:
+                raise _bad(
+                    path, f"its header claims {length} bytes, the file holds {size - 8} after the length"
+                )
+            raw = fh.read(length)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror or e})", "check the file") from e
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise _bad(path, "its header is not JSON") from None
+    if not isinstance(header, dict):
+        raise _bad(path, "its header is not a JSON object")
+    data = size - 8 - length
+    return {name: _entry(path, name, value, data) for name, value in header.items() if name != "__metadata__"}
+
+
+def _entry(path: Path, name: str, value: Any, data: int) -> TensorInfo:
+    if not isinstance(value, dict):
+        raise _bad(path, f"tensor {name[:80]!r} is not described by an object")
+    dtype, shape, offsets = value.get("dtype"), value.get("shape"), value.get("data_offsets")
+    if not isinstance(dtype, str) or dtype not in ITEMSIZE:
+        raise _bad(path, f"tensor {name[:80]!r} has unknown dtype {str(dtype)[:20]!r}")
+    if not isinstance(shape, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in shape
+    ):
+        raise _bad(path, f"tensor {name[:80]!r} has a shape that is not a list of sizes")
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in offsets)
+    ):
+        raise _bad(path, f"tensor {name[:80]!r} has no [begin, end] data offsets")
+    begin, end = offsets
+    if not 0 <= begin <= end <= data:
+        raise _bad(path, f"tensor {name[:80]!r} lies at bytes {begin}…{end}, past the {data} bytes of data")
+    if (end - begin) != math.prod(shape) * ITEMSIZE[dtype]:
+        raise _bad(path, f"tensor {name[:80]!r}: {end - begin} bytes for shape {shape} of {dtype}")
+    return TensorInfo(path, dtype, tuple(shape))
+
+
+class TensorFiles:
+    """The tensors of one or more safetensors files (a model folder, sharded or not), read on demand."""
+
+    def __init__(self, files: list[Path]) -> None:
+        self.tensors: dict[str, TensorInfo] = {}
+        for file in files:
+            self.tensors.update(read_header(file))
+        self._open: dict[Path, Any] = {}
+
+    def _handle(self, file: Path) -> Any:
+        from safetensors import safe_open
+
+        if file not in self._open:
+            try:
+                self._open[file] = safe_open(str(file), framework="pt", device="cpu")
+            except Exception as e:  # safetensors raises its own and OS errors
+                raise _bad(file, " ".join(str(e).split())[:200] or type(e).__name__) from e
+        return self._open[file]
+
+    def key_of(self, name: str, prefixes: Mapping[str, str] | None = None) -> str | None:
+        """The file key that a model's parameter ``name`` was saved as: the name itself, or with the base
+        model's prefix dropped or added (``prefixes``: {"model.": ""} style rewrites)."""
+        if name in self.tensors:
+            return name
+        for old, new in (prefixes or {}).items():
+            if name.startswith(old) and new + name[len(old) :] in self.tensors:
+                return new + name[len(old) :]
+            if not old and new + name in self.tensors:
+                return new + name
+        return None
+
+    def read(self, key: str) -> torch.Tensor:
+        """The whole tensor ``key`` (as stored)."""
+        info = self.tensors[key]
+        self._check_float(key, info)
+        return self._handle(info.file).get_tensor(key)  # type: ignore[no-any-return]
+
+    def rows(self, key: str, start: int, stop: int) -> torch.Tensor:
+        """Rows [start, stop) of the 2-D tensor ``key``: only their bytes are read."""
+        info = self.tensors[key]
+        self._check_float(key, info)
+        return self._handle(info.file).get_slice(key)[start:stop]  # type: ignore[no-any-return]
+
+    def _check_float(self, key: str, info: TensorInfo) -> None:
+        if info.dtype not in FLOATS:
+            raise InputError(
+                f"weight '{key}' in {info.file} is {info.dtype}, not floating point",
+                "give float weights (a quantized checkpoint must be dequantized first)",
+            )
+
+    def close(self) -> None:
+        self._open.clear()
