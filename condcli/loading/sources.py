@@ -3,9 +3,10 @@
 
 MODEL may be a timm name (``vit_base_patch16_224``, ``timm:NAME``), a Hugging Face id (``hf:ID`` or an id
 with a slash), a local folder (HF layout: config.json with ``model_type``; timm layout: config.json with
-``architecture``, as ``timm.models.save_for_hf`` writes), a .safetensors file inside such a folder, or the
-name of a shipped sample checkpoint, or the user's own code: ``path/to/file.py:factory`` or
-``package.module:factory`` (:mod:`condcli.loading.factory`; naming a file runs it).
+``architecture``, as ``timm.models.save_for_hf`` writes), a .safetensors file inside such a folder, the
+name of a shipped sample checkpoint, a GGUF file (``model.gguf``: :mod:`condcli.loading.gguf`), or the
+user's own code: ``path/to/file.py:factory`` or ``package.module:factory`` (:mod:`condcli.loading.factory`;
+naming a file runs it).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from condcli.inputs.model_inputs import hf_preprocessing
 from condcli.inputs.preprocessing import (
     timm_preprocessing,
 )
+from condcli.loading import gguf as gguf_files
 from condcli.loading import hub
 from condcli.loading.big_model import (
     Placement,
@@ -77,6 +79,7 @@ class ModelSpec:
     target: str  # timm name, hub id, folder path, or the factory as typed
     weights_file: Path | None = None  # MODEL was a weights file inside a model folder
     factory: FactorySpec | None = None  # MODEL was file.py:factory or package.module:factory
+    gguf: Path | None = None  # MODEL was a GGUF file (target: its folder)
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,7 @@ class LoadedModel:
     dtype: torch.dtype
     notes: list[str] = field(default_factory=list)
     device_map: dict[str, Any] | None = None  # the placement used (big_model.summary); None: all on `device`
+    quantization: gguf_files.Quantization | None = None  # the weights were dequantized from a GGUF file
 
     @property
     def family(self) -> str:
@@ -139,7 +143,7 @@ def parse_spec(text: str) -> ModelSpec:
         return _local_spec(raw, path)
     if raw in sample_names():
         return ModelSpec(raw, "local", str(samples_dir() / raw))
-    if raw.startswith((".", "/", "~")) or raw.endswith((".safetensors", ".pt", ".pth", ".bin")):
+    if raw.startswith((".", "/", "~")) or raw.endswith((".safetensors", ".pt", ".pth", ".bin", ".gguf")):
         raise InputError(f"{raw}: no such file or folder", "check the path")
     if "/" in raw:
         return ModelSpec(raw, "hf", raw)
@@ -157,9 +161,11 @@ def _local_spec(raw: str, path: Path) -> ModelSpec:
                 " or a weights file with `checkpoint`",
             )
         return ModelSpec(raw, "local", str(path))
+    if path.suffix.lower() == ".gguf":
+        return ModelSpec(raw, "local", str(path.parent), gguf=path)
     if path.suffix.lower() not in SAFE_SUFFIXES + PICKLE_SUFFIXES:
         raise InputError(
-            f"{raw} is not a model folder, a weights file (.safetensors, .pt, .bin)"
+            f"{raw} is not a model folder, a weights file (.safetensors, .pt, .bin), a GGUF file"
             " or a factory (file.py:name)",
             "give a folder holding config.json, a timm name, a Hugging Face id or a sample name",
         )
@@ -233,7 +239,7 @@ def _hf_model(
 
 def _apply_builtin_conditioning(model: nn.Module, spec: ModelSpec) -> list[str]:
     """Re-apply the conditioning a sample was trained with (metadata.json); the shift has no weights."""
-    if spec.kind != "local":
+    if spec.kind != "local" or spec.gguf is not None:
         return []
     found = builtin_conditioning(Path(spec.target))
     if found is None:
@@ -285,6 +291,16 @@ def _factory_model(spec: ModelSpec, options: LoadOptions, weights: Weights) -> t
     return model, f"{call}, torch seeded with {options.seed}: its own initialisation (nothing fetched)"
 
 
+def _gguf_model(
+    path: Path, options: LoadOptions, pretrained: bool, device: torch.device, dtype: torch.dtype | None
+) -> tuple[nn.Module, str]:
+    """A GGUF file's model (its header checked first), dequantized, or random weights of its shapes."""
+    config = gguf_files.config(path, options.trust_remote_code)
+    gguf_files.check_size(path, config, device, dtype)
+    with _seeded(options.seed):
+        return gguf_files.model(path, config, pretrained)
+
+
 def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     """Load MODEL ``text`` per ``options``: eval mode, on the chosen device, with its adapter."""
     options = options or LoadOptions()
@@ -312,10 +328,19 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     shards: dict[str, str] = {}  # a sharded folder's tensor name → file
     flavour: Literal["timm", "hf", "factory"]
     streamed: Streamed | None = None  # pretrained HF weights read straight onto the device map
+    header = None if spec.gguf is None else gguf_files.read(spec.gguf)
+    quantization = None
     if spec.kind == "factory":
         model, built = _factory_model(spec, options, weights)
         notes.append(built)
         flavour = "hf" if _is_transformers_model(model) else "factory"
+    elif header is not None:
+        model, built = _gguf_model(header.path, options, pretrained, device, dtype)
+        notes.append(built)
+        flavour, source, loaded_from = "hf", None, str(header.path)
+        if pretrained:
+            quantization = gguf_files.quantization(header)
+            notes.append(quantization.describe())
     else:
         flavour = spec.kind if spec.kind != "local" else flavour_of(Path(spec.target))
         folder = Path(spec.target) if spec.kind == "local" else None
@@ -365,6 +390,8 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
         adapter, spread = _spread(analysed, adapter, spread_to, notes, placed)
     if flavour == "hf":
         pre = _hf_preprocessing(source, analysed, adapter, options.trust_remote_code)
+        if header is not None:  # the tokenizer the file carries
+            pre = gguf_files.preprocessing(header, pre, options.trust_remote_code)
     elif flavour == "factory":
         pre = factory_preprocessing(analysed, spec.text)
     return LoadedModel(
@@ -378,6 +405,7 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
         dtype=next(analysed.parameters()).dtype,
         notes=[*notes, *analysed_notes, *adapter.notes],
         device_map=spread,
+        quantization=quantization,
     )
 
 
