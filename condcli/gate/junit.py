@@ -3,8 +3,11 @@
 Layout: ``<testsuites>`` with one ``<testsuite name="condcli check">`` holding one ``<testcase>`` per
 threshold rule, and, with a baseline, a ``<testsuite name="condcli baseline">`` holding one ``<testcase>``
 per compared metric. A failed rule or regressed metric carries ``<failure message=… type=…>``; testcase
-names hold no run's numbers, so CI history lines up run after run. The file is written to a temporary file
-beside it and moved into place (``os.replace``): it appears whole or not at all.
+names hold no run's numbers, so CI history lines up run after run. The ``time`` of ``<testsuites>`` and of
+the check suite is the run's wall time (:func:`check_junit`'s ``elapsed_s``: for ``condcli check`` the whole
+command, loading the model and the analysis included); each testcase's is 0 (a rule costs nothing apart).
+The file is written to a temporary file beside it and moved into place (``os.replace``): it appears whole or
+not at all.
 """
 
 from __future__ import annotations
@@ -99,8 +102,10 @@ def junit_xml(
     return bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True)) + b"\n"
 
 
-def check_junit(report: CheckReport) -> bytes:
-    """The JUnit document of a check, with the run's context as the suites' properties."""
+def check_junit(report: CheckReport, elapsed_s: float | None = None) -> bytes:
+    """The JUnit document of a check, with the run's context as the suites' properties. ``elapsed_s``: the
+    run's wall time in seconds, from its start (loading the model included) to now; None: the report's own
+    ``elapsed_s`` (the analysis alone; 0 for a saved report)."""
 
     def get(part: str, key: str) -> str:
         found = report.data.get(part)
@@ -114,7 +119,8 @@ def check_junit(report: CheckReport) -> bytes:
         "device": get("settings", "device"),
         "statistic": report.statistic,
     }
-    return junit_xml(report.checks, properties, report.elapsed_s or 0.0, report.started or "")
+    time_s = report.elapsed_s if elapsed_s is None else elapsed_s
+    return junit_xml(report.checks, properties, time_s or 0.0, report.started or "")
 
 
 def write_junit(path: Path, document: bytes) -> None:
