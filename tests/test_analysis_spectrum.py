@@ -4,6 +4,7 @@ hooks (timm blocks, HF ``hidden_states``), the projection weights sliced by hand
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -216,22 +217,35 @@ def test_a_model_with_its_own_shift_reports_what_its_blocks_see() -> None:
     )
 
 
-def test_below_precision_samples_are_counted_and_named() -> None:
-    """A float32 X with an exactly repeated token row is singular: flagged, κ inf, rank < k."""
+def test_repeated_rows_are_inf_exactly_and_named() -> None:
+    """A float32 X with an exactly repeated token row is singular: κ = inf exactly (not a floor, not flagged
+    below precision), rank < k, and κ_distinct is float64 NumPy's κ of the distinct rows of the X the model
+    computed (recorded by the hook that repeats the row)."""
     loaded = load("vit-plain", LoadOptions(device="cpu"))
     batches = list(stream(loaded.preprocessing, InputSpec(max_samples=3, batch_size=3)))
-    pos = loaded.model.pos_drop
-    handle = pos.register_forward_hook(
-        lambda m, a, o: torch.cat([o[:, :1], o[:, :1], o[:, 2:]], 1) if o.shape[0] else o
-    )
+    seen: list[torch.Tensor] = []
+
+    def repeat_first(m: object, a: object, o: torch.Tensor) -> torch.Tensor:
+        out = torch.cat([o[:, :1], o[:, :1], o[:, 2:]], 1) if o.shape[0] else o
+        seen.append(out.detach().clone())
+        return out
+
+    handle = loaded.model.pos_drop.register_forward_hook(repeat_first)
     try:
         report = analyse_spectrum(loaded, replay(batches), SpectrumOptions(lam=LAM, layers=[]), "test")
     finally:
         handle.remove()
     e = report.embedding
-    assert e.below_precision_samples == (0, 1, 2)
+    assert e.repeated_rows_samples == (0, 1, 2) and e.below_precision_samples == ()
+    assert list(e.kappa.per_sample) == [math.inf] * 3 and not any(e.kappa.per_sample_floor or [])
+    assert list(e.distinct_rows.per_sample) == [e.rows.per_sample[0] - 1] * 3
     assert max(e.numerical_rank.per_sample) < e.k
-    assert any("below float32 resolution" in n and "rerun with `dtype=float64`" in n for n in report.notes)
+    X = next(x for x in seen if x.shape[0]).double().numpy()
+    for got, x in zip(e.kappa_distinct.per_sample, X, strict=True):
+        s = np.linalg.svd(np.unique(x, axis=0), compute_uv=False)
+        assert got == pytest.approx(s[0] / s[-1], rel=1e-6)
+    assert any("repeat a row of X exactly" in n and "`max_kappa_distinct`" in n for n in report.notes)
+    assert not any("below float32 resolution" in n for n in report.notes)
     assert report.layers == () and not report.conditioned_forward.applied
 
 

@@ -143,10 +143,12 @@ def test_a_library_error_names_the_parameter_and_the_cli_its_flag(
 def test_nothing_to_check_names_every_rule_as_a_parameter() -> None:
     error = _raised(lambda: gate.check("vit-plain"))
     assert isinstance(error, UsageError) and str(error).startswith(
-        "nothing to check: give a rule (max_kappa=F, max_kappa_layer=F, "
+        "nothing to check: give a rule (max_kappa=F, max_kappa_distinct=F, max_kappa_layer=F, "
     )
     assert "baseline=FILE" in str(error) and "--" not in str(error)
-    assert error_line(error).startswith("nothing to check: give a rule (--max-kappa F, --max-kappa-layer F, ")
+    assert error_line(error).startswith(
+        "nothing to check: give a rule (--max-kappa F, --max-kappa-distinct F, --max-kappa-layer F, "
+    )
 
 
 def test_a_saved_report_takes_no_run_options_and_must_be_a_report() -> None:

@@ -125,6 +125,13 @@ def embedding_notes(emb: EmbeddingReport, total: int) -> list[str]:
         else []
     )
     below = precision_note(len(emb.below_precision_samples), total, emb.resolution_dtype)
+    repeated = len(emb.repeated_rows_samples)
+    if repeated:
+        notes.append(
+            f"{repeated} of {total} samples repeat a row of X exactly ({emb.repeated_reason()}): their κ(X) "
+            "is inf exactly, not a floor; κ_distinct(X), κ over the distinct rows, is the number to read and "
+            "to gate (`max_kappa_distinct`)"
+        )
     return notes + ([below] if below else [])
 
 

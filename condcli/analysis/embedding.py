@@ -9,32 +9,30 @@ from typing import Any
 import torch
 
 from condcli.adapters.base import Adapter
-from condcli.analysis.persample import summarize_samples
+from condcli.analysis.persample import distinct_summaries, summarize_samples
 from condcli.errors import InternalError
-from condcli.reports.spectrum import EmbeddingReport
+from condcli.reports.metrics import EMBEDDING
+from condcli.reports.spectrum import EMBEDDING_KEYS, EmbeddingReport
 from condcli.spectra import ScalarStream, SpectrumStream, corrected_kappa_from_sigma, shift, weyl_bound
 from condcli.spectra.aggregate import ShardOrder, check_fields
 
 
 class EmbeddingAccumulator:
-    """Feed it each batch's per-sample X (padding removed); :meth:`result` gives the report section."""
+    """Feed it each batch's per-sample X (padding removed); :meth:`result` gives the report section.
+
+    One stream per key of the section (:data:`condcli.reports.spectrum.EMBEDDING_KEYS`: the registry's
+    embedding metrics and the statistics beside them), merged across processes like every accumulator."""
 
     def __init__(self, lam: float, *, spectra: bool = True) -> None:
         self.lam = lam
         self.keep_spectra = spectra
-        self.kappa, self.kappa_conditioned, self.kappa_corrected = (
-            ScalarStream(floors=True),  # κ(X): a floor σ_1/tol where X is below the capture's resolution
-            ScalarStream(),
-            ScalarStream(),
-        )
-        self.sigma_max, self.sigma_min, self.rank, self.weyl = (
-            ScalarStream(),
-            ScalarStream(),
-            ScalarStream(),
-            ScalarStream(),
-        )
+        # a metric with a flag keeps per-sample floor marks: σ_1/tol where X is below the capture's resolution
+        flagged = {m.key for m in EMBEDDING if m.flag is not None}
+        self.streams = {key: ScalarStream(floors=key in flagged) for key in EMBEDDING_KEYS}
         self.spectrum, self.spectrum_conditioned = SpectrumStream(), SpectrumStream()
-        self.below: list[int] = []
+        self.below: list[int] = []  # samples whose X is below resolution
+        self.repeated: list[int] = []  # samples whose X has fewer distinct rows than k: κ(X) = inf exactly
+        self.distinct_below = 0  # samples whose distinct rows are below resolution
         self.seen = 0
         self.k = 0
         self.tokens = 0  # N of the longest sample
@@ -49,46 +47,59 @@ class EmbeddingAccumulator:
         self.capture_dtype = str(dtype).removeprefix("torch.")
         self.exact_lookup = self.exact_lookup and exact_lookup
         resolution = torch.float64 if exact_lookup else dtype
-        s = summarize_samples(mats, resolution)
+        s = summarize_samples(mats, resolution, repeats=True)
+        assert s.distinct is not None and s.repeated is not None
+        distinct = distinct_summaries(mats, resolution, s)
         shifted = summarize_samples([shift(m, self.lam) for m in mats], resolution)
         sigma_max = torch.stack([v[0] for v in s.sigma]).cpu()
-        self.kappa.extend(s.reported, s.below, s.uncertainty)
-        self.kappa_conditioned.extend(shifted.kappa)
-        self.kappa_corrected.extend(torch.stack([corrected_kappa_from_sigma(v) for v in s.sigma]).cpu())
-        self.sigma_max.extend(sigma_max)
-        self.sigma_min.extend(torch.stack([v[-1] for v in s.sigma]).cpu())
-        self.rank.extend(s.rank)
-        self.weyl.extend(weyl_bound(sigma_max, self.lam))
+        put = self.streams
+        put["kappa"].extend(s.reported, s.below, s.uncertainty)
+        put["kappa_distinct"].extend(distinct.reported, distinct.below, distinct.uncertainty)
+        put["distinct_rows"].extend(s.distinct)
+        put["rows"].extend([int(m.shape[0]) for m in mats])
+        put["kappa_conditioned"].extend(shifted.kappa)
+        put["kappa_corrected"].extend(torch.stack([corrected_kappa_from_sigma(v) for v in s.sigma]).cpu())
+        put["sigma_max"].extend(sigma_max)
+        put["sigma_min"].extend(torch.stack([v[-1] for v in s.sigma]).cpu())
+        put["numerical_rank"].extend(s.rank)
+        put["weyl_bound"].extend(weyl_bound(sigma_max, self.lam))
         if self.keep_spectra:
             self.spectrum.extend([v.cpu() for v in s.sigma])
             self.spectrum_conditioned.extend([v.cpu() for v in shifted.sigma])
         self.below.extend(self.seen + i for i in torch.nonzero(s.below).flatten().tolist())
+        self.repeated.extend(self.seen + i for i in torch.nonzero(s.repeated).flatten().tolist())
+        self.distinct_below += int(distinct.below.sum())
         self.seen += len(mats)
         self.k = max(self.k, *(int(v.shape[-1]) for v in s.sigma))
         self.tokens = max(self.tokens, *(int(m.shape[0]) for m in mats))
         self.dim = int(mats[0].shape[-1])
 
     # every field, and how :meth:`absorb_shards` merges it: a field added without a rule here fails loudly
-    STREAMS = ("kappa", "kappa_conditioned", "kappa_corrected", "sigma_max", "sigma_min", "rank", "weyl")
     SPECTRA = ("spectrum", "spectrum_conditioned")
     SETTINGS = ("lam", "keep_spectra")
-    _SCALARS = ("seen", "k", "tokens", "dim", "capture_dtype", "exact_lookup")
+    _SCALARS = ("seen", "k", "tokens", "dim", "capture_dtype", "exact_lookup", "distinct_below")
+    _POSITIONS = ("below", "repeated")
 
     def export_shard(self) -> dict[str, Any]:
         """This process's per-sample state, picklable (torchrun: :mod:`condcli.analysis.gather`)."""
-        check_fields(self, {*self.STREAMS, *self.SPECTRA, *self.SETTINGS, "below", *self._SCALARS})
+        check_fields(self, {"streams", *self.SPECTRA, *self.SETTINGS, *self._POSITIONS, *self._SCALARS})
         return {
-            **{name: getattr(self, name).export_shard() for name in (*self.STREAMS, *self.SPECTRA)},
-            "below": list(self.below),
+            "streams": {key: stream.export_shard() for key, stream in self.streams.items()},
+            **{name: getattr(self, name).export_shard() for name in self.SPECTRA},
+            **{name: list(getattr(self, name)) for name in self._POSITIONS},
             **{name: getattr(self, name) for name in self._SCALARS},
         }
 
     def absorb_shards(self, parts: Sequence[dict[str, Any]], order: ShardOrder) -> None:
         """Every process's :meth:`export_shard`, in sample order."""
-        for name in (*self.STREAMS, *self.SPECTRA):
+        for key, stream in self.streams.items():
+            stream.absorb_shards([p["streams"][key] for p in parts], order, f"embedding {key}")
+        for name in self.SPECTRA:
             getattr(self, name).absorb_shards([p[name] for p in parts], order, f"embedding {name}")
-        self.below = order.positions([p["below"] for p in parts])
+        for name in self._POSITIONS:
+            setattr(self, name, order.positions([p[name] for p in parts]))
         self.seen = sum(p["seen"] for p in parts)
+        self.distinct_below = sum(p["distinct_below"] for p in parts)
         self.k = max(p["k"] for p in parts)
         self.tokens = max(p["tokens"] for p in parts)
         self.dim = max(p["dim"] for p in parts)
@@ -108,14 +119,10 @@ class EmbeddingAccumulator:
             capture_dtype=self.capture_dtype,
             exact_lookup=self.exact_lookup,
             k=self.k,
-            kappa=self.kappa.result(),
-            kappa_conditioned=self.kappa_conditioned.result(),
-            kappa_corrected=self.kappa_corrected.result(),
-            sigma_max=self.sigma_max.result(),
-            sigma_min=self.sigma_min.result(),
-            numerical_rank=self.rank.result(),
+            values={key: stream.result() for key, stream in self.streams.items()},
             below_precision_samples=tuple(self.below),
-            weyl_bound=self.weyl.result(),
+            repeated_rows_samples=tuple(self.repeated),
+            distinct_below_precision=self.distinct_below,
             spectrum=self.spectrum.result() if self.keep_spectra else None,
             spectrum_conditioned=self.spectrum_conditioned.result() if self.keep_spectra else None,
         )

@@ -14,10 +14,16 @@ import torch
 
 from condcli.adapters.base import HeadWeights, LayerSpec, Rotation, join_heads
 from condcli.analysis import headmax
-from condcli.analysis.persample import head_chunks, summarize_heads, summarize_samples, trim
+from condcli.analysis.persample import (
+    distinct_summaries,
+    head_chunks,
+    summarize_heads,
+    summarize_samples,
+    trim,
+)
 from condcli.capture import LayerCapture
 from condcli.errors import InternalError
-from condcli.reports.metrics import FLAGS, FORWARD, HEAD, MIXING_FLAG
+from condcli.reports.metrics import FLAGS, FORWARD, HEAD, MIXING_FLAG, ROW_FLAGS
 from condcli.reports.spectrum import ForwardStats, HeadReport, WeightKappas
 from condcli.spectra import (
     ScalarStream,
@@ -130,6 +136,9 @@ class ForwardAccumulator:
         # report lists each head's entropy even without ``--heads``)
         self.heads = {m.key: [ScalarStream(floors=m.flag is not None) for _ in range(H)] for m in HEAD}
         self.below = {flag: 0 for flag in FLAGS}
+        # samples whose matrix has exactly repeated rows, fewer distinct than k: κ = inf, not a floor
+        self.repeated = {flag: 0 for flag in ROW_FLAGS}
+        self.distinct = ScalarStream()  # X_l's distinct rows per sample
 
     def add(self, layer: LayerCapture, lengths: torch.Tensor | None) -> None:
         if layer.x_in is None or layer.attn_in is None:
@@ -137,14 +146,25 @@ class ForwardAccumulator:
                 f"{self.spec.name}: X_l or A_l was not captured", "report it with the model name"
             )
         put = self.streams
-        sx = summarize_samples(trim(layer.x_in, lengths, (0,)), layer.x_in.dtype)
+        xs = trim(layer.x_in, lengths, (0,))
+        sx = summarize_samples(xs, layer.x_in.dtype, repeats=True)
         put["kappa"].extend(sx.reported, sx.below, sx.uncertainty)
         put["stable_rank"].extend(torch.stack([stable_rank_of_spectrum(s) for s in sx.sigma]))
         self.below["x"] += int(sx.below.sum())
+        assert sx.distinct is not None and sx.repeated is not None
+        self.distinct.extend(sx.distinct)
+        self.repeated["x"] += int(sx.repeated.sum())
+        sd = distinct_summaries(xs, layer.x_in.dtype, sx)
+        put["kappa_distinct"].extend(sd.reported, sd.below, sd.uncertainty)
+        self.below["x_distinct"] += int(sd.below.sum())
         attn = trim(layer.attn_in, lengths, (1,))  # per sample (G, n, c)
-        sa = summarize_samples(attn, layer.attn_in.dtype)
-        ka = sa.reported  # (S, G): floors where A_l is below resolution
-        a_floor = sa.below.any(-1)  # (S,) a floor in any group makes the max over groups a floor
+        sa = summarize_samples(attn, layer.attn_in.dtype, repeats=True)
+        ka = sa.reported  # (S, G): floors where A_l is below resolution, inf where its rows repeat
+        assert sa.repeated is not None
+        a_repeated = sa.repeated.any(-1)  # (S,) κ(A_l) = inf exactly in some group
+        self.repeated["attn_input"] += int(a_repeated.sum())
+        # (S,) a floor in any group makes the max over groups a floor, unless another group is exactly inf
+        a_floor = sa.below.any(-1) & ~a_repeated
         ka_max, ka_rel = max_rel(ka, sa.uncertainty, -1)  # (S,) the worst group and its uncertainty
         put["kappa_attn_input"].extend(ka_max, a_floor, ka_rel)
         self.below["attn_input"] += int(a_floor.sum())
@@ -247,10 +267,27 @@ class ForwardAccumulator:
 
     def export_shard(self) -> dict[str, Any]:
         """This process's per-sample state, picklable (torchrun: :mod:`condcli.analysis.gather`)."""
-        check_fields(self, {"spec", "weights", "per_head", "kq", "kk", "kv", "streams", "below", "heads"})
+        check_fields(
+            self,
+            {
+                "spec",
+                "weights",
+                "per_head",
+                "kq",
+                "kk",
+                "kv",
+                "streams",
+                "below",
+                "heads",
+                "repeated",
+                "distinct",
+            },
+        )
         return {
             "streams": {k: s.export_shard() for k, s in self.streams.items()},
             "below": dict(self.below),
+            "repeated": dict(self.repeated),
+            "distinct": self.distinct.export_shard(),
             "heads": {k: [s.export_shard() for s in per_head] for k, per_head in self.heads.items()},
         }
 
@@ -263,6 +300,8 @@ class ForwardAccumulator:
             for h, s in enumerate(per_head):
                 s.absorb_shards([p["heads"][key][h] for p in parts], order, f"{name} {key}[{h}]")
         self.below = {k: sum(p["below"][k] for p in parts) for k in self.below}
+        self.repeated = {k: sum(p["repeated"][k] for p in parts) for k in self.repeated}
+        self.distinct.absorb_shards([p["distinct"] for p in parts], order, f"{name} distinct_rows")
 
     @property
     def has_probs(self) -> bool:
@@ -282,7 +321,7 @@ class ForwardAccumulator:
             below["probs"] = None
         if not has_m:
             below[MIXING_FLAG] = None
-        return ForwardStats(values, below)
+        return ForwardStats(values, below, dict(self.repeated), self.distinct.result())
 
     def entropy_heads(self) -> tuple[float, ...] | None:
         """Per head, the median over samples of H(P); None where P was not observed."""

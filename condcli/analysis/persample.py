@@ -7,7 +7,7 @@ stacked and summarised together, and every result is put back in sample order.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -29,9 +29,32 @@ def trim(t: torch.Tensor, lengths: torch.Tensor | None, token_dims: Sequence[int
     return out
 
 
+def distinct_rows(m: torch.Tensor) -> torch.Tensor:
+    """(..., n, c) → (...,) int64: how many of each matrix's n rows are distinct, compared exactly (a RoPE
+    decoder's X is a lookup of token embeddings, so every repeated token is a repeated row)."""
+    lead = m.shape[:-2]
+    flat = m.reshape(-1, *m.shape[-2:])
+    counts = [int(torch.unique(x, dim=0).shape[0]) for x in flat]
+    return torch.tensor(counts, dtype=torch.int64).reshape(lead)
+
+
+def first_distinct(m: torch.Tensor) -> torch.Tensor:
+    """(n, c) → (r, c): the distinct rows of one matrix at their first occurrences, in order."""
+    _, inverse = torch.unique(m, dim=0, return_inverse=True)
+    n = int(m.shape[0])
+    first = torch.full((int(inverse.max()) + 1 if n else 0,), n, dtype=torch.int64, device=m.device)
+    first.scatter_reduce_(0, inverse, torch.arange(n, device=m.device), reduce="amin")
+    return m[first.sort().values]
+
+
 @dataclass(frozen=True)
 class Summaries:
-    """Spectral summaries of S samples, each a stack of matrices with the same leading shape ``lead``."""
+    """Spectral summaries of S samples, each a stack of matrices with the same leading shape ``lead``.
+
+    With ``repeats`` (:func:`summarize_samples`), a matrix whose distinct rows are fewer than k = min(n, c)
+    is exactly singular: its κ is ``inf`` (reported, measured: uncertainty 0), ``repeated`` marks it, and it
+    is not ``below`` (repetition, not rounding, is the cause: docs/math.md#repeated-rows).
+    """
 
     sigma: list[torch.Tensor]  # per sample (*lead, k), descending float64
     kappa: torch.Tensor  # (S, *lead)
@@ -39,6 +62,22 @@ class Summaries:
     below: torch.Tensor  # (S, *lead) σ_k ≤ tol: below the capture dtype's resolution, κ only a floor
     reported: torch.Tensor  # (S, *lead) the κ to report: measured, or the floor σ_1/tol where ``below``
     uncertainty: torch.Tensor  # (S, *lead) its relative uncertainty tol/σ_k (inf for a floor; rel_of)
+    distinct: torch.Tensor | None = None  # (S, *lead) distinct rows (``repeats``), else None
+    repeated: torch.Tensor | None = None  # (S, *lead) fewer distinct rows than k: κ = inf exactly
+
+    def without(self, repeated: torch.Tensor) -> Summaries:
+        """These summaries with every ``repeated`` matrix's κ made the exact ``inf`` it is."""
+        inf = torch.full_like(self.kappa, torch.inf)
+        return Summaries(
+            sigma=self.sigma,
+            kappa=torch.where(repeated, inf, self.kappa),
+            rank=self.rank,
+            below=self.below & ~repeated,
+            reported=torch.where(repeated, inf, self.reported),
+            uncertainty=torch.where(repeated, torch.zeros_like(self.uncertainty), self.uncertainty),
+            distinct=self.distinct,
+            repeated=repeated,
+        )
 
 
 def summarize_samples(
@@ -47,6 +86,7 @@ def summarize_samples(
     method: Method = "auto",
     *,
     exact_spectrum: bool = True,
+    repeats: bool = False,
 ) -> Summaries:
     """:func:`condcli.spectra.summarize` of every sample, in sample order, with floors (docs/math.md#spectra).
 
@@ -54,7 +94,8 @@ def summarize_samples(
     elsewhere (activations); ``"svd"`` where the matrices are expected to be ill-conditioned and the Gram path
     cannot decide floors at the capture dtype, so a Gram attempt would only be thrown away (attention
     probabilities in float32). ``exact_spectrum=False``: a Gram-certified floor gets no SVD (its σ below tol
-    is noise; the caller does not report it).
+    is noise; the caller does not report it). ``repeats``: count each matrix's distinct rows, and where they
+    are fewer than k = min(n, c) report κ = inf exactly, not a floor (:class:`Summaries`).
     """
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, m in enumerate(mats):
@@ -79,7 +120,7 @@ def summarize_samples(
                 shown[j],
                 r[j],
             )
-    return Summaries(
+    out = Summaries(
         sigma=[s for s in sigma if s is not None],
         kappa=torch.stack([k for k in kappa if k is not None]).cpu(),
         rank=torch.stack([r for r in rank if r is not None]).cpu(),
@@ -87,6 +128,13 @@ def summarize_samples(
         reported=torch.stack([r for r in reported if r is not None]).cpu(),
         uncertainty=torch.stack([r for r in rel if r is not None]).cpu(),
     )
+    if not repeats or not mats:
+        return out
+    distinct = torch.stack([distinct_rows(m) for m in mats])
+    k = torch.tensor([min(int(m.shape[-2]), int(m.shape[-1])) for m in mats]).reshape(
+        -1, *([1] * (distinct.dim() - 1))
+    )
+    return replace(out, distinct=distinct).without(distinct < k)
 
 
 # float64 bytes of P handed to the spectra at once, beyond one head per torch thread: a layer's P of a long
@@ -128,4 +176,38 @@ def summarize_heads(
         below=torch.cat([s.below for s in parts], dim=2),
         reported=torch.cat([s.reported for s in parts], dim=2),
         uncertainty=torch.cat([s.uncertainty for s in parts], dim=2),
+    )
+
+
+def distinct_summaries(
+    mats: Sequence[torch.Tensor], capture_dtype: torch.dtype | str, whole: Summaries
+) -> Summaries:
+    """κ over the distinct rows of each 2-D sample (first occurrences, in order: docs/math.md#repeated-rows),
+    at the same resolution: ``whole`` (a :func:`summarize_samples` with ``repeats``) where no row repeats, a
+    summary of the distinct rows elsewhere. Its floors are those of the distinct rows."""
+    if whole.distinct is None:
+        raise ValueError("distinct_summaries needs summaries made with repeats=True")
+    redo = [i for i, m in enumerate(mats) if int(whole.distinct[i]) < int(m.shape[-2])]
+    if not redo:
+        return replace(whole, repeated=torch.zeros_like(whole.below))
+    sub = summarize_samples([first_distinct(mats[i]) for i in redo], capture_dtype)
+    idx = torch.tensor(redo)
+    sigma = list(whole.sigma)
+    for j, i in enumerate(redo):
+        sigma[i] = sub.sigma[j]
+
+    def put(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        out = a.clone()
+        out[idx] = b
+        return out
+
+    return Summaries(
+        sigma=sigma,
+        kappa=put(whole.kappa, sub.kappa),
+        rank=put(whole.rank, sub.rank),
+        below=put(whole.below, sub.below),
+        reported=put(whole.reported, sub.reported),
+        uncertainty=put(whole.uncertainty, sub.uncertainty),
+        distinct=whole.distinct,
+        repeated=torch.zeros_like(whole.below),
     )

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from condcli.cli.flags import as_flags
 from condcli.cli.tables import header, stdout_console
 from condcli.gate.report import CheckReport, CheckResult, fmt, fmt_pair, percent
 
@@ -36,7 +37,9 @@ def rules_table(report: CheckReport) -> Table:
         metric = c.label if c.layer is None else f"{c.label.split(',')[0]}, {_where(c)}"
         source = "" if c.source == "command line" else f"limit from {c.source}"
         note = "; ".join(p for p in (c.reason or "", source) if p)
-        table.add_row(c.rule, escape(metric), value, limit, PASS if c.passed else FAIL, escape(note))
+        table.add_row(
+            c.rule, escape(metric), value, limit, PASS if c.passed else FAIL, escape(as_flags(note))
+        )
     return table
 
 

@@ -11,7 +11,7 @@ from rich.table import Table
 from condcli.cli.flags import as_flags
 from condcli.cli.tables import header, median, stat
 from condcli.numbers import APPROX, WARN, num, supported_digits
-from condcli.reports.metrics import FORWARD, HEAD, WEIGHTS, MetricDef
+from condcli.reports.metrics import FORWARD, HEAD, MetricDef, with_weights
 from condcli.reports.spectrum import LayerReport, SpectrumReport
 from condcli.spectra import Aggregate
 
@@ -27,13 +27,20 @@ def embedding_table(report: SpectrumReport) -> Table:
         "" if e.after_position_encoding else ", no position encoding"
     )
     table = Table("quantity", "median", "min", "max", "note", title=where, title_justify="left")
-    below = len(e.below_precision_samples)
-    flag = (
-        f"{WARN} {below}/{n} samples below {e.resolution_dtype} resolution: κ is a floor, not a measurement"
-        if below
-        else ""
-    )
-    _row(table, "κ(X)", e.kappa, flag)
+    below, repeated = len(e.below_precision_samples), len(e.repeated_rows_samples)
+    notes = []
+    if repeated:
+        notes.append(f"inf in {repeated}/{n} samples, exactly: {e.repeated_reason()}")
+    if below:
+        notes.append(
+            f"{WARN} {below}/{n} samples below {e.resolution_dtype} resolution: "
+            "κ is a floor, not a measurement"
+        )
+    _row(table, "κ(X)", e.kappa, "; ".join(notes))
+    if _differs(e.kappa_distinct, e.kappa):
+        _row(
+            table, "κ_distinct(X)", e.kappa_distinct, "κ of the distinct rows: X without its repeated tokens"
+        )
     own = (
         "the model's own shift: its blocks see this" if e.model_conditioning else "exact, not (σ_1+λ)/(σ_k+λ)"
     )
@@ -41,15 +48,28 @@ def embedding_table(report: SpectrumReport) -> Table:
     _row(table, "κ(X + C)", e.kappa_corrected, "Theorem 4.4 correction, ≤ 2")
     _row(table, "σ_max", e.sigma_max)
     _row(table, "σ_min", e.sigma_min)
+    short = len({*e.below_precision_samples, *e.repeated_rows_samples})
     rank_note = (
         f"full (k = min(N, d)) in every sample, at {e.resolution_dtype} resolution"
-        if not below
-        else f"below k = min(N, d) in {below}/{n} samples, at {e.resolution_dtype} resolution"
+        if not short
+        else f"below k = min(N, d) in {short}/{n} samples, at {e.resolution_dtype} resolution"
     )
     _row(table, "numerical rank", e.numerical_rank, rank_note)
     bound = "(σ_1+λ)/(λ−σ_1); inf: none, λ ≤ σ_1" if e.weyl_bound.inf_count else "(σ_1+λ)/(λ−σ_1)"
     _row(table, f"Weyl bound on κ(X + {s.lam:g}·I_k)", e.weyl_bound, bound)
     return table
+
+
+def _differs(a: Aggregate | None, b: Aggregate | None) -> bool:
+    """Whether a shadow metric (κ_distinct) says something its metric (κ) does not: a sample differs."""
+    return a is not None and b is not None and a.per_sample != b.per_sample
+
+
+def _shown(report: SpectrumReport, m: MetricDef) -> bool:
+    """A shadow metric's column is shown only where some layer's values differ from its metric's."""
+    if m.shadow_of is None:
+        return True
+    return any(_differs(layer.plain[m.key], layer.plain[m.shadow_of]) for layer in report.layers)
 
 
 def _weight(layer: LayerReport, metric: MetricDef) -> str:
@@ -62,10 +82,10 @@ def layer_table(report: SpectrumReport) -> Table:
     conditioned."""
     cond = report.conditioned_forward.applied
     lam = f"{report.settings.lam:g}"
-    plain_cols = [m for m in (*FORWARD[:2], *WEIGHTS, *FORWARD[2:]) if m.column is not None]
+    plain_cols = [m for m in with_weights(FORWARD) if m.column is not None and _shown(report, m)]
     if not any(layer.plain[m.key] is not None for layer in report.layers for m in FORWARD if m.needs_mixing):
         plain_cols = [m for m in plain_cols if not m.needs_mixing]  # every layer mixes with P itself
-    cond_cols = [m for m in FORWARD if m.conditioned_column] if cond else []
+    cond_cols = [m for m in FORWARD if m.conditioned_column and _shown(report, m)] if cond else []
     cols = ["layer", *(m.column or m.label for m in plain_cols)]
     cols += [f"{m.column} +{lam}I" for m in cond_cols]
     table = Table(*cols, title="layers (medians over samples; μ: max over heads)", title_justify="left")
@@ -137,6 +157,13 @@ def _footnotes(out: Console, report: SpectrumReport) -> None:
             "(attention is low rank, as Linformer observed): such a κ is only the floor σ_1/tol, and a "
             'statistic it can move reads "≥ value ⚠".'
         )
+    repeats = [layer for layer in report.layers if any((layer.plain.repeated or {}).values())]
+    if repeats:
+        where = ", ".join(str(layer.index) for layer in repeats)
+        out.print(
+            f"inf in layer(s) {where}: X_l or A_l repeats rows exactly (repeated tokens; X carries no "
+            "positions), so κ and μ are ∞ exactly, not a floor; κ_distinct(X_l) is κ over the distinct rows."
+        )
     if any(layer.plain.below.get("x") or layer.plain.below.get("attn_input") for layer in report.layers):
         out.print(f"{WARN} on κ(X_l)/κ(A_l): some samples below the capture dtype's resolution.")
     missing = [layer for layer in report.layers if layer.probs_note is not None]
@@ -147,7 +174,8 @@ def _footnotes(out: Console, report: SpectrumReport) -> None:
 
 def _aggregates(report: SpectrumReport) -> Iterator[Aggregate]:
     """Every aggregate the tables print (embedding, each layer's forwards, each head's)."""
-    yield from (report.embedding.kappa, report.embedding.kappa_conditioned, report.embedding.kappa_corrected)
+    e = report.embedding
+    yield from (e.kappa, e.kappa_distinct, e.kappa_conditioned, e.kappa_corrected)
     for layer in report.layers:
         forwards = (layer.plain, layer.conditioned) if layer.conditioned is not None else (layer.plain,)
         for f in forwards:

@@ -31,8 +31,9 @@ from condcli.gate.report import CheckResult, fmt_pair, uncertainty_note
 from condcli.numbers import rel_uncertainty
 from condcli.reports.metrics import FLAG_SUBJECT, GATES, MetricDef
 
-# rule → its per-layer metric (every gate of the registry but max_kappa, which is on X)
+# rule → its per-layer metric (the registry's gates on the forward); the others are on X
 LAYER_RULES: dict[str, MetricDef] = {rule: m for rule, m in GATES.items() if m.scope == "forward"}
+EMBEDDING_RULES: dict[str, MetricDef] = {rule: m for rule, m in GATES.items() if m.scope == "embedding"}
 
 
 def seen_key(builtin: Conditioning | None, lam: float) -> str | None:
@@ -59,44 +60,74 @@ def seen_key_of(report: Mapping[str, Any]) -> str | None:
     return "kappa_conditioned" if own == Conditioning(float(lam), "shift").describe() else None
 
 
-def _precision(inf: int, below: int, n: int, dtype: str, what: str, where: str = "") -> list[str]:
-    """The docs/math.md#spectra reasons: singular samples, and samples whose κ is only a floor."""
+def _precision(
+    inf: int, below: int, n: int, dtype: str, what: str, where: str = "", repeated: tuple[int, str] = (0, "")
+) -> list[str]:
+    """The docs/math.md#spectra reasons: samples with exactly repeated rows (``repeated``: how many, and the
+    reason, e.g. "26 distinct of 28 rows: repeated tokens"), other singular samples, and samples whose κ is
+    only a floor."""
     out = []
     at = f" in {where}" if where else ""
-    if inf:
-        out.append(f"{what} is numerically singular (κ = inf){at} in {inf} of {n} samples")
+    rows, why = repeated
+    if rows:
+        out.append(f"{what} is singular (κ = inf exactly){at} in {rows} of {n} samples: {why}")
+    if inf > rows:
+        out.append(f"{what} is numerically singular (κ = inf){at} in {inf - rows} of {n} samples")
     if below > inf:
         out.append(
             f"{what} is below {dtype} resolution{at} in {below - inf} of {n} samples "
             "(its κ is a floor, not a measurement)"
         )
-    if out and dtype != "float64":
+    if (below > inf or inf > rows) and dtype != "float64":
         out[-1] += " — rerun with `dtype=float64`"
     return out
+
+
+def _gate_of(key: str, scope: str) -> str:
+    """The gate rule of the registry metric ``key`` in ``scope``."""
+    return next(r for r, m in GATES.items() if m.key == key and m.scope == scope)
 
 
 def _label(report: Mapping[str, Any], key: str) -> str:
     if key == "kappa":
         return "κ(X)"
+    if key == "kappa_distinct":
+        return EMBEDDING_RULES["max_kappa_distinct"].label
     if key == "kappa_corrected":
         return "κ(X + C), the model's own correction"
     lam = section(report, "settings").get("lambda")
     return f"κ(X + {lam:g}·I_k), the model's own shift"
 
 
+def _rows_reason(emb: Mapping[str, Any]) -> str:
+    why = emb.get("repeated_rows_reason")
+    return why if isinstance(why, str) else "repeated rows"
+
+
 def kappa_rule(
-    report: Mapping[str, Any], limit: float, statistic: Statistic, key: str, source: str
+    report: Mapping[str, Any],
+    limit: float,
+    statistic: Statistic,
+    key: str,
+    source: str,
+    rule: str = "max_kappa",
 ) -> CheckResult:
-    """``max_kappa`` on the embedding section (``key``: see :func:`seen_key`)."""
+    """A rule on the embedding section: ``max_kappa`` (``key``: see :func:`seen_key`), or another of
+    :data:`EMBEDDING_RULES` on its own key (``max_kappa_distinct``)."""
     emb = section(report, "embedding")
     agg = section(emb, key, "embedding")
     value = statistic_of(agg, statistic, f"embedding.{key}")
     n = count(section(report, "inputs").get("count", 0), "inputs.count")
     inf = count(agg.get("inf_count", 0), f"embedding.{key}.inf_count")
-    # samples below precision are flagged for X itself; X + λI_k / X + C are judged by inf alone
-    below = count(emb.get("below_precision", 0), "embedding.below_precision") if key == "kappa" else inf
+    metric = next((m for m in EMBEDDING_RULES.values() if m.key == key), None)
+    # samples below precision are flagged for X and its distinct rows; X + λI_k / X + C by inf alone
+    flag = None if metric is None else metric.flag
+    below = inf if flag is None else count(emb.get(flag, 0), f"embedding.{flag}")
+    repeated = 0
+    if metric is not None and metric.rows_of is not None:
+        repeated = count(emb.get("repeated_rows", 0), "embedding.repeated_rows")
     dtype = str(emb.get("resolution_dtype") or emb.get("capture_dtype", "the capture dtype"))
-    what = "X" if key == "kappa" else "the conditioned X"
+    what = {"kappa": "X", "kappa_distinct": "the distinct rows of X"}.get(key, "the conditioned X")
     label = _label(report, key)
     reasons = []
     if value > limit:
@@ -108,9 +139,13 @@ def kappa_rule(
             + ("" if floor else uncertainty_note(rel_uncertainty(agg, statistic)))
         )
         reasons.append(f"{label.split(',')[0]} {statistic} {shown} > {lim}")
-    reasons += _precision(inf, max(below, inf), n, dtype, what)
+    reasons += _precision(inf, max(below, inf), n, dtype, what, repeated=(repeated, _rows_reason(emb)))
+    if repeated and metric is not None and metric.distinct is not None:
+        reasons[-1] += (
+            f" — gate `{_gate_of(metric.distinct, 'embedding')}` (κ over the distinct rows) instead"
+        )
     return CheckResult(
-        rule="max_kappa",
+        rule=rule,
         metric=f"embedding.{key}",
         label=label,
         statistic=statistic,
@@ -134,6 +169,7 @@ class _LayerValue:
     # the statistic itself is only a floor (the report's "floor" marks, docs/math.md#spectra)
     floor: bool = False
     rel: float | None = None  # its relative uncertainty from the capture's rounding, where the report has it
+    repeated: int = 0  # samples whose matrix repeats rows exactly (κ = inf, not a floor)
 
 
 def statistic_is_floor(agg: Mapping[str, Any], statistic: Statistic) -> bool:
@@ -155,6 +191,9 @@ def _layer_values(report: Mapping[str, Any], metric: MetricDef, statistic: Stati
             continue
         agg = section(layer, key, path)
         below = layer.get("below_precision") or {}
+        rows = layer.get("repeated_rows") or {}
+        if not isinstance(rows, Mapping):
+            raise UsageError(f"{path}.repeated_rows is not an object", "rerun condcli")
         out.append(
             _LayerValue(
                 index=int(layer["index"]),
@@ -164,6 +203,9 @@ def _layer_values(report: Mapping[str, Any], metric: MetricDef, statistic: Stati
                 below=0 if flag is None else count(below.get(flag) or 0, f"{path}.below_precision.{flag}"),
                 floor=statistic_is_floor(agg, statistic),
                 rel=rel_uncertainty(agg, statistic),
+                repeated=0
+                if metric.rows_of is None
+                else count(rows.get(metric.rows_of) or 0, f"{path}.repeated_rows.{metric.rows_of}"),
             )
         )
     return out
@@ -201,8 +243,12 @@ def layer_rule(
             f"worst layer {worst.index} {worst.name}"
         )
     what = FLAG_SUBJECT.get(metric.flag or "", metric.label)
+    rows_why = "repeated tokens; X carries no positions" if metric.rows_of == "x" else "repeated rows"
     for v in values:
-        reasons += _precision(v.inf, max(v.below, v.inf), n, dtype, what, f"layer {v.index} {v.name}")
+        at = f"layer {v.index} {v.name}"
+        reasons += _precision(v.inf, max(v.below, v.inf), n, dtype, what, at, (v.repeated, rows_why))
+    if any(v.repeated for v in values) and metric.distinct is not None:
+        reasons[-1] += f" — gate `{_gate_of(metric.distinct, 'forward')}` (κ over the distinct rows) instead"
     return CheckResult(
         rule=rule,
         metric=f"layers[{worst.index}].{metric.key}",
@@ -232,6 +278,9 @@ def evaluate(report: Mapping[str, Any], config: CheckConfig, kappa_key: str | No
                     "drop `lam`, so that κ of what its blocks see is measured",
                 )
             out.append(kappa_rule(report, limit, config.statistic, kappa_key, source))
+        elif rule in EMBEDDING_RULES:
+            key = EMBEDDING_RULES[rule].key
+            out.append(kappa_rule(report, limit, config.statistic, key, source, rule))
         else:
             out.append(layer_rule(report, rule, limit, config.statistic, source))
     return out

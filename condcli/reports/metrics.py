@@ -45,6 +45,10 @@ class MetricDef:
         False  # only where the model rotates q and k (RoPE): absent from the JSON elsewhere
     )
     log_scale: bool = True  # plotted on a log axis (condition numbers); False: linear (an entropy in [0, 1])
+    shadow_of: str | None = None  # a table shows it only where it differs from this metric (κ_distinct: κ)
+    # the matrix whose exactly repeated rows make it inf (ROW_FLAGS: "x" X_l, "attn_input" A_l), if any
+    rows_of: str | None = None
+    distinct: str | None = None  # the metric over the distinct rows to gate instead where rows repeat
 
     @property
     def option(self) -> str | None:
@@ -88,9 +92,24 @@ EMBEDDING: tuple[MetricDef, ...] = (
         "higher",
         "σ_1/σ_k of the embedded tokens X (N × d, after position encoding), k = min(N, d)",
         flag="below_precision",
+        rows_of="x",
+        distinct="kappa_distinct",
         gate="max_kappa",
         gate_help="Fail when κ of the embedded tokens the blocks see (κ(X); κ(X + λ·I_k) for a model that "
         "adds its own shift) is above this, or when X is singular or below the capture dtype's resolution.",
+    ),
+    MetricDef(
+        "kappa_distinct",
+        "κ_distinct(X)",
+        "embedding",
+        "higher",
+        "σ_1/σ_min(r, d) of X's r distinct rows (first occurrences, in order): X without its repeated "
+        "tokens; = κ(X) where no row repeats",
+        flag="distinct_below_precision",
+        gate="max_kappa_distinct",
+        gate_help="Fail when κ over X's distinct rows (repeated tokens removed: the κ that means something "
+        "for a decoder LLM, whose X carries no positions) is above this, or below the capture's resolution.",
+        shadow_of="kappa",
     ),
     MetricDef(
         "kappa_conditioned",
@@ -128,11 +147,25 @@ FORWARD: tuple[MetricDef, ...] = (
         "higher",
         "σ_1/σ_k of the residual stream X_l entering block l",
         flag="x",
+        rows_of="x",
+        distinct="kappa_distinct",
         gate="max_kappa_layer",
         gate_help=_gate_help("κ(X_l)") + " is above this.",
         column="κ(X_l)",
         conditioned_column=True,
         headline=True,
+    ),
+    MetricDef(
+        "kappa_distinct",
+        "κ_distinct(X_l)",
+        "forward",
+        "higher",
+        "σ_1/σ_min(r, d) of the r distinct rows of X_l (first occurrences): = κ(X_l) where no row repeats",
+        flag="x_distinct",
+        gate="max_kappa_distinct_layer",
+        gate_help=_gate_help("κ over the distinct rows of X_l") + " is above this.",
+        column="κ_distinct(X_l)",
+        shadow_of="kappa",
     ),
     MetricDef(
         "kappa_attn_input",
@@ -141,6 +174,7 @@ FORWARD: tuple[MetricDef, ...] = (
         "higher",
         "σ_1/σ_k of the attention input A_l (after the pre-norm); the worst attention group (window)",
         flag="attn_input",
+        rows_of="attn_input",
         column="κ(A_l)",
         conditioned_column=True,
     ),
@@ -151,6 +185,7 @@ FORWARD: tuple[MetricDef, ...] = (
         "higher",
         "κ(W_Q^h)κ(W_K^h)κ(W_V^h)κ(A_l)³ (Proposition 4.2), the worst head",
         flag="attn_input",
+        rows_of="attn_input",
         gate="max_mu_la",
         gate_help=_gate_help("μ(LA) (max over heads)") + " is above this.",
         column="μ(LA)",
@@ -165,6 +200,7 @@ FORWARD: tuple[MetricDef, ...] = (
         "κ(P)κ(A_l)κ(W_V^h), P the attention probabilities (κ(M) in place of κ(P) where the attention mixes "
         "the tokens with M ≠ P, e.g. shaped attention αI + βP), the worst head and group",
         flag="probs",
+        rows_of="attn_input",
         column="μ(A)",
         conditioned_column=True,
         needs_probs=True,
@@ -266,7 +302,22 @@ HEADLINE: tuple[MetricDef, ...] = tuple(m for m in FORWARD if m.headline)  # κ(
 GATES: dict[str, MetricDef] = {m.gate: m for m in ALL if m.gate is not None}  # rule name → metric
 FLAGS: tuple[str, ...] = tuple(dict.fromkeys(m.flag for m in FORWARD if m.flag is not None))
 # what a flag's samples hold
-FLAG_SUBJECT: dict[str, str] = {"x": "X_l", "attn_input": "A_l", "probs": "P", MIXING_FLAG: "M"}
+FLAG_SUBJECT: dict[str, str] = {
+    "x": "X_l",
+    "x_distinct": "the distinct rows of X_l",
+    "attn_input": "A_l",
+    "probs": "P",
+    MIXING_FLAG: "M",
+}
+# the flags whose matrices can have exactly repeated rows (κ = inf, not a floor: docs/math.md#repeated-rows)
+ROW_FLAGS: tuple[str, ...] = ("x", "attn_input")
+
+
+def with_weights(forward: tuple[MetricDef, ...]) -> tuple[MetricDef, ...]:
+    """The per-layer table's order: the forward metrics with the κ(W) columns right after κ(A_l) (what μ is
+    made of, side by side)."""
+    at = next(i for i, m in enumerate(forward) if m.key == "kappa_attn_input") + 1
+    return (*forward[:at], *WEIGHTS, *forward[at:])
 
 
 def flag_of(metric: MetricDef, mixing: bool) -> str | None:

@@ -33,7 +33,8 @@ from typing import Any
 import torch
 
 from condcli import __version__
-from condcli.reports.metrics import FLAGS, FORWARD, HEAD, MetricDef, flag_of
+from condcli.reports.metrics import EMBEDDING, FLAGS, FORWARD, HEAD, ROW_FLAGS, MetricDef, flag_of
+from condcli.reports.views import ReportViews
 from condcli.spectra import Aggregate, SpectrumBand, json_float
 
 SCHEMA_VERSION = 1
@@ -113,10 +114,24 @@ class Settings:
         return out
 
 
+# the aggregates of the embedding section, in the JSON's order: the registry's embedding metrics and the
+# statistics beside them (σ, the numerical rank, the Weyl bound, the distinct rows and all rows per sample)
+EMBEDDING_STATS: tuple[str, ...] = (
+    "distinct_rows",
+    "rows",
+    "sigma_max",
+    "sigma_min",
+    "numerical_rank",
+    "weyl_bound",  # (σ_1 + λ)/(λ − σ_1) per sample, inf where λ ≤ σ_1
+)
+EMBEDDING_KEYS: tuple[str, ...] = (*(m.key for m in EMBEDDING), *EMBEDDING_STATS)
+
+
 @dataclass(frozen=True)
 class EmbeddingReport:
-    """X over all samples (docs/math.md#spectra): κ, κ(X + λI_k), κ(X + C), σ, numerical rank and the
-    spectra."""
+    """X over all samples (docs/math.md#spectra): κ, κ over the distinct rows, κ(X + λI_k), κ(X + C), σ,
+    numerical rank and the spectra: ``values`` by key (:data:`EMBEDDING_KEYS`), also as attributes
+    (``report.embedding.kappa``)."""
 
     where: str
     description: str
@@ -125,16 +140,19 @@ class EmbeddingReport:
     capture_dtype: str
     exact_lookup: bool  # X is the stored token embeddings gathered by the ids: no rounding from capture_dtype
     k: int  # min(N, d) of the largest sample
-    kappa: Aggregate
-    kappa_conditioned: Aggregate
-    kappa_corrected: Aggregate
-    sigma_max: Aggregate
-    sigma_min: Aggregate
-    numerical_rank: Aggregate
+    values: Mapping[str, Aggregate]
     below_precision_samples: tuple[int, ...]  # sample indices whose σ_k ≤ tol (docs/math.md#spectra)
-    weyl_bound: Aggregate  # (σ_1 + λ)/(λ − σ_1) per sample, inf where λ ≤ σ_1
     spectrum: SpectrumBand | None  # None in reports that do not carry spectra (sweep-lambda)
     spectrum_conditioned: SpectrumBand | None
+    # samples whose X has fewer distinct rows than k (repeated tokens): κ(X) = inf exactly, not a floor
+    repeated_rows_samples: tuple[int, ...] = ()
+    distinct_below_precision: int = 0  # samples whose distinct rows are below resolution (κ_distinct a floor)
+
+    def __getattr__(self, key: str) -> Aggregate:
+        """An aggregate by its key as an attribute (``embedding.kappa_distinct``), as in a notebook."""
+        if key in EMBEDDING_KEYS and key in self.__dict__.get("values", {}):
+            return self.values[key]
+        raise AttributeError(f"{type(self).__name__} has no {key!r}")
 
     @property
     def resolution_dtype(self) -> str:
@@ -142,7 +160,18 @@ class EmbeddingReport:
         (docs/math.md#spectra)."""
         return "float64" if self.exact_lookup else self.capture_dtype
 
+    def repeated_reason(self) -> str | None:
+        """Why κ(X) is inf in some samples, where repeated rows are the cause ("26 distinct of 28 rows:
+        repeated tokens; …"), naming the first such sample; None where no sample repeats a row."""
+        if not self.repeated_rows_samples:
+            return None
+        i = self.repeated_rows_samples[0]
+        r, n = int(self.values["distinct_rows"].per_sample[i]), int(self.values["rows"].per_sample[i])
+        where = "" if self.after_position_encoding else "; X carries no positions (" + _positions(self) + ")"
+        return f"{r} distinct of {n} rows: repeated tokens{where}"
+
     def to_json(self) -> dict[str, Any]:
+        v = self.values
         out: dict[str, Any] = {
             "where": self.where,
             "description": self.description,
@@ -152,20 +181,28 @@ class EmbeddingReport:
             "exact_lookup": self.exact_lookup,
             "resolution_dtype": self.resolution_dtype,
             "k": self.k,
-            "kappa": self.kappa.to_json(),
-            "kappa_conditioned": self.kappa_conditioned.to_json(),
-            "kappa_corrected": self.kappa_corrected.to_json(),
-            "sigma_max": self.sigma_max.to_json(),
-            "sigma_min": self.sigma_min.to_json(),
-            "numerical_rank": self.numerical_rank.to_json(),
+            **{key: v[key].to_json() for key in EMBEDDING_KEYS if key in v and key != "weyl_bound"},
             "below_precision": len(self.below_precision_samples),
             "below_precision_samples": list(self.below_precision_samples),
-            "weyl_bound": self.weyl_bound.to_json(),
+            "distinct_below_precision": self.distinct_below_precision,
+            "repeated_rows": len(self.repeated_rows_samples),
+            "repeated_rows_samples": list(self.repeated_rows_samples),
+            "repeated_rows_reason": self.repeated_reason(),
+            "weyl_bound": v["weyl_bound"].to_json(),
         }
         if self.spectrum is not None and self.spectrum_conditioned is not None:
             out["spectrum"] = self.spectrum.to_json()
             out["spectrum_conditioned"] = self.spectrum_conditioned.to_json()
         return out
+
+
+def _positions(e: EmbeddingReport) -> str:
+    """Where the model's positions enter instead, from X's description ("rotary inside attention")."""
+    text = e.description.lower()
+    for word in ("rotary", "alibi", "relative"):
+        if word in text:
+            return f"{'ALiBi' if word == 'alibi' else word} inside attention"
+    return "positions enter inside attention"
 
 
 @dataclass(frozen=True)
@@ -179,6 +216,9 @@ class ForwardStats:
 
     values: Mapping[str, Aggregate | None]
     below: Mapping[str, int | None]
+    # samples whose X_l ("x") or A_l ("attn_input") has exactly repeated rows, fewer distinct than k: κ = inf
+    repeated: Mapping[str, int] | None = None
+    distinct_rows: Aggregate | None = None  # X_l's distinct rows per sample
 
     def __getitem__(self, key: str) -> Aggregate | None:
         return self.values.get(key)
@@ -191,6 +231,10 @@ class ForwardStats:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {m.key: _agg(self.values.get(m.key)) for m in FORWARD}
         out["below_precision"] = {flag: self.below.get(flag) for flag in FLAGS}
+        if self.repeated is not None:
+            out["repeated_rows"] = {flag: self.repeated.get(flag, 0) for flag in ROW_FLAGS}
+        if self.distinct_rows is not None:
+            out["distinct_rows"] = self.distinct_rows.to_json()
         return out
 
 
@@ -313,7 +357,7 @@ def analysis_header(
 
 
 @dataclass(frozen=True)
-class SpectrumReport:
+class SpectrumReport(ReportViews):
     """What ``condcli spectrum`` found."""
 
     model: ModelInfo
@@ -404,7 +448,7 @@ class SweepResult:
 
 
 @dataclass(frozen=True)
-class SweepReport:
+class SweepReport(ReportViews):
     """What ``condcli sweep-lambda`` found."""
 
     model: ModelInfo
