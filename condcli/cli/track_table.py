@@ -20,6 +20,7 @@ from condcli.reports.spectrum import LayerReport, SpectrumReport
 from condcli.reports.track import TrackReport
 
 METRICS: tuple[MetricDef, ...] = HEADLINE
+OWN_WEIGHTS = "each checkpoint's own"  # the header's "… weights": what each checkpoint folder holds
 KAPPA_X = next(m for m in EMBEDDING if m.key == "kappa")
 
 
@@ -63,7 +64,8 @@ def metric_table(report: TrackReport, metric: MetricDef) -> Table:
 
 def render(out: Console, report: TrackReport) -> None:
     first = report.first
-    header(out, replace(first.model, spec=" ".join(report.given)), first.inputs)
+    # each checkpoint's weights are what its folder holds: never "pretrained", whatever loading calls them
+    header(out, replace(first.model, spec=" ".join(report.given), weights=OWN_WEIGHTS), first.inputs)
     named = {"folder name": "the folder names"}
     sources = sorted({named.get(p.step_from, p.step_from) for p in report.points})
     out.print(
