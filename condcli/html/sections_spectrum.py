@@ -25,7 +25,7 @@ from condcli.html.section import (
     notes_html,
 )
 from condcli.html.tables import Cell, agg_cell, footnotes_html, marks, number, table
-from condcli.reports.metrics import EMBEDDING, FORWARD, HEAD, WEIGHTS, MetricDef, flag_of
+from condcli.reports.metrics import EMBEDDING, FORWARD, HEAD, MetricDef, flag_of, with_weights
 
 EMB = {m.key: m for m in EMBEDDING}
 
@@ -38,11 +38,26 @@ def embedding_table(report: Report) -> str:
     res = emb.get("resolution_dtype") or emb.get("capture_dtype") or "the capture dtype"
     below = len(emb.get("below_precision_samples") or []) or int(to_float(emb.get("below_precision")) or 0)
     rows: list[list[Cell | str]] = []
-    flag = (
-        f"⚠ {below}/{count} samples below {res} resolution: κ is a floor, not a measurement" if below else ""
+    notes = []
+    repeated = int(to_float(emb.get("repeated_rows")) or 0)
+    if repeated:
+        notes.append(f"inf in {repeated}/{count} samples, exactly: {emb.get('repeated_rows_reason')}")
+    if below:
+        notes.append(f"⚠ {below}/{count} samples below {res} resolution: κ is a floor, not a measurement")
+    distinct = (
+        (
+            (
+                "kappa_distinct",
+                EMB["kappa_distinct"].label,
+                "κ of the distinct rows: X without its repeated tokens",
+            ),
+        )
+        if differs(emb.get("kappa_distinct"), emb.get("kappa"))
+        else ()
     )
     spec = (
-        ("kappa", EMB["kappa"].label, flag),
+        ("kappa", EMB["kappa"].label, "; ".join(notes)),
+        *distinct,
         ("kappa_conditioned", f"κ(X + {lam}·I_k)", "exact, not (σ_1+λ)/(σ_k+λ)"),
         ("kappa_corrected", EMB["kappa_corrected"].label, "Theorem 4.4 correction, ≤ 2"),
         ("sigma_max", "σ_max", ""),
@@ -88,8 +103,18 @@ def layer_charts(report: Report) -> str:
     )
 
 
+def differs(a: object, b: object) -> bool:
+    """Whether a shadow metric's aggregate (κ_distinct) says something its metric's (κ) does not."""
+    return isinstance(a, Mapping) and isinstance(b, Mapping) and a.get("per_sample") != b.get("per_sample")
+
+
+def _shown(layers: list[Mapping[str, Any]], m: MetricDef) -> bool:
+    """A shadow metric's column is shown only where some layer's values differ from its metric's."""
+    return m.shadow_of is None or any(differs(layer.get(m.key), layer.get(m.shadow_of)) for layer in layers)
+
+
 def _columns(layers: list[Mapping[str, Any]]) -> list[MetricDef]:
-    cols = [m for m in (*FORWARD[:2], *WEIGHTS, *FORWARD[2:]) if m.column is not None]
+    cols = [m for m in with_weights(FORWARD) if m.column is not None and _shown(layers, m)]
     if not any(layer.get(m.key) is not None for layer in layers for m in FORWARD if m.needs_mixing):
         cols = [m for m in cols if not m.needs_mixing]
     return cols
@@ -111,7 +136,7 @@ def layer_table(report: Report) -> str:
     """One row per layer: the registry's columns, plain then conditioned (medians over samples)."""
     layers = as_maps(report.get("layers"))
     cols = _columns(layers)
-    cond_cols = [m for m in FORWARD if m.conditioned_column]
+    cond_cols = [m for m in FORWARD if m.conditioned_column and _shown(layers, m)]
     has_cond = any(isinstance(layer.get("conditioned"), Mapping) for layer in layers)
     lam = lam_text(report)
     header = ["layer", "name", *(m.column or m.label for m in cols)]
