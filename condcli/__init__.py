@@ -1,3 +1,40 @@
-"""condcli — spectral diagnostics for transformer embeddings."""
+"""condcli — spectral diagnostics for transformer embeddings.
+
+The one-call API (:mod:`condcli.api`) is exported here lazily: ``import condcli`` loads nothing else (no
+torch), and ``condcli.spectrum`` imports the API on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
+
+# name → the module that defines it, imported on first access (module __getattr__, PEP 562)
+_LAZY = {
+    "spectrum": "condcli.api",
+    "sweep_lambda": "condcli.api",
+    "rank_decay": "condcli.api",
+    "check": "condcli.api",
+    "compare": "condcli.api",
+    "read_report": "condcli.api",
+    "schema": "condcli.api",
+    # "weights": "condcli.api",  (condcli weights: κ of every weight matrix, when its command lands)
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'condcli' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later accesses skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

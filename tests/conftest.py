@@ -1,5 +1,6 @@
-"""Shared fixtures: the Hub unreachable for every test, condcli's CLI run in-process (and its --json report
-parsed), and a count of the hooks left on a model."""
+"""Shared fixtures: the Hub unreachable for every test, every report a test writes validated against the
+shipped JSON Schema, condcli's CLI run in-process (and its --json report parsed), and a count of the hooks
+left on a model."""
 
 from __future__ import annotations
 
@@ -20,6 +21,33 @@ def offline() -> Iterator[None]:
     """Tests never touch the network: the Hub is unreachable, as on CI machines (every test, every scope)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(hub, "reachable", lambda: False)
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def reports_match_schema() -> Iterator[None]:
+    """Every report a test writes (--json, --out's report.json, report.save()) goes through
+    :func:`condcli.cli.output.report_json`: it is validated there against the shipped JSON Schema, so a key
+    added without the schema fails the test that wrote it. Each distinct report text is checked once."""
+    from condcli.cli import output
+    from condcli.reports.schema import problems
+
+    original = output.report_json
+    seen: set[int] = set()
+
+    def checked(report: dict[str, Any]) -> str:
+        text = original(report)
+        key = hash(text)
+        if key not in seen and isinstance(report, dict) and "command" in report:
+            found = problems(json.loads(text))
+            assert not found, "the report does not match its JSON Schema (condcli schema):\n" + "\n".join(
+                found
+            )
+            seen.add(key)
+        return text
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(output, "report_json", checked)
         yield
 
 

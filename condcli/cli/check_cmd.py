@@ -37,6 +37,7 @@ def check_command(
     config: g.Config = None,
     conditioned: g.CheckConditioned = None,
     out: g.CheckOut = None,
+    csv: o.Csv = None,
 ) -> None:
     """Gate a model's conditioning in CI: exit 0 when every rule passes, 1 when one fails.
 
@@ -47,7 +48,7 @@ def check_command(
     """
     from condcli.cli.check_table import show
     from condcli.cli.gate_common import out_dir, warn
-    from condcli.cli.output import html_writer, json_writer
+    from condcli.cli.output import csv_dir, csv_writer, html_writer, json_writer, report_json
     from condcli.distributed import is_writer
     from condcli.gate import plan_check
     from condcli.gate.junit import check_junit, check_junit_path, write_junit
@@ -64,17 +65,26 @@ def check_command(
     if junit is not None:  # before reading anything: never over what the run reads
         check_junit_path(junit, plan.reads)
     target = out_dir(out, plan.reads, junit) if out is not None else None
+    tables = csv_dir(csv, plan.reads) if csv is not None else None
     report = plan.run(o.watch(not run.as_json))
     written: list[Path] = []
     if is_writer():  # torchrun: rank 0 alone writes
         if junit is not None:
             write_junit(junit, check_junit(report))
             written.append(junit)
+        saved = report.to_json()
         if target is not None:
-            saved = report.to_json()
             written += target.write(json_writer(saved), html_writer(saved))
+        if tables is not None:
+            written += tables.write(csv_writer(saved))
     warn(report.warnings)
-    show(report, as_json=run.as_json)
+    if run.as_json:  # the report through the one writer of report texts; stdout holds nothing else
+        print(report_json(report.to_json()))
+        if not report.passed:
+            failed = ", ".join(c.title for c in report.checks if not c.passed)
+            print(f"check failed: {failed}", file=sys.stderr)
+    else:
+        show(report, as_json=False)
     if written:
         print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
     if not report.passed:

@@ -21,6 +21,7 @@ def compare_command(
     statistic: StatisticOption = None,
     conditioned: g.CompareConditioned = False,
     out: g.CompareOut = None,
+    csv: o.Csv = None,
 ) -> None:
     """Two models' κ and μ side by side on the same inputs, with B/A ratios.
 
@@ -28,7 +29,7 @@ def compare_command(
     """
     from condcli.cli.compare_table import render
     from condcli.cli.gate_common import warn
-    from condcli.cli.output import REPORT_FILES, OutputDir, emit
+    from condcli.cli.output import REPORT_FILES, OutputDir, csv_dir, emit
     from condcli.cli.tables import stdout_console
     from condcli.gate import plan_compare
 
@@ -36,6 +37,7 @@ def compare_command(
         model_a, model_b, run=run, checkpoint_a=checkpoint_a, statistic=statistic, conditioned=conditioned
     )
     target = OutputDir(out, REPORT_FILES, plan.reads) if out is not None else None  # before any work
+    tables = csv_dir(csv, plan.reads) if csv is not None else None
     report = plan.run(o.watch(not run.as_json))
     warn(report.warnings)
     emit(
@@ -44,4 +46,5 @@ def compare_command(
         lambda folder: [],
         as_json=run.as_json,
         render=lambda: render(stdout_console(), report),
+        tables=tables,
     )

@@ -205,6 +205,17 @@ Out = Annotated[
     ),
 ]
 Format = Annotated[str, typer.Option("--format", help="Plot format: png, svg or pdf.")]
+Csv = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--csv",
+        help="Write the report's tables as CSV into this folder: samples, layers, heads, spectrum, … (one "
+        "row per observation; the same tables as report.to_pandas() in Python).",
+        parser=path_option,
+        metavar="<path>",
+        show_default=False,
+    ),
+]
 
 
 def plot_format(text: str) -> str:

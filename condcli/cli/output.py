@@ -64,11 +64,11 @@ class OutputDir:
     folders of dead runs (killed while writing) are removed; a live concurrent run's are left alone.
     """
 
-    def __init__(self, path: Path, names: Sequence[str], inputs: Inputs = ()) -> None:
+    def __init__(self, path: Path, names: Sequence[str], inputs: Inputs = (), option: str = "--out") -> None:
         self.path = path
         self.names = (*names, MANIFEST)
         self.inputs = tuple(inputs)
-        self.what = f"--out {shown(path)}"
+        self.what = f"{option} {shown(path)}"
         check_name(path, self.what)
         existing = existing_ancestor(path, self.what)
         if not existing.is_dir():
@@ -227,11 +227,35 @@ def _restore(backup: Path, out: Path, replaced: list[tuple[str, bool]], removed:
     return lost
 
 
+def report_json(report: dict[str, Any]) -> str:
+    """The one text of a report, as --json prints it and report.json holds it (tests validate every report
+    against the shipped JSON Schema here)."""
+    return json.dumps(report, indent=2)
+
+
 def json_writer(report: dict[str, Any], name: str = "report.json") -> Writer:
     def write(folder: Path) -> list[Path]:
         path = folder / name
-        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        path.write_text(report_json(report) + "\n", encoding="utf-8")
         return [path]
+
+    return write
+
+
+def csv_dir(folder: Path, inputs: Inputs = ()) -> OutputDir:
+    """A --csv folder, checked before any work like --out: it will hold one CSV file per table."""
+    from condcli.reports.frames import CSV_NAMES
+
+    return OutputDir(folder, CSV_NAMES, inputs, option="--csv")
+
+
+def csv_writer(report: dict[str, Any]) -> Writer:
+    """A writer of ``report``'s tables as CSV (:mod:`condcli.reports.frames`, the standard library's csv)."""
+
+    def write(folder: Path) -> list[Path]:
+        from condcli.reports.frames import write_csv
+
+        return write_csv(report, folder)
 
     return write
 
@@ -256,9 +280,11 @@ def emit(
     *,
     as_json: bool,
     render: Callable[[], None],
+    tables: OutputDir | None = None,
 ) -> None:
-    """Write --out (report.json, report.html, plots), then the JSON or the table on stdout, then what was
-    written. ``target`` must declare :data:`REPORT_FILES` among its names.
+    """Write --out (report.json, report.html, plots) and --csv (``tables``: one CSV per table), then the
+    JSON or the table on stdout, then what was written. ``target`` must declare :data:`REPORT_FILES` among
+    its names.
 
     Under torchrun rank 0 alone does (every rank holds the same report)."""
     from condcli.distributed import is_writer
@@ -266,8 +292,10 @@ def emit(
     if not is_writer():
         return
     written = target.write(json_writer(data), html_writer(data), plots) if target is not None else []
+    if tables is not None:
+        written += tables.write(csv_writer(data))
     if as_json:
-        print(json.dumps(data, indent=2))
+        print(report_json(data))
     else:
         render()
     if written:

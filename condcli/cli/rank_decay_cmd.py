@@ -41,6 +41,7 @@ def rank_decay_command(
     heads: Heads = False,
     conditioned: ConditionedLambda = None,
     out: o.Out = None,
+    csv: o.Csv = None,
     fmt: o.Format = "png",
 ) -> None:
     """Singular values and normalized cumulative spectra of P per layer, head and sample, with charts."""
@@ -49,7 +50,7 @@ def rank_decay_command(
     from condcli.analysis.common import check_lambda
     from condcli.analysis.rank_decay import RankDecayOptions, analyse_rank_decay
     from condcli.analysis.rank_layers import check_index
-    from condcli.cli.output import REPORT_FILES, OutputDir, emit
+    from condcli.cli.output import REPORT_FILES, OutputDir, csv_dir, emit
     from condcli.cli.rank_table import render
     from condcli.cli.tables import stdout_console
     from condcli.errors import UsageError
@@ -69,6 +70,7 @@ def rank_decay_command(
     fmt = o.plot_format(fmt)
     names = (*REPORT_FILES, f"rank_decay.{fmt}", f"rank_heatmap.{fmt}")
     target = OutputDir(out, names, run.input_paths()) if out is not None else None  # before any work
+    tables = csv_dir(csv, run.input_paths()) if csv is not None else None
     setup = o.setup_run(replace(run, lam=conditioned if conditioned is not None else lam))
     options = RankDecayOptions(
         lam=setup.lam,
@@ -86,4 +88,11 @@ def rank_decay_command(
 
         return rank_decay_plots(data, folder, fmt)
 
-    emit(data, target, plots, as_json=run.as_json, render=lambda: render(stdout_console(), report))
+    emit(
+        data,
+        target,
+        plots,
+        as_json=run.as_json,
+        render=lambda: render(stdout_console(), report),
+        tables=tables,
+    )

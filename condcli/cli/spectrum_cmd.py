@@ -27,11 +27,12 @@ def spectrum_command(
     heads: Heads = False,
     conditioned: Conditioned = True,
     out: o.Out = None,
+    csv: o.Csv = None,
     fmt: o.Format = "png",
 ) -> None:
     """Singular spectra and condition numbers of X and of every layer, plain and conditioned."""
     from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
-    from condcli.cli.output import REPORT_FILES, OutputDir, emit
+    from condcli.cli.output import REPORT_FILES, OutputDir, csv_dir, emit
     from condcli.cli.spectrum_table import render
     from condcli.cli.tables import stdout_console
 
@@ -39,6 +40,7 @@ def spectrum_command(
     fmt = o.plot_format(fmt)
     names = (*REPORT_FILES, f"spectrum.{fmt}", f"layers.{fmt}")
     target = OutputDir(out, names, run.input_paths()) if out is not None else None  # before any work
+    tables = csv_dir(csv, run.input_paths()) if csv is not None else None
     setup = o.setup_run(run)
     options = SpectrumOptions(
         lam=setup.lam, layers=chosen, heads=heads, conditioned=conditioned, seed=run.seed
@@ -51,4 +53,11 @@ def spectrum_command(
 
         return spectrum_plots(data, folder, fmt)
 
-    emit(data, target, plots, as_json=run.as_json, render=lambda: render(stdout_console(), report))
+    emit(
+        data,
+        target,
+        plots,
+        as_json=run.as_json,
+        render=lambda: render(stdout_console(), report),
+        tables=tables,
+    )

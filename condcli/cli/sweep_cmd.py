@@ -76,11 +76,12 @@ def sweep_command(
     lambdas: Lambdas = None,
     target_kappa: TargetKappa = 2.0,
     out: o.Out = None,
+    csv: o.Csv = None,
     fmt: o.Format = "png",
 ) -> None:
     """κ(X + λ·I_k) over a grid of λ: median and p10–p90 over samples, bounds, and the recommended λ."""
     from condcli.analysis.sweep import SweepOptions, analyse_sweep, check_target, lambda_grid, sweep_layers
-    from condcli.cli.output import REPORT_FILES, OutputDir, emit
+    from condcli.cli.output import REPORT_FILES, OutputDir, csv_dir, emit
     from condcli.cli.sweep_table import render
     from condcli.cli.tables import stdout_console
 
@@ -91,6 +92,7 @@ def sweep_command(
     fmt = o.plot_format(fmt)
     names = (*REPORT_FILES, f"sweep.{fmt}")
     target = OutputDir(out, names, run.input_paths()) if out is not None else None  # before any work
+    tables = csv_dir(csv, run.input_paths()) if csv is not None else None
     setup = o.setup_run(run)
     chosen = sweep_layers(
         setup.loaded, chosen
@@ -106,4 +108,11 @@ def sweep_command(
 
         return sweep_plots(data, folder, fmt)
 
-    emit(data, target, plots, as_json=run.as_json, render=lambda: render(stdout_console(), report))
+    emit(
+        data,
+        target,
+        plots,
+        as_json=run.as_json,
+        render=lambda: render(stdout_console(), report),
+        tables=tables,
+    )

@@ -17,6 +17,7 @@ from condcli.gate.metrics import stable_label
 from condcli.numbers import WARN, num
 from condcli.numbers import fmt_pair as fmt_pair  # the tables, the gate and the page print pairs alike
 from condcli.reports.spectrum import SpectrumReport, envelope
+from condcli.reports.views import ReportViews
 from condcli.spectra import json_float
 
 fmt = num  # significant digits; inf stays "inf"; None is a dash (the one formatter, condcli.numbers)
@@ -138,7 +139,7 @@ def analysis_of(report: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class CheckReport:
+class CheckReport(ReportViews):
     """What ``condcli check`` found: the analysis (its JSON) and each rule's and baseline metric's result."""
 
     data: dict[str, Any]  # the spectrum report checked (a fresh analysis's to_json, or a saved one)
@@ -222,7 +223,7 @@ class CompareRow:
 
 
 @dataclass(frozen=True)
-class CompareReport:
+class CompareReport(ReportViews):
     """What ``condcli compare`` found: both analyses (their JSON) and the metrics both have, side by side."""
 
     a: dict[str, Any]  # A's spectrum report (a fresh analysis's to_json, or a saved one)

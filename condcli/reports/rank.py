@@ -18,6 +18,7 @@ from condcli.reports.spectrum import (
     Settings,
     analysis_header,
 )
+from condcli.reports.views import ReportViews
 from condcli.spectra import SpectrumBand, json_float
 
 THRESHOLD = 0.9  # "rank at 90%": the fewest singular values holding 90% of Σσ
@@ -131,7 +132,7 @@ class RankDecayResult:
 
 
 @dataclass(frozen=True)
-class RankDecayReport:
+class RankDecayReport(ReportViews):
     """What ``condcli rank-decay`` found."""
 
     model: ModelInfo

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from condcli.reports.spectrum import SpectrumReport, envelope
+from condcli.reports.views import ReportViews
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class TrackPoint:
 
 
 @dataclass(frozen=True)
-class TrackReport:
+class TrackReport(ReportViews):
     """What ``condcli track`` found: the checkpoints' analyses in step order (at least one)."""
 
     given: tuple[str, ...]  # the folders as the user named them
