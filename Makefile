@@ -32,6 +32,8 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.bench_long_sequence
 	$(BIN)/python -m bench.bench_monitor
 	$(BIN)/python -m bench.bench_gpu
+	$(BIN)/python -m bench.bench_embedding_table
+	$(BIN)/python -m bench.bench_weights
 
 # Rebuild sample_checkpoints/ from scratch on CPU (deterministic; about 13 minutes on 2 cores).
 samples: $(STAMP)

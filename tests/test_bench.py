@@ -105,3 +105,33 @@ def test_a_reading_with_nothing_to_divide_prints_not_measurable() -> None:
     assert math.isnan(bs.ratio(1.0, 0.0)) and math.isnan(bs.ratio(1.0, -3.0)) and bs.ratio(3.0, 2.0) == 1.5
     line = bs.Verdict("x vs y", bs.ratio(1.0, 0.0), 1.5).line()
     assert line == "x vs y: n/a (not measurable in this run) ≤ 1.5x  MISS"
+
+
+def test_embedding_table_bench_prints_both_paths_and_their_memory_ratio(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import bench_embedding_table as be
+
+    monkeypatch.setattr(be, "run_child", lambda rows, dim, method: be.child(rows, dim, method))
+    verdicts = be.main(["--rows", "300", "--dim", "16"])
+    out = capsys.readouterr().out
+    assert "random bf16 300 × 16" in out
+    for label in be.LABELS.values():
+        assert label in out
+    assert [v.target for v in verdicts] == [be.TARGET, be.TARGET]
+    for v in verdicts:
+        assert v.line() in out
+
+
+def test_weights_bench_prints_every_contender_and_the_ratios(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import bench_weights as bw
+
+    monkeypatch.setattr(bw, "run_child", lambda what, folder: bw.child(what, folder))
+    got = bw.main(["--tiny"])
+    out = capsys.readouterr().out
+    assert set(got) == set(bw.LABELS) and "random Llama" in out
+    for label in bw.LABELS.values():
+        assert label in out
+    assert "(a) vs (b): peak RSS" in out and "(a) vs (c): peak RSS" in out
