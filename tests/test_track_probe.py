@@ -142,5 +142,6 @@ def test_track_help_lists_no_option_it_refuses(cli: Callable[..., Result]) -> No
     flags = set(re.findall(r"(--[a-z][a-z-]+)", result.output))
     assert not flags & {"--checkpoint", "--model-arg", "--weights"}
     assert {"--text", "--images", "--max-samples", "--batch-size", "--seed", "--layers"} <= flags
-    refused = cli("track", "somewhere", "--weights", "random")
-    assert refused.exit_code == 2 and "No such option" in refused.output
+    for flag, value in (("--weights", "random"), ("--checkpoint", "w.safetensors"), ("--model-arg", "a=1")):
+        refused = cli("track", "somewhere", flag, value)  # hidden, and still refused with the reason
+        assert refused.exit_code == 2 and f"{flag} does not apply to track" in refused.stderr

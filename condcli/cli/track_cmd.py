@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, get_args
 
 import typer
 
@@ -23,9 +23,10 @@ Checkpoints = Annotated[
         show_default=False,
     ),
 ]
-# options of the bundle that choose other weights: track analyses each checkpoint's own saved weights, so
-# it does not take them (they are not in its --help, and typing one is click's "no such option")
-NOT_FOR_TRACK = ("checkpoint", "model_args", "weights")
+# options of the bundle that choose other weights: track analyses each checkpoint's own saved weights. They
+# are hidden (not in --help) and refused with a line that says why (not click's bare "no such option")
+NOT_FOR_TRACK = {"checkpoint": "--checkpoint", "model_args": "--model-arg", "weights": "--weights"}
+OWN_WEIGHTS = "each checkpoint is analysed with its own saved weights"
 HELP = {
     "batch_size": "Samples per forward pass. Default: 8; the callback's probe batch whole, as the callback "
     "fed it.",
@@ -34,22 +35,34 @@ HELP = {
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _without(names: tuple[str, ...]) -> Callable[[F], F]:
-    """Drop bundle options ``names`` from a ``run_options`` command's parameters: typer neither lists nor
-    takes them, and the RunOptions it builds keeps their defaults."""
+def _hidden(names: Iterable[str]) -> Callable[[F], F]:
+    """Hide bundle options ``names`` of a ``run_options`` command from its --help (typer still parses them,
+    so the command can refuse them with its own line)."""
 
     def decorate(fn: F) -> F:
-        signature = inspect.signature(fn)
-        kept = [p for p in signature.parameters.values() if p.name not in names]
-        fn.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]
-        fn.__annotations__ = {p.name: p.annotation for p in kept}
+        for param in inspect.signature(fn).parameters.values():
+            if param.name in names:
+                info = next(
+                    a for a in get_args(param.annotation)[1:] if isinstance(a, typer.models.OptionInfo)
+                )
+                info.hidden = True  # this command's own OptionInfo: run_options makes one per command
         return fn
 
     return decorate
 
 
+def _refuse_model_options(run: o.RunOptions) -> None:
+    """track analyses each checkpoint's own saved weights: options choosing other weights are refused."""
+    from condcli.errors import UsageError
+
+    for field, flag in NOT_FOR_TRACK.items():
+        value = getattr(run, field)
+        if value and not (field == "weights" and value == "pretrained"):
+            raise UsageError(f"{flag} does not apply to track: {OWN_WEIGHTS}", f"leave out {flag}")
+
+
 @command("track")
-@_without(NOT_FOR_TRACK)
+@_hidden(NOT_FOR_TRACK)
 @o.run_options(model=False, defaults={"batch_size": None}, help=HELP)
 def track_command(
     run: o.RunOptions,
@@ -76,6 +89,7 @@ def track_command(
     from condcli.cli.tables import stdout_console
     from condcli.cli.track_table import render
 
+    _refuse_model_options(run)
     given_batch: int | None = run.batch_size  # None: not given (the probe is fed whole)
     run = replace(run, batch_size=8 if given_batch is None else given_batch)
     fmt = o.plot_format(fmt)
