@@ -82,6 +82,7 @@ def _run(
     for name in ("checkpoint", "adapter"):
         if isinstance(extra.get(name), str):
             extra[name] = Path(extra[name])
+    fields: dict[str, Any] = {**paths, **extra}
     run = RunOptions(
         model=None if model is None or _is_module(model) else str(model),
         layers=layers_text(layers),
@@ -91,8 +92,7 @@ def _run(
         max_samples=max_samples,
         batch_size=batch_size,
         seed=seed,
-        **paths,
-        **extra,
+        **fields,
     )
     return run, given
 
@@ -225,7 +225,8 @@ def _json_of(report: Any, param: str) -> dict[str, Any] | None:
     if isinstance(report, Mapping):
         return dict(report)
     if isinstance(report, Path) or (isinstance(report, str) and report.endswith(".json")):
-        return read_report(report).to_json()
+        found: dict[str, Any] = read_report(report).to_json()
+        return found
     return None
 
 

@@ -173,7 +173,7 @@ def layer_samples_table(report: Mapping[str, Any]) -> Table:
         for forward, node in _forwards(layer):
             for key in _keys(node, (m.key for m in FORWARD)):
                 agg = node.get(key)
-                if not _is_aggregate(agg):
+                if agg is None or not _is_aggregate(agg):
                     continue
                 floors = agg.get("per_sample_floor")
                 for i, value in enumerate(agg["per_sample"]):

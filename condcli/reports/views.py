@@ -94,7 +94,8 @@ class SavedReport(ReportViews):
         return str(self.data.get("command"))
 
     def to_json(self) -> dict[str, Any]:
-        return json.loads(json.dumps(self.data))
+        copied: dict[str, Any] = json.loads(json.dumps(self.data))
+        return copied
 
     def __repr__(self) -> str:
         model = self.data.get("model") or {}
