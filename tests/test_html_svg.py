@@ -9,6 +9,8 @@ import math
 from typing import Any
 
 from condcli import plots
+from condcli.figures import spectrum as spectrum_figures
+from condcli.figures.labels import mathtext, shown
 from condcli.html import render_html
 from condcli.html.svg import Chart, RefLine, Series, line_chart
 from tests.html_dom import Node, parse
@@ -55,8 +57,9 @@ def legend(svg: Node) -> set[str]:
 
 
 def mpl_labels(*axes: Any) -> set[str]:
-    """The labelled artists of matplotlib axes (inf markers included: both legends list them)."""
-    return {label for ax in axes for label in ax.get_legend_handles_labels()[1]}
+    """The labelled artists of matplotlib axes (inf markers included: both legends list them), as the page
+    shows them (scripts set: no "_")."""
+    return {shown(label) for ax in axes for label in ax.get_legend_handles_labels()[1]}
 
 
 def assert_line(svg: Node, g: Node, xs: list[float], ys: list[float]) -> None:
@@ -120,7 +123,7 @@ def test_spectrum_figure_points_are_the_report_spectrum(spectrum: Report) -> Non
     svg = page.by_id("chart-spectrum")
     emb = spectrum["embedding"]
     got = series(svg)
-    for key, prefix in (("spectrum", "X ("), ("spectrum_conditioned", "X + λ·I_k")):
+    for key, prefix in (("spectrum", "X ("), ("spectrum_conditioned", shown("X + λ·I_k"))):
         g = next(v for k, v in got.items() if k.startswith(prefix))
         median = [jf(v) for v in emb[key]["median"]]
         assert_line(svg, g, [float(i) for i in range(1, len(median) + 1)], median)
@@ -128,7 +131,9 @@ def test_spectrum_figure_points_are_the_report_spectrum(spectrum: Report) -> Non
     ax = fig.axes[0]
     assert ax.get_yscale() == "log" and Transform(svg).y[2]
     assert legend(svg) == mpl_labels(ax)
-    assert ax.get_xlabel() in svg.text() and ax.get_ylabel() in svg.text()
+    panel = spectrum_figures.spectrum(spectrum).panel(0)
+    for label, mpl_label in ((panel.x.label, ax.get_xlabel()), (panel.y.label, ax.get_ylabel())):
+        assert shown(label) in svg.text() and mpl_label == mathtext(label)  # one label, set by each
 
 
 def test_layer_curves_are_the_layer_medians(spectrum: Report) -> None:
@@ -143,7 +148,8 @@ def test_layer_curves_are_the_layer_medians(spectrum: Report) -> None:
         assert legend(svg) == mpl_labels(ax) and ax.get_yscale() == "log" and Transform(svg).y[2]
         t = Transform(svg)
         for name, g in series(svg).items():
-            key = {"κ(X_l)": "kappa", "κ(A_l)": "kappa_attn_input", "μ(LA)": "mu_la"}[name.split(",")[0]]
+            names = {"κ(X_l)": "kappa", "κ(A_l)": "kappa_attn_input", "μ(LA)": "mu_la"}
+            key = {shown(k): v for k, v in names.items()}[name.split(",")[0]]
             cond = name.endswith("conditioned")
             ys = [jf((layer["conditioned"] if cond else layer)[key]["median"]) for layer in layers]
             assert_line(svg, g, x, ys)
@@ -160,10 +166,13 @@ def test_sweep_chart_matches_the_sweep_figure(sweep: Report) -> None:
     s = sweep["sweep"]
     lambdas = [jf(v) for v in s["lambdas"]]
     got = series(svg)
-    assert_line(svg, got["κ(X + λ·I_k), median"], lambdas, [jf(v) for v in s["kappa"]["median"]])
+    assert_line(svg, got[shown("κ(X + λ·I_k), median")], lambdas, [jf(v) for v in s["kappa"]["median"]])
     weyl = [jf(v) for v in s["weyl_bound"]]
     assert_line(
-        svg, got["Weyl bound (σ_1+λ)/(λ−σ_1)"], lambdas, [v if math.isfinite(v) else math.nan for v in weyl]
+        svg,
+        got[shown("Weyl bound (σ_1+λ)/(λ−σ_1)")],
+        lambdas,
+        [v if math.isfinite(v) else math.nan for v in weyl],
     )
     ax = plots.sweep_figure(sweep).axes[0]
     assert legend(svg) == mpl_labels(ax)
@@ -192,5 +201,8 @@ def test_rank_curves_match_the_rank_figure(rank: Report) -> None:
         for layer in rank[key]["layers"]:
             median = [jf(v) for v in layer["cumulative"]["median"]]
             assert_line(
-                svg, got[f"layer {layer['index']}"], [float(j) for j in range(1, len(median) + 1)], median
+                svg,
+                got[shown(f"layer {layer['index']}")],
+                [float(j) for j in range(1, len(median) + 1)],
+                median,
             )

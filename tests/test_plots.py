@@ -14,9 +14,13 @@ from matplotlib.lines import Line2D
 
 from condcli import plots
 from condcli.errors import UsageError
+from condcli.figures.labels import mathtext
+from condcli.figures.palette import ROLE_COLORS
 
 LAM = 2.5
 RNG_SEED = 0
+
+PLAIN, COND = ROLE_COLORS["plain"], ROLE_COLORS["conditioned"]  # vermillion, bluish green (Okabe–Ito)
 
 
 def jf(v: float) -> float | str:
@@ -216,12 +220,12 @@ def test_json_to_float_reads_report_floats() -> None:
 # --- spectrum ----------------------------------------------------------------------------------------
 
 
-def test_spectrum_figure_red_original_green_conditioned_on_log_axis() -> None:
+def test_spectrum_figure_plain_vermillion_conditioned_bluish_green_on_log_axis() -> None:
     report = spectrum_report()
     emb = report["embedding"]
     ax = plots.spectrum_figure(report).axes[0]
-    red = [ln for ln in ax.get_lines() if ln.get_color() == "red"]
-    green = [ln for ln in ax.get_lines() if ln.get_color() == "green"]
+    red = [ln for ln in ax.get_lines() if ln.get_color() == PLAIN]  # the paper's red, colour-blind safe
+    green = [ln for ln in ax.get_lines() if ln.get_color() == COND]
     assert len(red) == len(green) == 1
     np.testing.assert_array_equal(red[0].get_xdata(), np.arange(1, 9))
     np.testing.assert_allclose(red[0].get_ydata(), emb["spectrum"]["median"])
@@ -234,7 +238,7 @@ def test_spectrum_figure_red_original_green_conditioned_on_log_axis() -> None:
     assert ax.get_yscale() == "log"
     assert len(ax.collections) == 2  # the two p10–p90 bands, one per colour
     colors = sorted(tuple(c.get_facecolor()[0][:3]) for c in ax.collections)
-    assert colors == sorted([to_rgba("red")[:3], to_rgba("green")[:3]])
+    assert colors == sorted([to_rgba(PLAIN)[:3], to_rgba(COND)[:3]])
     assert "timm:vit_tiny_test" in ax.get_title()
     assert ax.get_xlabel() and ax.get_ylabel()
 
@@ -245,7 +249,7 @@ def test_spectrum_figure_masks_non_positive_sigma(tmp_path: Path) -> None:
     spec["median"][-1] = 0.0
     spec["p10"][-1] = -1e-20
     fig = plots.spectrum_figure(report)
-    red = line(fig.axes[0], "X (", "red")
+    red = line(fig.axes[0], "X (", PLAIN)
     y = np.asarray(red.get_ydata(), dtype=np.float64)
     assert np.isnan(y[-1])
     np.testing.assert_allclose(y[:-1], spec["median"][:-1])
@@ -264,19 +268,19 @@ def test_layers_figure_plain_and_conditioned_medians() -> None:
     assert left.get_yscale() == right.get_yscale() == "log"
     ls = report["layers"]
     idx = [lay["index"] for lay in ls]
-    plain = line(left, "κ(X_l)", "red")
-    cond = line(left, "κ(X_l), conditioned", "green")
+    plain = line(left, "κ(X_l)", PLAIN)
+    cond = line(left, "κ(X_l), conditioned", COND)
     np.testing.assert_array_equal(plain.get_xdata(), idx)
     np.testing.assert_allclose(plain.get_ydata(), [lay["kappa"]["median"] for lay in ls])
     np.testing.assert_allclose(cond.get_ydata(), [lay["conditioned"]["kappa"]["median"] for lay in ls])
     np.testing.assert_allclose(
-        line(left, "κ(A_l)", "red").get_ydata(), [lay["kappa_attn_input"]["median"] for lay in ls]
+        line(left, "κ(A_l)", PLAIN).get_ydata(), [lay["kappa_attn_input"]["median"] for lay in ls]
     )
     np.testing.assert_allclose(
-        line(right, "μ(LA)", "red").get_ydata(), [lay["mu_la"]["median"] for lay in ls]
+        line(right, "μ(LA)", PLAIN).get_ydata(), [lay["mu_la"]["median"] for lay in ls]
     )
     np.testing.assert_allclose(
-        line(right, "μ(LA), conditioned", "green").get_ydata(),
+        line(right, "μ(LA), conditioned", COND).get_ydata(),
         [lay["conditioned"]["mu_la"]["median"] for lay in ls],
     )
 
@@ -288,10 +292,10 @@ def test_layers_figure_draws_inf_as_marker_above_finite_values() -> None:
     fig = plots.layers_figure(report)
     assert fig is not None
     left = fig.axes[0]
-    plain = line(left, "κ(X_l)", "red", exact=True)
+    plain = line(left, "κ(X_l)", PLAIN, exact=True)
     y = np.asarray(plain.get_ydata(), dtype=np.float64)
     assert np.isnan(y[1]) and np.isfinite(y[[0, 2]]).all()  # the line breaks there ...
-    marker = line(left, "κ(X_l): inf", "red")  # ... and a marker takes its place
+    marker = line(left, "κ(X_l): inf", PLAIN)  # ... and a marker takes its place
     assert marker.get_marker() == "^"
     np.testing.assert_array_equal(marker.get_xdata(), [1])
     finite_max = max(
@@ -299,7 +303,7 @@ def test_layers_figure_draws_inf_as_marker_above_finite_values() -> None:
     )
     assert marker.get_ydata()[0] > finite_max
     assert left.get_ylim()[1] >= marker.get_ydata()[0]  # and it is inside the axis
-    assert "κ(X_l): inf" in [t.get_text() for t in left.get_legend().get_texts()]
+    assert mathtext("κ(X_l): inf") in [t.get_text() for t in left.get_legend().get_texts()]
 
 
 def test_layers_figure_none_without_layers() -> None:
@@ -311,7 +315,7 @@ def test_layers_figure_without_conditioned_forward_has_only_plain_lines() -> Non
     assert fig is not None
     for ax in fig.axes:
         colors = {ln.get_color() for ln in ax.get_lines()}
-        assert colors == {"red"}
+        assert colors == {PLAIN}
         assert not any("conditioned" in str(ln.get_label()) for ln in ax.get_lines())
 
 

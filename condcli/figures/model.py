@@ -2,8 +2,10 @@
 reference lines and legend. :mod:`condcli.plots` draws a :class:`Figure` with matplotlib (PNG/SVG/PDF) and
 :mod:`condcli.html` draws the same description as inline SVG, so the two cannot disagree on what is shown.
 
-Colours are named by role (:data:`ROLES`, each renderer has its own palette for them) or by depth
-(:func:`depth`, a point of the viridis colormap); dashes by name (:data:`Dash`). A value a log axis cannot
+Colours are named by role (:data:`ROLES`, the Okabe–Ito colours of :mod:`.palette`, which both renderers
+use) or by depth (:func:`depth`, a point of the viridis colormap below its yellow end); dashes by name
+(:data:`Dash`). Text is Unicode as the tables print it ("κ(X_l)"); each renderer sets its scripts
+(:mod:`.labels`). A value a log axis cannot
 show (≤ 0, NaN) is not drawn; +inf is drawn as a '▲' marker one decade above the largest finite value of
 its panel (:meth:`Panel.inf_level`). What the legend lists follows from that (:meth:`Panel.legend_entries`).
 """
@@ -15,18 +17,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from condcli.figures.palette import DEPTH_TOP
+
 Scale = Literal["lin", "log"]
 Dash = Literal["solid", "dashed", "dashdot", "dotted"]
 
-# colour roles: the plain X (red), the conditioned X + λ·I_k (green), and the reference lines' colours
+# colour roles: the plain X (vermillion, the paper's red), the conditioned X + λ·I_k (bluish green, its
+# green), and the reference lines' colours (condcli.figures.palette.ROLE_COLORS)
 ROLES = ("plain", "conditioned", "bound", "corrected", "target", "recommended", "index")
 BAND_ALPHA = 0.2  # the opacity of a p10–p90 band
 LEGEND_MAX = 6  # a panel coloured by depth lists at most this many series; with more, a depth colour bar
 INF_ENTRY = ": inf"  # the legend entry of a series' infinite values: "<name>: inf"
 
 
-def depth(t: float, span: tuple[float, float] = (0.0, 1.0)) -> str:
-    """The colour of depth ``t`` in [0, 1]: viridis at ``span[0] + t·(span[1] − span[0])``."""
+def depth(t: float, span: tuple[float, float] = (0.0, DEPTH_TOP)) -> str:
+    """The colour of depth ``t`` in [0, 1]: viridis at ``span[0] + t·(span[1] − span[0])`` (by default up to
+    :data:`~condcli.figures.palette.DEPTH_TOP`, below viridis' yellow)."""
     lo, hi = span
     return f"viridis:{lo + (hi - lo) * min(1.0, max(0.0, t))!r}"
 
@@ -100,7 +106,7 @@ class DepthBar:
     lo: float
     hi: float
     label: str
-    span: tuple[float, float] = (0.0, 1.0)
+    span: tuple[float, float] = (0.0, DEPTH_TOP)
 
 
 def _ok(v: float, log: bool) -> bool:

@@ -12,9 +12,11 @@ from typing import Any
 from condcli.figures import model
 from condcli.figures.common import Report, as_map, as_maps, counting, floats, lam_text, title, to_float
 from condcli.figures.model import Axis, Band, DepthBar, Figure, Heatmap, Panel, Ref, Series, depth
+from condcli.figures.palette import DEPTH_TOP
 from condcli.numbers import num
 
-DEPTH_RANGE = (0.15, 0.9)  # the part of viridis the layers span: its near-black start hid layer 0 from 1
+# the part of viridis the layers span: its near-black start hid layer 0's band, its yellow end the last layer
+DEPTH_RANGE = (0.15, DEPTH_TOP)
 Y_LABEL = "c_j: share of Σσ in the j largest σ of P"
 LOG_X_ABOVE = 16  # the index axis is logarithmic beyond this many singular values
 

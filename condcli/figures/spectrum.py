@@ -27,8 +27,8 @@ SPECTRUM = "Singular values of the embedded tokens X"
 
 
 def spectrum(report: Report) -> Figure:
-    """σ_i of X (plain, red) and of X + λ·I_k (conditioned, green) by index, log y, p10–p90 bands; the
-    legend gives each median κ (κ(X) with the digits its capture supports)."""
+    """σ_i of X (plain, vermillion) and of X + λ·I_k (conditioned, bluish green) by index, log y, p10–p90
+    bands; the legend gives each median κ (κ(X) with the digits its capture supports)."""
     emb = as_map(report.get("embedding"))
     lam = lam_text(report)
     below = int(to_float(emb.get("below_precision")) or 0)
@@ -70,8 +70,8 @@ def _medians(layers: list[Mapping[str, Any]], key: str, conditioned: bool) -> li
 
 
 def layers(report: Report) -> Figure | None:
-    """Per-layer median κ(X_l) and κ(A_l) (left) and μ(LA) (right), plain (red) against conditioned (green);
-    None without layers."""
+    """Per-layer median κ(X_l) and κ(A_l) (left) and μ(LA) (right), plain (vermillion) against conditioned
+    (bluish green); None without layers."""
     found = as_maps(report.get("layers"))
     if not found:
         return None

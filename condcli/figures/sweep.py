@@ -56,7 +56,7 @@ def _main(s: Mapping[str, Any], lambdas: list[float], scale: Scale) -> Panel:
     for key, role, dash, name in lines:
         v = to_float(s.get(key))
         if v is not None and not math.isnan(v):
-            refs.append(Ref(v, f"{name} = {num(v)}", role, "y", dash))
+            refs.append(Ref(v, f"{name} = {num(v)}", role, "y", dash, annotate=True))
     rec = to_float(s.get("recommended_lambda"))
     if rec is not None:
         refs.append(Ref(rec, f"recommended λ = {num(rec)}", "recommended", "x", "dotted", annotate=True))

@@ -19,10 +19,10 @@ details.more{margin:2px 0 0;font-size:13px}
 .kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:6px 0;font-size:13.5px}
 .kv dt{color:var(--muted)}.kv dd{margin:0;overflow-wrap:anywhere}
 .layout{display:flex;align-items:flex-start}
-nav.toc{position:sticky;top:0;min-width:190px;max-width:230px;padding:16px 14px;font-size:13.5px;
+nav.toc{position:sticky;top:0;min-width:170px;max-width:200px;padding:16px 12px;font-size:13.5px;
 border-right:1px solid var(--line);max-height:100vh;overflow:auto}
 nav.toc ol{padding-left:18px;margin:0}nav.toc a{color:var(--accent);text-decoration:none}
-main{flex:1;min-width:0;padding:8px 28px 40px}
+main{flex:1;min-width:0;padding:8px 24px 40px}
 section{margin:18px 0 30px}
 h2{font-size:19px;border-bottom:1px solid var(--line);padding-bottom:4px}
 h3{font-size:16px;margin:18px 0 6px}
@@ -32,7 +32,7 @@ h3{font-size:16px;margin:18px 0 6px}
 .headline b{display:block;font-size:20px}
 .headline span{color:var(--muted);font-size:13px}
 div.pair{display:flex;flex-wrap:wrap;gap:8px 24px;align-items:flex-start}
-div.pair>figure.fig{flex:1 1 440px;min-width:0}
+div.pair>figure.fig{flex:1 1 100%;min-width:0}
 div.pair>figure.heat{flex:0 1 auto}
 div.pair>.table-wrap{flex:0 1 auto}
 .meta{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:10px;margin:8px 0}
@@ -40,21 +40,26 @@ div.pair>.table-wrap{flex:0 1 auto}
 .meta h3{margin:6px 0 2px;font-size:14px}
 figure.fig{margin:8px 0;overflow-x:auto}
 svg{font-family:inherit;max-width:100%;height:auto}
+svg.chart{width:100%}
 svg .plotbg{fill:#fff;stroke:#999}
 svg .grid{stroke:#e3e3e3;stroke-width:1}
-svg .tick{font-size:12px;fill:#444}
-svg .label{font-size:13px;fill:#222}
-svg .ctitle{font-size:13.5px;font-weight:600;fill:#222}
-svg .leg{font-size:12px;fill:#222}
-svg .reflabel{font-size:12px;font-weight:600;paint-order:stroke;stroke:#fff;stroke-width:3px}
+svg .tick{font-size:14px;fill:#444}
+svg .label{font-size:15px;fill:#222}
+svg .ctitle{font-size:16px;font-weight:600;fill:#222}
+svg .leg{font-size:14px;fill:#222}
+svg .reflabel{font-size:14px;font-weight:600;paint-order:stroke;stroke:#fff;stroke-width:3px}
+svg.heatmap .tick{font-size:12px}svg.heatmap .ctitle{font-size:14px}
 svg .cellv{font-size:9.5px;pointer-events:none}
 svg .cell:hover rect{stroke:#09f;stroke-width:2}
 svg polyline.line:hover{stroke-width:3.5}
 .hidden-group{display:none}
 .table-wrap{overflow-x:auto;margin:8px 0}
-table{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}
+table{border-collapse:collapse;font-size:12.5px;font-variant-numeric:tabular-nums}
 caption{text-align:left;color:var(--muted);padding:4px 0;caption-side:top}
-th,td{border:1px solid var(--line);padding:3px 8px;text-align:left}
+th,td{border:1px solid var(--line);padding:3px 6px;text-align:left}
+th sub,th sup{line-height:0}
+input.fold{margin:0 4px 0 0}label.fold{font-size:13px;color:var(--accent);cursor:pointer}
+input.fold:not(:checked)~.table-wrap .folded{display:none}
 th,td.num{white-space:nowrap}
 td{white-space:normal;overflow-wrap:break-word}
 td.num{text-align:right}
@@ -78,7 +83,9 @@ dl.glossary dt{font-weight:600;margin-top:6px}dl.glossary dd{margin:0 0 0 18px}
 #tip{position:fixed;pointer-events:none;background:#222;color:#fff;font-size:12px;padding:4px 7px;
 border-radius:4px;white-space:pre;display:none;z-index:9}
 footer{color:var(--muted);font-size:12px;padding:10px 28px;border-top:1px solid var(--line)}
-@media print{nav.toc{display:none}}
+@media (max-width:900px){.layout{display:block}nav.toc{position:static;max-width:none;max-height:none;
+border-right:0;border-bottom:1px solid var(--line)}nav.toc ol{columns:2}main{padding:8px 14px 30px}}
+@media print{nav.toc{display:none}input.fold,label.fold{display:none}}
 """
 
 JS = r"""

@@ -6,21 +6,14 @@ lines, scales, labels and legend."""
 from __future__ import annotations
 
 from condcli.figures import BAND_ALPHA, Heatmap, Panel, depth_of
+from condcli.figures.palette import ROLE_COLORS
 from condcli.html.heatmap import VIRIDIS, color_at, heatmap
 from condcli.html.legend import DepthBar, Item
 from condcli.html.section import missing
 from condcli.html.svg import WIDTH, Chart, RefLine, Series, line_chart
 
-# the page's colour of each role (matplotlib's tab10 for the plain red and conditioned green)
-PALETTE = {
-    "plain": "#d62728",
-    "conditioned": "#2ca02c",
-    "bound": "#000000",
-    "corrected": "#1f77b4",
-    "target": "#7f7f7f",
-    "recommended": "#800080",
-    "index": "#808080",
-}
+# the page's colour of each role: the PNG's (Okabe–Ito, condcli.figures.palette)
+PALETTE = ROLE_COLORS
 DASH = {"solid": "", "dashed": "6 4", "dashdot": "8 3 2 3", "dotted": "2 3"}
 PX_PER_PT = 1.2  # a line's width on the page per point of the description
 
@@ -33,7 +26,9 @@ def color(name: str) -> str:
 
 def chart(panel: Panel, chart_id: str, width: int = WIDTH) -> str:
     """The panel as a ``<figure>`` with an inline SVG line chart; the note :func:`missing` where it draws
-    nothing."""
+    nothing. The page draws every chart across its full width, so ``width`` (the viewBox's) is at least
+    :data:`~condcli.html.svg.WIDTH`: a narrower viewBox would only scale its text up."""
+    width = max(width, WIDTH)
     drawn = panel.drawn()
     if not drawn:
         return missing(f"{panel.title}: {panel.missing}" if panel.missing else panel.title)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from condcli.figures.labels import html_text
 from condcli.html.numbers import full, to_float
 from condcli.html.section import Report, as_map, lam_text
 from condcli.html.tables import FOOTNOTES, Cell, agg_cell
@@ -30,7 +31,7 @@ def box(cell: Cell, label: str, key: str) -> str:
     tip = full(cell.value) + "".join(f" — {FOOTNOTES[m]}" for m in cell.marks if m in FOOTNOTES)
     return (
         f'<div class="kpi" data-key="{escape(key)}" data-value="{full(cell.value)}" title="{escape(tip)}">'
-        f"<b>{escape(cell.text)}</b><span>{escape(label)}</span></div>"
+        f"<b>{escape(cell.text)}</b><span>{html_text(label)}</span></div>"
     )
 
 

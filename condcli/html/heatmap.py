@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from html import escape
 
+from condcli.figures.labels import shown, svg_text
 from condcli.html.numbers import full, num
 
 # magma (plots.draw.HEAT_CMAP) and viridis (plots.draw.DEPTH_CMAP), sampled at 0, 1/16, …, 1
@@ -53,13 +54,14 @@ def heatmap(
     cols = max((len(r) for r in values), default=0)
     cw, ch = max(52 if log else 28, min(56, 560 // max(cols, 1))), 22
     left, top = 110, 30
-    width = max(left + cw * cols + 110, 16 + round(8.2 * len(title)))
+    width = max(left + cw * cols + 110, 16 + round(8.8 * len(title)))
     height = top + ch * len(values) + 40
     out = [
         f'<svg viewBox="0 0 {width} {height}" width="{width}" '
-        f'height="{height}" role="img" aria-label="{escape(title)}" class="heatmap" id="{escape(chart_id)}">',
-        f"<title>{escape(title)}</title>",
-        f'<text x="8" y="18" class="ctitle">{escape(title)}</text>',
+        f'height="{height}" role="img" aria-label="{escape(shown(title))}" class="heatmap" '
+        f'id="{escape(chart_id)}">',
+        f"<title>{escape(shown(title))}</title>",
+        f'<text x="8" y="18" class="ctitle">{svg_text(title)}</text>',
     ]
     write = len(finite) <= 400
     for i, row in enumerate(values):
@@ -75,7 +77,7 @@ def heatmap(
             out.append(
                 f'<g class="cell"><rect x="{x}" y="{y}" width="{cw}" height="{ch}" '
                 f'fill="{color_at(MAGMA, t)}" data-value="{full(v)}" data-row="{i}" data-col="{j}">'
-                f"<title>{escape(row_labels[i])}, {escape(col_labels[j])}: {escape(what)} = {full(v)}"
+                f"<title>{escape(row_labels[i])}, {escape(col_labels[j])}: {escape(shown(what))} = {full(v)}"
                 "</title></rect>"
             )
             if write:

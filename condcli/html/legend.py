@@ -7,15 +7,21 @@ from dataclasses import dataclass
 from html import escape
 
 from condcli.figures import BAND_ALPHA
+from condcli.figures.labels import svg_text
 from condcli.html.heatmap import VIRIDIS, color_at
 from condcli.html.numbers import num
 
 Item = tuple[str, str, str, str, str]  # name, color, dash, group, kind ("band", "line", "inf", "ref")
 
 
-def per_row(items: list[Item]) -> int:
+LEGEND_ROW = 20  # px: one row of the legend
+ENTRY_CHAR = 7.6  # px: the width of an average character of an entry (14 px)
+
+
+def per_row(items: list[Item], width: float = 500) -> int:
+    """How many entries a row of the legend holds in ``width`` px: as many as fit the longest (up to 4)."""
     longest = max((len(i[0]) for i in items), default=0)
-    return 1 if longest > 40 else 2 if longest > 24 else 3
+    return max(1, min(4, int(width // (longest * ENTRY_CHAR + 40))))
 
 
 def _mark(x: float, y: float, color: str, dash: str, kind: str) -> str:
@@ -39,11 +45,11 @@ def legend(items: list[Item], per_row: int, left: float, y0: float, pw: float) -
     col = pw / per_row
     out = ['<g class="legend">']
     for i, (name, color, dash, group, kind) in enumerate(items):
-        x, y = left + (i % per_row) * col, y0 + 16 * (i // per_row)
+        x, y = left + (i % per_row) * col, y0 + LEGEND_ROW * (i // per_row)
         g = f' data-group="{escape(group)}"' if group else ""
         out.append(
-            f'<g class="item"{g}>{_mark(x, y, color, dash, kind)}<text x="{x + 22:.1f}" y="{y:.1f}" '
-            f'class="leg">{escape(name)}</text></g>'
+            f'<g class="item"{g}>{_mark(x, y, color, dash, kind)}<text x="{x + 26:.1f}" y="{y:.1f}" '
+            f'class="leg">{svg_text(name)}</text></g>'
         )
     out.append("</g>")
     return "".join(out)
@@ -73,6 +79,6 @@ def depth_bar(bar: DepthBar, x0: float, top: float, ph: float) -> str:
     out.append(f'<text x="{x + 13:.1f}" y="{top + ph:.1f}" class="tick">{num(bar.lo, 4)}</text>')
     out.append(
         f'<text transform="translate({x + 40:.1f} {top + ph / 2:.1f}) rotate(-90)" class="tick" '
-        f'text-anchor="middle">{escape(bar.label)}</text></g>'
+        f'text-anchor="middle">{svg_text(bar.label)}</text></g>'
     )
     return "".join(out)

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from condcli.figures.labels import html_text
 from condcli.html.assets import CSS, JS
 from condcli.html.section import Report, Section
 
@@ -31,6 +32,30 @@ def _text(value: object) -> str | None:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
+
+
+# the settings a reader knows by another name than their JSON key
+SETTING_NAMES = {"lambda": "λ", "target_kappa": "target κ"}
+
+
+def setting_name(key: str) -> str:
+    """A settings key as a reader says it: "λ", "target κ", else its words ("conditioned forward")."""
+    return SETTING_NAMES.get(key, key.replace("_", " "))
+
+
+def setting_value(value: object) -> str | None:
+    """A setting's value as a reader says it: yes/no for a flag, 10 for 10.0, a list joined by commas."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or None
+    return _text(value)
+
+
+def settings_line(settings: Mapping[str, Any]) -> str | None:
+    """ "λ: 10, dtype: float32, …, conditioned forward: yes" (null settings left out)."""
+    parts = [(setting_name(k), setting_value(v)) for k, v in settings.items()]
+    return ", ".join(f"{k}: {v}" for k, v in parts if v is not None) or None
 
 
 def _pairs(d: Mapping[str, Any], keys: Sequence[tuple[str, str]]) -> list[tuple[str, str | None]]:
@@ -114,7 +139,7 @@ def _cards(report: Report) -> list[tuple[str, str]]:
     ]
     if emb.get("after_position_encoding") is False:
         input_pairs.append(("position encoding", "not in X"))
-    settings = [(str(k), _text(v)) for k, v in _m(report.get("settings")).items()]
+    settings = [(setting_name(str(k)), setting_value(v)) for k, v in _m(report.get("settings")).items()]
     return [("Model", _dl(model_pairs)), ("Inputs and X", _dl(input_pairs)), ("Settings", _dl(settings))]
 
 
@@ -136,7 +161,7 @@ def _summary(report: Report) -> list[tuple[str, str | None]]:
             ("model", _model_line(_m(report.get("model")))),
             ("inputs", _inputs_line(_m(report.get("inputs")))),
             ("X taken at", _x_line(_m(report.get("embedding")))),
-            ("settings", ", ".join(f"{k} {_text(v)}" for k, v in settings.items() if _text(v)) or None),
+            ("settings", settings_line(settings)),
         ]
     versions = [(k, v) for k, v in _versions(report)[:3] if v is not None]
     rows.append(("versions", ", ".join(v if k == "tool" else f"{k} {v}" for k, v in versions) or None))
@@ -175,7 +200,7 @@ def header(report: Report) -> str:
 
 def nav(sections: Sequence[Section]) -> str:
     """The list of sections, linked by anchor."""
-    items = "".join(f'<li><a href="#{escape(s.id)}">{escape(s.title)}</a></li>' for s in sections)
+    items = "".join(f'<li><a href="#{escape(s.id)}">{html_text(s.title)}</a></li>' for s in sections)
     return f'<nav class="toc" aria-label="sections"><b>Contents</b><ol>{items}</ol></nav>'
 
 
@@ -183,7 +208,7 @@ def page(report: Report, sections: Sequence[Section]) -> str:
     """The whole self-contained page."""
     title = "condcli " + title_of(report)
     body = "".join(
-        f'<section id="{escape(s.id)}"><h2>{escape(s.title)}</h2>{s.html}</section>' for s in sections
+        f'<section id="{escape(s.id)}"><h2>{html_text(s.title)}</h2>{s.html}</section>' for s in sections
     )
     tool = _m(report.get("tool"))
     made = " ".join(x for x in (_text(tool.get("name")), _text(tool.get("version"))) if x) or "condcli"

@@ -13,6 +13,7 @@ from typing import Any
 
 from condcli.figures import Heatmap
 from condcli.figures import rank as described
+from condcli.figures.labels import html_text
 from condcli.html.controls import picker
 from condcli.html.described import chart, heat
 from condcli.html.numbers import floats, full, num, stat, to_float
@@ -116,7 +117,7 @@ def layer_table(report: Report) -> str:
         "c_m near 1 with a small rank 90% is a low-rank P (Linformer); erank is RankMe's effective rank "
         "exp(−Σ p_i log p_i), p_i = σ_i/Σσ."
     )
-    return table(header, rows, caption, "table-rank") + f'<p class="footnote">{escape(note)}</p>'
+    return table(header, rows, caption, "table-rank") + f'<p class="footnote">{html_text(note)}</p>'
 
 
 def _heads_table(layer: Mapping[str, Any], table_id: str) -> str:

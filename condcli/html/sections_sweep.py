@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from condcli.figures.labels import html_text
 from condcli.figures.sweep import sweep as described_sweep
 from condcli.html.described import chart
 from condcli.html.numbers import floats, full, num, to_float
@@ -28,10 +29,10 @@ def headline(sweep: Mapping[str, Any]) -> str:
         if v is not None:
             boxes.append(
                 f'<div data-value="{full(v)}" title="{full(v)}"><b>{escape(num(v))}</b>'
-                f"<span>{escape(label)}</span></div>"
+                f"<span>{html_text(label)}</span></div>"
             )
     text = sweep.get("recommendation")
-    rec = f'<p class="lead">recommended: {escape(text)}</p>' if isinstance(text, str) else ""
+    rec = f'<p class="lead">recommended: {html_text(text)}</p>' if isinstance(text, str) else ""
     return (f'<div class="headline">{"".join(boxes)}</div>' if boxes else "") + rec
 
 
@@ -100,7 +101,7 @@ def grid_table(sweep: Mapping[str, Any]) -> str:
     )
     return (
         table(header, rows, "κ(X + λ·I_k) over the grid", "table-sweep")
-        + f'<p class="footnote">{escape(note)}</p>'
+        + f'<p class="footnote">{html_text(note)}</p>'
     )
 
 

@@ -4,10 +4,10 @@ step, charts and sortable tables read from ``track.checkpoints[i].report`` (cond
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from html import escape
 from typing import Any
 
 from condcli.figures import track as described
+from condcli.figures.labels import html_text
 from condcli.figures.track import LAYER_METRICS
 from condcli.html.described import chart
 from condcli.html.glossary import glossary_section
@@ -85,7 +85,7 @@ def _layers_html(report: Report) -> str:
         chart(described.layer_panel(points, steps, key, log), f"track-{key}") for key, log in LAYER_METRICS
     )
     tables = "".join(
-        f"<h3>{escape(forward(key).label)}</h3>{_layer_table(points, key)}" for key, _ in LAYER_METRICS
+        f"<h3>{html_text(forward(key).label)}</h3>{_layer_table(points, key)}" for key, _ in LAYER_METRICS
     )
     return f'<div class="pair">{charts}</div>{tables}'
 

@@ -18,13 +18,16 @@ from dataclasses import dataclass, field
 from html import escape
 
 from condcli.figures import BAND_ALPHA
+from condcli.figures.labels import shown, svg_text
 from condcli.html.heatmap import MAGMA, VIRIDIS, color_at, heatmap
-from condcli.html.legend import DepthBar, Item, depth_bar, legend
+from condcli.html.legend import LEGEND_ROW, DepthBar, Item, depth_bar, legend
 from condcli.html.legend import per_row as legend_per_row
 from condcli.html.numbers import full, num
 
-WIDTH, HEIGHT = 560, 340  # px of the viewBox; two charts share a row of the page where they fit
-MARGIN = (70, 30, 60, 56)  # left, top (title), bottom (legend), right: px
+WIDTH, HEIGHT = 960, 400  # px of the viewBox; the page draws each chart across its full width
+MARGIN = (84, 34, 66, 64)  # left, top (title), bottom (legend), right: px
+TITLE_PX = 20  # a title line's height; a title wider than the chart is wrapped onto several
+TITLE_CHAR = 8.6  # px: the width of an average character of a title (16 px, semibold)
 MARKERS_MAX = 60  # a series with at most this many points gets a marker with a <title> per point
 
 
@@ -138,11 +141,39 @@ def _ticks(lo: float, hi: float, log: bool, integer: bool = False) -> list[float
     return [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
 
 
-def _tick_label(v: float, log: bool) -> str:
-    if log:
-        e = round(math.log10(v))
-        return f"1e{e}" if abs(e) > 3 else f"{v:g}"
-    return f"{v:.4g}"
+def _power(mantissa: str, exponent: int) -> str:
+    """ "10" with a superscript exponent (a mantissa other than 1 before it: "2.5×10⁵"), as SVG text."""
+    lead = "" if mantissa == "1" else f"{mantissa}×"
+    return f'{lead}10<tspan class="sup" baseline-shift="super" font-size="75%">{exponent}</tspan>'
+
+
+def tick_labels(ticks: list[float], log: bool) -> list[str]:
+    """The labels of one axis' ticks, all in one format: plain numbers ("0.01", "1000") where every tick
+    reads well so, else every one as a power of ten ("10⁻⁴", "2.5×10⁵"; SVG markup)."""
+    plain = all(v == 0 or 1e-3 <= abs(v) < 1e4 for v in ticks)
+    if plain:
+        return [f"{v:g}" if log else f"{v:.4g}" for v in ticks]
+    out = []
+    for v in ticks:
+        if v == 0:
+            out.append("0")
+            continue
+        e = math.floor(math.log10(abs(v)) + 1e-9)
+        mantissa = f"{v / 10.0**e:.3g}"
+        out.append(_power(mantissa, e))
+    return out
+
+
+def wrap(title: str, width: float) -> list[str]:
+    """``title`` in lines that fit ``width`` px (at :data:`TITLE_CHAR` a character), broken at spaces."""
+    most = max(12, int(width / TITLE_CHAR))
+    lines: list[str] = []
+    for word in title.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= most:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
 
 
 class Axis:
@@ -179,10 +210,13 @@ def line_chart(chart: Chart, chart_id: str) -> str:
     """The chart as one ``<figure>`` holding an inline ``<svg>``."""
     left, top, bottom, right = MARGIN
     items = (chart.items if chart.items is not None else _legend_items(chart)) if chart.legend else []
-    per_row = legend_per_row(items)
+    per_row = legend_per_row(items, chart.width - left - right)
     legend_rows = math.ceil(len(items) / per_row) if items else 0
-    width, height = chart.width, chart.height + 16 * legend_rows + 4
-    pw, ph = width - left - right, chart.height - top - bottom
+    titles = wrap(chart.title, chart.width - 16)
+    top += TITLE_PX * (len(titles) - 1)  # room for a wrapped title's further lines
+    width = chart.width
+    height = chart.height + TITLE_PX * (len(titles) - 1) + LEGEND_ROW * legend_rows + 4
+    pw, ph = width - left - right, chart.height - MARGIN[1] - bottom
     xs = [v for s in chart.series for v in s.x] + [r.value for r in chart.refs if r.axis == "x"]
     ys = [v for s in chart.series for v in s.y]
     ys += [v for s in chart.series if s.band for b in s.band for v in b]
@@ -203,47 +237,49 @@ def line_chart(chart: Chart, chart_id: str) -> str:
     ay = Axis(ylo, yhi, chart.log_y, top + ph, top)
     out = [
         f'<svg viewBox="0 0 {width} {height}" width="{width}" '
-        f'height="{height}" role="img" aria-label="{escape(chart.title)}" class="chart" '
+        f'height="{height}" role="img" aria-label="{escape(shown(chart.title))}" class="chart" '
         f'id="{escape(chart_id)}" '
         f'data-plot="{left} {top} {pw} {ph}" data-x="{ax.attr()}" data-y="{ay.attr()}">',
-        f"<title>{escape(chart.title)}</title>",
+        f"<title>{escape(shown(chart.title))}</title>",
         f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="plotbg"/>',
     ]
-    for v in _ticks(ylo, yhi, chart.log_y):
+    y_ticks = _ticks(ylo, yhi, chart.log_y)
+    for v, label in zip(y_ticks, tick_labels(y_ticks, chart.log_y), strict=True):
         py = ay(v)
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{py:.2f}" y2="{py:.2f}" class="grid"/>')
-        out.append(
-            f'<text x="{left - 6}" y="{py + 4:.2f}" class="tick" text-anchor="end">'
-            f"{_tick_label(v, chart.log_y)}</text>"
-        )
-    for v in _ticks(xlo, xhi, chart.log_x, chart.integer_x):
+        out.append(f'<text x="{left - 6}" y="{py + 5:.2f}" class="tick" text-anchor="end">{label}</text>')
+    x_ticks = _ticks(xlo, xhi, chart.log_x, chart.integer_x)
+    for v, label in zip(x_ticks, tick_labels(x_ticks, chart.log_x), strict=True):
         px = ax(v)
         out.append(f'<line x1="{px:.2f}" x2="{px:.2f}" y1="{top}" y2="{top + ph}" class="grid"/>')
-        out.append(
-            f'<text x="{px:.2f}" y="{top + ph + 16}" class="tick" text-anchor="middle">'
-            f"{_tick_label(v, chart.log_x)}</text>"
-        )
+        out.append(f'<text x="{px:.2f}" y="{top + ph + 19}" class="tick" text-anchor="middle">{label}</text>')
     out.append(
         f'<svg x="{left}" y="{top}" width="{pw}" height="{ph}" viewBox="{left} {top} {pw} {ph}" '
         'overflow="hidden" class="clip">'
     )
     for s in chart.series:
         out.append(_series(s, ax, ay, chart, inf_level))
-    for r in chart.refs:
+    for r in sorted(chart.refs, key=lambda r: DRAW_ORDER.get(r.dash, 0)):  # the sparser dashes on top
         out.append(_ref(r, ax, ay, chart, inf_level, left, top, pw, ph))
     out.append("</svg>")
     out += [_ref_label(r, ax, left, top, pw) for r in chart.refs if r.label and r.axis == "x"]
+    out += _y_ref_labels([r for r in chart.refs if r.label and r.axis == "y"], ay, inf_level, left, top, pw)
     out.append(
-        f'<text x="{left + pw / 2:.1f}" y="{top + ph + 36}" class="label" text-anchor="middle">'
-        f"{escape(chart.xlabel)}</text>"
+        f'<text x="{left + pw / 2:.1f}" y="{top + ph + 42}" class="label" text-anchor="middle">'
+        f"{svg_text(chart.xlabel)}</text>"
     )
     out.append(
-        f'<text transform="translate(16 {top + ph / 2:.1f}) rotate(-90)" class="label" '
-        f'text-anchor="middle">{escape(chart.ylabel)}</text>'
+        f'<text transform="translate(20 {top + ph / 2:.1f}) rotate(-90)" class="label" '
+        f'text-anchor="middle">{svg_text(chart.ylabel)}</text>'
     )
-    out.append(f'<text x="8" y="{top - 10}" class="ctitle">{escape(chart.title)}</text>')
+    lines = "".join(
+        f'<tspan x="8" dy="{0 if i == 0 else TITLE_PX}">{svg_text(line)}</tspan>'
+        for i, line in enumerate(titles)
+    )
+    first = top - 12 - TITLE_PX * (len(titles) - 1)
+    out.append(f'<text x="8" y="{first}" class="ctitle">{lines}</text>')
     if chart.legend:
-        out.append(legend(items, per_row, left, chart.height + 8, pw))
+        out.append(legend(items, per_row, left, chart.height + TITLE_PX * (len(titles) - 1) + 10, pw))
     if chart.depth is not None:
         out.append(depth_bar(chart.depth, left + pw, top, ph))
     out.append("</svg>")
@@ -252,7 +288,7 @@ def line_chart(chart: Chart, chart_id: str) -> str:
 
 def _series(s: Series, ax: Axis, ay: Axis, chart: Chart, inf_level: float) -> str:
     group = f' data-group="{escape(s.group)}"' if s.group else ""
-    parts = [f'<g class="series"{group} data-name="{escape(s.name)}">']
+    parts = [f'<g class="series"{group} data-name="{escape(shown(s.name))}">']
     if s.band is not None:
         lo, hi = s.band
         ok = [
@@ -260,7 +296,7 @@ def _series(s: Series, ax: Axis, ay: Axis, chart: Chart, inf_level: float) -> st
             for i in range(len(s.x))
             if _ok(lo[i], chart.log_y) and _ok(hi[i], chart.log_y) and _ok(s.x[i], chart.log_x)
         ]
-        band_name = escape(s.band_name or f"{s.name}: p10–p90")
+        band_name = escape(shown(s.band_name or f"{s.name}: p10–p90"))
         for indices in _index_runs(ok):
             upper = [_pt(ax(s.x[i]), ay(hi[i])) for i in indices]
             lower = [_pt(ax(s.x[i]), ay(lo[i])) for i in reversed(indices)]
@@ -283,14 +319,14 @@ def _series(s: Series, ax: Axis, ay: Axis, chart: Chart, inf_level: float) -> st
         parts.append(
             f'<polyline class="line" points="{" ".join(_pt(*p) for p in run)}" stroke="{s.color}" '
             f'stroke-width="{s.width}"{dash} fill="none"{data}>'
-            f"<title>{escape(s.name)}</title></polyline>"
+            f"<title>{escape(shown(s.name))}</title></polyline>"
         )
     if s.markers and len(s.y) <= MARKERS_MAX:
         for x, y, p in zip(s.x, s.y, pts, strict=False):
             if p is not None:
                 parts.append(
                     f'<circle cx="{p[0]:.2f}" cy="{p[1]:.2f}" r="3" fill="{s.color}" '
-                    f'data-value="{full(y)}"><title>{escape(s.name)} at {num(x, 6)}: {full(y)}'
+                    f'data-value="{full(y)}"><title>{escape(shown(s.name))} at {num(x, 6)}: {full(y)}'
                     "</title></circle>"
                 )
     for x, y in zip(s.x, s.y, strict=False):
@@ -299,7 +335,7 @@ def _series(s: Series, ax: Axis, ay: Axis, chart: Chart, inf_level: float) -> st
             parts.append(
                 f'<path class="inf" d="M{px - 5:.2f},{py + 4:.2f} L{px + 5:.2f},{py + 4:.2f} '
                 f'L{px:.2f},{py - 5:.2f} Z" fill="{s.color}" data-value="Infinity">'
-                f"<title>{escape(s.name)} at {num(x, 6)}: inf</title></path>"
+                f"<title>{escape(shown(s.name))} at {num(x, 6)}: inf</title></path>"
             )
     parts.append("</g>")
     return "".join(parts)
@@ -330,7 +366,7 @@ def _ref(
     v = inf_level if r.axis == "y" and math.isinf(r.value) and r.value > 0 else r.value
     if not _ok(v, log):
         return ""
-    tip = f"<title>{escape(r.name)}: {full(r.value)}</title>"
+    tip = f"<title>{escape(shown(r.name))}: {full(r.value)}</title>"
     if r.axis == "y":
         p = ay(v)
         return (
@@ -352,9 +388,37 @@ def _ref_label(r: RefLine, ax: Axis, left: float, top: float, pw: float) -> str:
     right = p < left + pw / 2
     x = p + 4 if right else p - 4
     return (
-        f'<text x="{x:.2f}" y="{top + 13}" class="reflabel" fill="{r.color}" '
-        f'text-anchor="{"start" if right else "end"}">{escape(r.name)}</text>'
+        f'<text x="{x:.2f}" y="{top + 15}" class="reflabel" fill="{r.color}" '
+        f'text-anchor="{"start" if right else "end"}">{svg_text(r.name)}</text>'
     )
+
+
+LABEL_PX = 17  # px: two names of horizontal lines closer than this would overlap
+DRAW_ORDER = {"": 0, "none": 0, "6 4": 1, "8 3 2 3": 2, "2 3": 3}  # by dash: solid first, dotted last
+
+
+def _y_ref_labels(
+    refs: list[RefLine], ay: Axis, inf_level: float, left: float, top: float, pw: float
+) -> list[str]:
+    """The names of horizontal lines at the plot's right end: above each line, or below it where the name
+    of a line close above (or the plot's top) leaves no room, so that lines at nearly the same value (the
+    target κ = 2 and κ(X + C) = 1.97) both stay named and visible."""
+    placed = []
+    for r in refs:
+        v = inf_level if math.isinf(r.value) and r.value > 0 else r.value
+        if _ok(v, ay.log):
+            placed.append((ay(v), r))
+    out = []
+    ceiling = top + LABEL_PX  # the lowest baseline a name above a line may not go over
+    for p, r in sorted(placed, key=lambda t: t[0]):  # from the top of the plot down
+        above = p - 4 >= ceiling
+        y = p - 4 if above else p + 15
+        out.append(
+            f'<text x="{left + pw - 4:.2f}" y="{y:.2f}" class="reflabel" fill="{r.color}" '
+            f'text-anchor="end" data-value="{full(r.value)}">{svg_text(r.name)}</text>'
+        )
+        ceiling = y + LABEL_PX
+    return out
 
 
 def _legend_items(chart: Chart) -> list[Item]:

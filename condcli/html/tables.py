@@ -1,13 +1,18 @@
 """Sortable tables: cells show the CLI's rounding, ``data-value`` holds the full-precision number that
-sorting and the hover title use; ⚠ and floor marks are explained in a footnote only where they occur."""
+sorting and the hover title use; ⚠ and floor marks are explained in a footnote only where they occur.
+Headers set their scripts ("κ(X_l)" with a subscript ℓ). Columns of the conditioned forward (headed
+"… +10I") are folded behind a checkbox (no JS), so a table fits the page until a reader asks for them."""
 
 from __future__ import annotations
 
+import re
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from condcli.figures.labels import html_text
 from condcli.html.numbers import WARN, floor_num, full, is_floor, num, rel_uncertainty, stat, to_float
 from condcli.numbers import APPROX, measured
 
@@ -61,12 +66,16 @@ def agg_cell(agg: object, statistic: str = "median", below: int | None = 0) -> C
     return Cell(shown, v, approx)
 
 
-def _td(cell: Cell | str) -> str:
+CONDITIONED_COLUMN = re.compile(r"\s\+\S*I$")  # "κ(X_l) +10I": a column of the conditioned forward
+
+
+def _td(cell: Cell | str, folded: bool = False) -> str:
+    fold = " folded" if folded else ""
     if isinstance(cell, str):
-        return f"<td>{escape(cell)}</td>"
+        return f'<td class="{fold.strip()}">{escape(cell)}</td>' if folded else f"<td>{escape(cell)}</td>"
     title = cell.title or full(cell.value)
     attrs = ""
-    classes = " ".join(c for c in ("num" if cell.value is not None else "", cell.cls) if c)
+    classes = " ".join(c for c in ("num" if cell.value is not None else "", cell.cls, fold.strip()) if c)
     if cell.value is not None:
         attrs += f' data-value="{full(cell.value)}"'
     if classes:
@@ -89,7 +98,9 @@ def marks(rows: Sequence[Sequence[Cell | str]]) -> list[str]:
 def footnotes_html(used: Sequence[str], footnotes: Mapping[str, str] | None = None) -> str:
     """The footnotes of the marks ``used`` (``footnotes`` adds to or overrides :data:`FOOTNOTES`)."""
     notes = {**FOOTNOTES, **(footnotes or {})}
-    return "".join(f'<p class="footnote">{escape(notes[m])}</p>' for m in dict.fromkeys(used) if m in notes)
+    return "".join(
+        f'<p class="footnote">{html_text(notes[m])}</p>' for m in dict.fromkeys(used) if m in notes
+    )
 
 
 def table(
@@ -99,18 +110,36 @@ def table(
     table_id: str = "",
     footnotes: Mapping[str, str] | None = None,
     notes: bool = True,
+    folded: Sequence[int] | None = None,
 ) -> str:
     """A sortable table (click a header; numbers sort on ``data-value``), with the footnotes of the marks
     its cells carry (``footnotes`` adds to or overrides :data:`FOOTNOTES`; ``notes=False``: none, for a
-    caller that shows them once under several tables, see :func:`marks` and :func:`footnotes_html`)."""
+    caller that shows them once under several tables, see :func:`marks` and :func:`footnotes_html`).
+    ``folded``: the indices of the columns hidden until a checkbox above the table shows them (default:
+    the conditioned forward's, :data:`CONDITIONED_COLUMN`)."""
+    if folded is None:
+        folded = [i for i, c in enumerate(columns) if CONDITIONED_COLUMN.search(c)]
+    hidden = set(folded)
     ident = f' id="{escape(table_id)}"' if table_id else ""
-    head = "".join(f'<th scope="col">{escape(c)}</th>' for c in columns)
-    body = "".join("<tr>" + "".join(_td(c) for c in row) + "</tr>" for row in rows)
-    cap = f"<caption>{escape(caption)}</caption>" if caption else ""
+    fold = ' class="folded"'
+    head = "".join(
+        f'<th scope="col"{fold if i in hidden else ""}>{html_text(c)}</th>' for i, c in enumerate(columns)
+    )
+    body = "".join("<tr>" + "".join(_td(c, i in hidden) for i, c in enumerate(row)) + "</tr>" for row in rows)
+    cap = f"<caption>{html_text(caption)}</caption>" if caption else ""
     foot = footnotes_html(marks(rows), footnotes) if notes else ""
-    return (
+    out = (
         f'<div class="table-wrap"><table class="sortable"{ident}>{cap}<thead><tr>{head}</tr></thead>'
         f"<tbody>{body}</tbody></table>{foot}</div>"
+    )
+    if not hidden:
+        return out
+    box = "fold-" + (table_id or f"{zlib.crc32(chr(31).join(columns).encode()):08x}")
+    names = ", ".join(columns[i] for i in sorted(hidden))
+    return (
+        f'<div class="foldable"><input type="checkbox" class="fold" id="{escape(box)}">'
+        f'<label class="fold" for="{escape(box)}">show {len(hidden)} more column'
+        f"{'s' if len(hidden) > 1 else ''}: {html_text(names)}</label>{out}</div>"
     )
 
 

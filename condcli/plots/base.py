@@ -13,6 +13,7 @@ import numpy.typing as npt
 from matplotlib.figure import Figure
 
 from condcli.errors import UsageError
+from condcli.plots.style import look
 
 FORMATS = ("png", "svg", "pdf")
 PNG_DPI = 150
@@ -50,13 +51,17 @@ def _check_format(fmt: str) -> None:
         raise UsageError(f"unknown plot format {fmt!r}", f"use one of {', '.join(FORMATS)}")
 
 
-def write_figures(figures: Mapping[str, Figure], directory: Path, fmt: str) -> list[Path]:
-    """Save each figure as ``directory/{name}.{fmt}`` with deterministic bytes; returns the paths written."""
+def write_figures(
+    figures: Mapping[str, Figure], directory: Path, fmt: str, style: str = "default"
+) -> list[Path]:
+    """Save each figure as ``directory/{name}.{fmt}`` with deterministic bytes, in ``style``'s settings (the
+    paper's embeds TrueType fonts); returns the paths written."""
     _check_format(fmt)
+    rc = look(style).rc
     directory.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     # A fixed salt makes SVG element ids stable (matplotlib salts them with a random uuid otherwise).
-    with mpl.rc_context({"svg.hashsalt": "condcli"}):
+    with mpl.rc_context({**rc, "svg.hashsalt": "condcli"}):
         for name, fig in figures.items():
             path = directory / f"{name}.{fmt}"
             dpi = PNG_DPI if fmt == "png" else "figure"

@@ -1,5 +1,11 @@
 """Drawing a :class:`condcli.figures.Figure` with matplotlib: every panel's series, bands, inf markers,
-reference lines, scales and legend as the description gives them (the page draws the same description)."""
+reference lines, scales and legend as the description gives them (the page draws the same description).
+
+Text is set as mathtext (:func:`condcli.figures.labels.mathtext`: "κ(X_l)" → $\\kappa(X_\\ell)$), colours are
+the Okabe–Ito roles and the yellow-free part of viridis (:mod:`condcli.figures.palette`), and a log axis
+labels its decades only (a short range: 1, 2, 5 of each decade), each axis in one tick format. ``title``:
+the figure's and panels' titles (off: panels tagged (a), (b), … for a caption); ``style``: see
+:mod:`.style`."""
 
 from __future__ import annotations
 
@@ -9,29 +15,37 @@ from typing import Any
 import matplotlib as mpl
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis as MplAxis
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import ListedColormap, LogNorm, Normalize
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import (
+    FuncFormatter,
+    LogFormatterSciNotation,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+    ScalarFormatter,
+)
+from matplotlib.transforms import offset_copy
 
 from condcli.figures import ANNOTATE_MAX, INF_ENTRY, DepthBar, Heatmap, Panel, depth_of
 from condcli.figures import Figure as Description
+from condcli.figures.labels import mathtext
+from condcli.figures.palette import ROLE_COLORS
 from condcli.numbers import num
+from condcli.plots.style import PAPER_PANEL_HEIGHT, PAPER_WIDTH, Look, look
 
-PALETTE = {
-    "plain": "red",
-    "conditioned": "green",
-    "bound": "black",
-    "corrected": "tab:blue",
-    "target": "gray",
-    "recommended": "purple",
-    "index": "gray",
-}
+PALETTE = ROLE_COLORS
 DASH = {"solid": "-", "dashed": "--", "dashdot": "-.", "dotted": ":"}
 INF_MARKER = "^"
 DEPTH_CMAP = "viridis"
 HEAT_CMAP = "magma"
 LONG_TITLE = 45  # a panel title longer than this is set a size smaller
+# draw order: bands under lines, lines under reference lines, the sparser dashes on top (a dotted target
+# on a dash-dotted κ(X + C) at nearly the same value stays visible)
+Z_BAND, Z_LINE, Z_REF = 1.0, 2.0, {"solid": 2.5, "dashed": 2.6, "dashdot": 2.7, "dotted": 2.8}
+TAGS = "abcdefghijklmnopqrstuvwxyz"
 
 
 def color(name: str) -> Any:
@@ -49,9 +63,7 @@ def _shown(y: np.ndarray, log: bool) -> np.ndarray:
     return np.where(np.isfinite(y) & ((y > 0) | (not log)), y, np.nan)
 
 
-def _panel(ax: Axes, p: Panel) -> None:
-    level = p.inf_level()
-    handles: dict[str, Any] = {}
+def _series(ax: Axes, p: Panel, level: float, handles: dict[str, Any], lk: Look) -> None:
     for s in p.drawn():
         c = color(s.color)
         x, y = _array(s.x), _array(s.y)
@@ -59,127 +71,261 @@ def _panel(ax: Axes, p: Panel) -> None:
             lo, hi = _shown(_array(s.band.lo), p.y.log), _shown(_array(s.band.hi), p.y.log)
             ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(_shown(x, p.x.log))
             band = ax.fill_between(
-                x, lo, hi, where=ok, color=c, alpha=s.band.alpha, linewidth=0, label=s.band.name or None
+                x,
+                lo,
+                hi,
+                where=ok,
+                color=c,
+                alpha=s.band.alpha,
+                linewidth=0,
+                zorder=Z_BAND,
+                label=s.band.name or None,
             )
             handles[s.band.name] = band
-        style: dict[str, Any] = {"color": c, "linestyle": DASH[s.dash], "linewidth": s.width}
+        width = s.width * lk.width
+        style: dict[str, Any] = {"color": c, "linestyle": DASH[s.dash], "linewidth": width}
+        style["zorder"] = Z_LINE
         if s.markers:
-            style.update(marker="o", markersize=2 * s.width + 1)
+            style.update(marker="o", markersize=2 * width + 1)
         if p.points(s):
             (handles[s.name],) = ax.plot(x, _shown(y, p.y.log), label=s.name, **style)
         inf = p.infs(s)
         if inf:
-            name = s.name + INF_ENTRY
-            (handles[name],) = ax.plot(
+            (handles[s.name + INF_ENTRY],) = ax.plot(
                 x[inf],
                 np.full(len(inf), level),
                 linestyle="none",
                 marker=INF_MARKER,
-                markersize=8,
+                markersize=8 * lk.width,
                 color=c,
-                label=name,
+                label=s.name + INF_ENTRY,
             )
+
+
+def _refs(ax: Axes, p: Panel, level: float, handles: dict[str, Any], lk: Look) -> None:
     for r in p.refs_drawn():
-        ref = {"color": color(r.color), "linestyle": DASH[r.dash], "label": r.name}
+        ref = {"color": color(r.color), "linestyle": DASH[r.dash], "zorder": Z_REF[r.dash], "label": r.name}
+        ref["linewidth"] = 1.3 * lk.width
         if r.axis == "y":
             handles[r.name] = ax.axhline(level if math.isinf(r.value) else r.value, **ref)
         else:
             handles[r.name] = ax.axvline(r.value, **ref)
-    _axes(ax, p)
+
+
+def _fraction(value: float, lim: tuple[float, float], log: bool) -> float:
+    a, b = lim
+    if log:
+        return math.log10(value / a) / math.log10(b / a)
+    return (value - a) / (b - a)
+
+
+def _annotations(ax: Axes, p: Panel, level: float, lk: Look) -> None:
+    """The names of the annotated reference lines, in the plot: a vertical one's at its foot on the side
+    with more room; a horizontal one's at the right end above it, or below it near the top or where the
+    name of a line close above would otherwise cover it (not in the paper style, whose panels are too
+    small: its legend names them, and the draw order keeps each line visible)."""
+    size = lk.note
     for r in p.refs_drawn():
         if r.annotate and r.axis == "x":
-            a, b = ax.get_xlim()
-            t = math.log10(r.value / a) / math.log10(b / a) if p.x.log else (r.value - a) / (b - a)
-            right = t < 0.5  # the name on the side with more room
+            right = _fraction(r.value, ax.get_xlim(), p.x.log) < 0.5
             ax.annotate(
-                r.name,
+                mathtext(r.name),
                 xy=(r.value, 0.0),
                 xycoords=("data", "axes fraction"),
                 xytext=(3 if right else -3, 4),
                 textcoords="offset points",
-                fontsize="small",
+                fontsize=size,
                 color=color(r.color),
                 ha="left" if right else "right",
             )
-    entries = p.legend_entries()
-    if entries:
-        ax.legend([handles[e] for e in entries], entries, loc="best", fontsize="small")
-    if not p.drawn() and p.missing:
-        ax.text(0.5, 0.5, p.missing, ha="center", va="center", transform=ax.transAxes)
+    if not lk.y_notes:
+        return
+    ys = sorted(
+        (
+            (_fraction(level if math.isinf(r.value) else r.value, ax.get_ylim(), p.y.log), r)
+            for r in p.refs_drawn()
+            if r.annotate and r.axis == "y"
+        ),
+        key=lambda t: t[0],
+    )
+    above_taken = 0.93  # a name above a line this high would leave the plot
+    for t, r in reversed(ys):  # from the top: a name goes above its line unless the one above is too close
+        below = above_taken - t < 0.07
+        ax.annotate(
+            mathtext(r.name),
+            xy=(1.0, t),
+            xycoords="axes fraction",
+            xytext=(-3, -3 if below else 3),
+            textcoords="offset points",
+            fontsize=size,
+            color=color(r.color),
+            ha="right",
+            va="top" if below else "bottom",
+        )
+        above_taken = t
+
+
+def _log_ticks(axis: MplAxis, lim: tuple[float, float]) -> None:
+    """Decades as 10^n where the axis spans one or more; else 1, 2 and 5 of each decade as plain numbers.
+    Minor ticks are never labelled."""
+    lo, hi = sorted(lim)
+    if lo > 0 and math.log10(hi / lo) >= 1:
+        axis.set_major_locator(LogLocator(base=10))
+        axis.set_major_formatter(LogFormatterSciNotation(base=10))
+    else:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: mathtext(num(v, 3))))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _axes(ax: Axes, p: Panel) -> None:
-    for axis, spec, scale, lim in (
-        (ax.xaxis, p.x, ax.set_xscale, ax.set_xlim),
-        (ax.yaxis, p.y, ax.set_yscale, ax.set_ylim),
+    for axis, spec, scale, lim, get in (
+        (ax.xaxis, p.x, ax.set_xscale, ax.set_xlim, ax.get_xlim),
+        (ax.yaxis, p.y, ax.set_yscale, ax.set_ylim, ax.get_ylim),
     ):
         if spec.log:
             scale("log")
         if spec.range is not None:
             lim(*spec.range)
+        if spec.log:
+            _log_ticks(axis, get())
+        else:
+            formatter = ScalarFormatter(useMathText=True)
+            formatter.set_powerlimits((-3, 4))
+            axis.set_major_formatter(formatter)
         if spec.integer:
             axis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel(p.x.label)
-    ax.set_ylabel(p.y.label)
-    if len(p.title) > LONG_TITLE:
-        ax.set_title(p.title, fontsize="medium")
-    else:
-        ax.set_title(p.title)
+    ax.set_xlabel(mathtext(p.x.label))
+    ax.set_ylabel(mathtext(p.y.label))
     ax.grid(True, which="major", alpha=0.3)
+
+
+def _columns(entries: list[str], lk: Look) -> int:
+    return 2 if len(entries) > 1 and max(len(e) for e in entries) <= lk.two_columns else 1
+
+
+def legend_rows(panel: Panel | Heatmap, lk: Look) -> int:
+    """How many rows the panel's legend takes under it (0: none, or one drawn on the panel)."""
+    entries = panel.legend_entries() if isinstance(panel, Panel) else []
+    if len(entries) <= lk.legend_below or not entries:
+        return 0
+    return math.ceil(len(entries) / _columns(entries, lk))
+
+
+def _legend(ax: Axes, p: Panel, handles: dict[str, Any], lk: Look) -> None:
+    entries = p.legend_entries()
+    if not entries:
+        return
+    labels = [mathtext(e) for e in entries]
+    shown = [handles[e] for e in entries]
+    if len(entries) > lk.legend_below:  # under the panel's x label, where it covers nothing
+        below = offset_copy(ax.transAxes, fig=ax.figure, y=-lk.under_axis, units="inches")
+        ax.legend(
+            shown,
+            labels,
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            bbox_transform=below,
+            fontsize=lk.legend,
+            ncols=_columns(entries, lk),
+        )
+    else:
+        ax.legend(shown, labels, loc="best", fontsize=lk.legend)
+
+
+def _panel(ax: Axes, p: Panel, lk: Look, title: bool) -> None:
+    level = p.inf_level()
+    handles: dict[str, Any] = {}
+    _series(ax, p, level, handles, lk)
+    _refs(ax, p, level, handles, lk)
+    _axes(ax, p)
+    _annotations(ax, p, level, lk)
+    if title:
+        ax.set_title(mathtext(p.title), fontsize="medium" if len(p.title) > LONG_TITLE else None)
+    _legend(ax, p, handles, lk)
+    if not p.drawn() and p.missing:
+        ax.text(0.5, 0.5, mathtext(p.missing), ha="center", va="center", transform=ax.transAxes)
 
 
 def _depth_bar(fig: Figure, axes: list[Axes], bar: DepthBar) -> None:
     cmap = ListedColormap(mpl.colormaps[DEPTH_CMAP](np.linspace(*bar.span, 256)))
     mappable = ScalarMappable(norm=Normalize(vmin=bar.lo, vmax=bar.hi), cmap=cmap)
-    colorbar = fig.colorbar(mappable, ax=axes, label=bar.label)
+    colorbar = fig.colorbar(mappable, ax=axes, label=mathtext(bar.label))
     colorbar.ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _heatmap(ax: Axes, h: Heatmap) -> Any:
+def _heatmap(ax: Axes, h: Heatmap, lk: Look, title: bool) -> Any:
     table = np.array([list(row) for row in h.values], dtype=np.float64).reshape(len(h.values), -1)
     ok = table[np.isfinite(table) & ((table > 0) | (not h.log))]
     lo, hi = h.vrange or ((float(ok.min()), float(ok.max())) if ok.size else (1.0, 10.0))
     norm: Normalize = LogNorm(vmin=lo, vmax=hi) if h.log else Normalize(vmin=lo, vmax=hi)
     image = ax.imshow(np.ma.masked_invalid(table), cmap=mpl.colormaps[HEAT_CMAP], norm=norm, aspect="auto")
-    ax.set_xlabel(h.xlabel)
-    ax.set_ylabel(h.ylabel)
+    ax.set_xlabel(mathtext(h.xlabel))
+    ax.set_ylabel(mathtext(h.ylabel))
     ax.set_yticks(range(len(h.rows)), list(h.rows))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(h.title, fontsize="medium")
+    if title:
+        ax.set_title(mathtext(h.title), fontsize="medium")
     if ok.size <= ANNOTATE_MAX:
         for (i, j), v in np.ndenumerate(table):
             if np.isfinite(v) and (v > 0 or not h.log):
                 text = num(v, h.digits) if h.log else f"{v:.{h.digits}f}"
                 dark = norm(v) < 0.5
-                ax.text(j, i, text, ha="center", va="center", fontsize=6, color="w" if dark else "k")
+                ax.text(j, i, text, ha="center", va="center", fontsize=lk.cell, color="w" if dark else "k")
     return image
 
 
-def render(desc: Description) -> Figure:
+def layout(desc: Description, style: str) -> tuple[tuple[float, float], tuple[int, int]]:
+    """The figure's size in inches and its grid of panels: the description's, or for ``"paper"`` one column
+    :data:`PAPER_WIDTH` wide with the panels stacked; taller by the rows of the legends under panels."""
+    lk = look(style)
+    if style == "paper":
+        n = max(1, len(desc.panels))
+        rows = sum(legend_rows(p, lk) for p in desc.panels)
+        return (PAPER_WIDTH, PAPER_PANEL_HEIGHT * n + 0.3 + lk.row * rows), (n, 1)
+    grid_rows, cols = desc.grid
+    extra = sum(
+        max((legend_rows(p, lk) for p in desc.panels[r * cols : (r + 1) * cols]), default=0)
+        for r in range(grid_rows)
+    )
+    width, height = desc.size
+    return (width, height + lk.row * extra + (0.3 if extra else 0.0)), desc.grid
+
+
+def render(desc: Description, title: bool = True, style: str = "default") -> Figure:
     """The description as a matplotlib Figure (never through pyplot: nothing global is created or left open).
-    A figure of one panel whose title begins with the panel's title shows it once, as the panel's title."""
-    fig = Figure(figsize=desc.size, layout="constrained")
-    rows, cols = desc.grid
-    axes = list(fig.subplots(rows, cols, squeeze=False, sharey=desc.share_y).ravel())
-    bars: dict[DepthBar, list[Axes]] = {}
-    heat: list[tuple[Axes, Any, Heatmap]] = []
-    for ax, panel in zip(axes, desc.panels, strict=False):
-        if isinstance(panel, Heatmap):
-            heat.append((ax, _heatmap(ax, panel), panel))
-            continue
-        _panel(ax, panel)
-        if panel.depth is not None and not panel.legend_shown and panel.drawn():
-            bars.setdefault(panel.depth, []).append(ax)
-    if desc.share_y:
-        for ax in axes[1:]:
-            ax.set_ylabel("")
-    for bar, where in bars.items():
-        _depth_bar(fig, where, bar)
-    if heat:
-        fig.colorbar(heat[-1][1], ax=[a for a, _, _ in heat], label=heat[0][2].bar_label)
-    first = desc.panels[0] if desc.panels else None
-    if len(desc.panels) == 1 and first is not None and desc.title.split("\n")[0] == first.title:
-        axes[0].set_title(desc.title)
-    else:
-        fig.suptitle(desc.title)
+    A figure of one panel whose title begins with the panel's title shows it once, as the panel's title.
+    ``title=False``: no titles (the panels of a figure of several are tagged (a), (b), …); ``style``:
+    ``"default"`` or ``"paper"`` (:mod:`condcli.plots.style`)."""
+    lk = look(style)
+    size, (rows, cols) = layout(desc, style)
+    with mpl.rc_context(lk.rc):
+        fig = Figure(figsize=size, layout="constrained")
+        axes = list(fig.subplots(rows, cols, squeeze=False, sharey=desc.share_y).ravel())
+        bars: dict[DepthBar, list[Axes]] = {}
+        heat: list[tuple[Axes, Any, Heatmap]] = []
+        for ax, panel in zip(axes, desc.panels, strict=False):
+            if isinstance(panel, Heatmap):
+                heat.append((ax, _heatmap(ax, panel, lk, title), panel))
+                continue
+            _panel(ax, panel, lk, title)
+            if panel.depth is not None and not panel.legend_shown and panel.drawn():
+                bars.setdefault(panel.depth, []).append(ax)
+        if desc.share_y and cols > 1:
+            for ax in axes[1:]:
+                ax.set_ylabel("")
+        for bar, where in bars.items():
+            _depth_bar(fig, where, bar)
+        if heat:
+            fig.colorbar(heat[-1][1], ax=[a for a, _, _ in heat], label=mathtext(heat[0][2].bar_label))
+        first = desc.panels[0] if desc.panels else None
+        if not title:
+            if len(desc.panels) > 1:
+                for tag, ax in zip(TAGS, axes, strict=False):
+                    ax.set_title(f"({tag})", loc="left", fontweight="bold", fontsize="medium")
+        elif len(desc.panels) == 1 and first is not None and desc.title.split("\n")[0] == first.title:
+            axes[0].set_title(mathtext(desc.title))
+        else:
+            fig.suptitle(mathtext(desc.title))
+        fig.draw_without_rendering()  # the ticks are made now, in the style's sizes and fonts
     return fig
