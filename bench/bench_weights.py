@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -49,7 +49,7 @@ LABELS = {
 }
 
 
-def build(folder: Path, shape: dict[str, object]) -> int:
+def build(folder: Path, shape: Mapping[str, object]) -> int:
     """A random Llama of ``shape`` saved as bf16 safetensors (norms 1, other weights N(0, 0.02²)); its
     parameter count."""
     from accelerate import init_empty_weights

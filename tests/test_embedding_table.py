@@ -29,7 +29,8 @@ def controlled(rows: int, d: int, kappa: float, rank: int | None = None, seed: i
     s = np.geomspace(1.0, 1.0 / kappa, k)
     if rank is not None:
         s[rank:] = 0.0
-    return (u * s) @ v.T
+    table: np.ndarray = (u * s) @ v.T
+    return table
 
 
 def agree(report: object, table: np.ndarray) -> None:

@@ -70,7 +70,7 @@ def _huge_shape(header: dict[str, object]) -> None:
 
 
 def _not_json(raw: bytes) -> bytes:
-    (n,) = struct.unpack("<Q", raw[:8])
+    n = int(struct.unpack("<Q", raw[:8])[0])
     return raw[:8] + b"{" * n + raw[8 + n :]
 
 

@@ -78,7 +78,7 @@ def gram_spectrum(read: RowReader, shape: tuple[int, int], what: str = "the tabl
         gram = part if gram is None else gram.add_(part)
         del chunk, part
     assert gram is not None
-    ev = torch.linalg.eigvalsh(gram).flip(-1)
+    ev: torch.Tensor = torch.linalg.eigvalsh(gram).flip(-1)
     return ev[: min(shape)]
 
 
@@ -91,7 +91,8 @@ def tsqr_spectrum(read: RowReader, shape: tuple[int, int], what: str = "the tabl
         r = torch.linalg.qr(stacked, mode="r").R
         del stacked
     assert r is not None
-    return torch.linalg.svdvals(r)[: min(shape)]
+    sigma: torch.Tensor = torch.linalg.svdvals(r)
+    return sigma[: min(shape)]
 
 
 @dataclass(frozen=True)

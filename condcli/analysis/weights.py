@@ -221,7 +221,10 @@ def _streamed_layer(spec: LayerSpec, streamed: StreamedModel) -> LayerWeights | 
                 missing = [*missing, *more]
         if on_meta(w.wq, w.wk, w.wv):
             return f"{spec.name}: Q/K/V weights not in the weights files ({', '.join(missing[:3])})"
-        read_wo = None if proj is None or on_meta(proj.module.weight) else proj.right_multiplying
+        wo_weight = None if proj is None else proj.module.weight
+        read_wo = None
+        if proj is not None and isinstance(wo_weight, torch.Tensor) and not on_meta(wo_weight):
+            read_wo = proj.right_multiplying
         if proj is not None and read_wo is None:
             note = f"W_O not in the weights files ({proj.path})"
         return _layer(spec, w, streamed.model, read_wo, note)
