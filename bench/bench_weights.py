@@ -59,6 +59,7 @@ def build(folder: Path, shape: Mapping[str, object]) -> int:
     config = LlamaConfig(**shape, dtype="bfloat16")
     with init_empty_weights():
         meta = LlamaForCausalLM(config)
+    meta.tie_weights()  # init_empty_weights leaves the tied head its own tensor: saved once, as it should be
     gen = torch.Generator().manual_seed(0)
     tensors = {}
     for name, p in meta.named_parameters():  # a tied head once, as save_pretrained writes it
