@@ -166,7 +166,7 @@ def test_baseline_of_the_same_run_passes_without_warnings(
     path = baseline_file(tmp_path, spectrum)
     code, out, err = check("vit-plain", *FAST, "--baseline", str(path))  # layers: the baseline's own
     assert code == 0 and err == ""
-    assert "26 metrics compared — 0 regressed, 0 improved" in out  # 4 for X, 11 per layer (2 layers)
+    assert "28 metrics compared — 0 regressed, 0 improved" in out  # 4 for X, 12 per layer (2 layers)
 
 
 def test_a_regression_is_detected_and_an_improvement_is_not_flagged(
@@ -209,12 +209,12 @@ def test_junit_from_a_real_run_has_the_right_counts(
     )  # fmt: skip
     assert code == 1 and f"wrote {junit}" in err
     root = ET.parse(junit).getroot()
-    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("28", "2", "0")
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("30", "2", "0")
     rules, metrics = root.findall("testsuite")
     assert (rules.get("name"), rules.get("tests"), rules.get("failures")) == ("condcli check", "2", "1")
     assert (metrics.get("name"), metrics.get("tests"), metrics.get("failures")) == (
         "condcli baseline",
-        "26",  # 4 for X, 11 per layer (2 layers)
+        "28",  # 4 for X, 12 per layer (2 layers)
         "1",
     )
     failed = [c.get("name") for c in root.iter("testcase") if c.find("failure") is not None]

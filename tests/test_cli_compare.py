@@ -47,9 +47,10 @@ def test_both_sides_are_the_spectrum_analysis_of_each_model(
 def test_ratios_are_b_over_a_of_the_two_reports(compared: dict[str, Any]) -> None:
     a, b = compared["a"], compared["b"]
     rows = {r["metric"]: r for r in compared["metrics"]}
-    assert list(rows)[:4] == [
+    assert list(rows)[:5] == [
         "embedding.seen",
         "embedding.kappa",
+        "embedding.kappa_distinct",
         "embedding.kappa_conditioned",
         "embedding.kappa_corrected",
     ]
@@ -106,6 +107,7 @@ def test_models_with_different_inputs_are_compared_and_it_is_said(
     assert json.loads((out / "report.json").read_text()) == r
     assert [m["metric"] for m in r["metrics"]] == [
         "embedding.kappa",
+        "embedding.kappa_distinct",
         "embedding.kappa_conditioned",
         "embedding.kappa_corrected",
     ]

@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent / "condcli"
 # (docs/design.md#layers). Each layer is a folder of condcli, but for the few top-level modules named here
 # (the test below names any module that is in no layer).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # one call per command on a MODEL or an nn.Module, and the report views (it writes files through the
+    # CLI's output folder, so it sits above it)
+    ("api", ("condcli.api",)),
     ("cli", ("condcli.__main__", "condcli.cli")),
     ("monitor", ("condcli.monitor",)),  # drives the analysis from inside a training loop
     ("gate", ("condcli.gate",)),  # check and compare: a library call that runs the analysis, then reads it

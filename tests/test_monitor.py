@@ -3,6 +3,8 @@ tensors (hidden_states, output_attentions, the weights, a manual timm forward), 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import timm
@@ -130,15 +132,34 @@ def test_keys_follow_metrics_and_layers() -> None:
     assert list(only_x) == ["condcli/kappa_x"]
 
 
-def test_a_rank_one_x_is_logged_as_its_floor() -> None:
-    """Every token the same and no position/type signal: X has identical rows (rank 1), below float32's
-    resolution, so κ(X) is the floor σ_1/tol and its floor key is 1."""
+def test_identical_rows_are_inf_exactly_and_not_a_floor() -> None:
+    """Every token the same and no position/type signal: X has identical rows, so κ(X) = inf exactly
+    (repeated rows, docs/math.md#repeated-rows): no floor key, since it is not a rounding floor."""
     model = tiny_bert()
     emb = model.bert.embeddings
     with torch.no_grad():
         emb.position_embeddings.weight.zero_()
         emb.token_type_embeddings.weight.zero_()
     batch = {"input_ids": torch.full((3, 8), 5), "attention_mask": torch.ones(3, 8, dtype=torch.long)}
+    got = Monitor(model, metrics=["kappa"], layers=[0]).measure(batch)
+    assert got["condcli/kappa_x"] == math.inf and got["condcli/layer_0/kappa"] == math.inf
+    assert "condcli/kappa_x/floor" not in got and "condcli/layer_0/kappa/floor" not in got
+
+
+def test_a_low_rank_x_is_logged_as_its_floor() -> None:
+    """Eight distinct tokens whose embeddings span a plane and no position/type signal: after the LayerNorm
+    (centre, scale, affine) X has distinct rows of rank ≤ 4 < k = 8, below float32's resolution, so κ(X) is
+    the floor σ_1/tol and its floor key is 1."""
+    model = tiny_bert()
+    emb = model.bert.embeddings
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        emb.position_embeddings.weight.zero_()
+        emb.token_type_embeddings.weight.zero_()
+        plane = torch.randn(2, emb.word_embeddings.weight.shape[1], generator=g)
+        emb.word_embeddings.weight[1:9] = torch.randn(8, 2, generator=g) @ plane
+    ids = torch.arange(1, 9).repeat(3, 1)
+    batch = {"input_ids": ids, "attention_mask": torch.ones(3, 8, dtype=torch.long)}
     got = Monitor(model, metrics=["kappa"], layers=[0]).measure(batch)
     x = bert_reference(model, batch, 3)["hidden"][0]
     assert got["condcli/kappa_x"] == pytest.approx(

@@ -31,6 +31,7 @@ from condcli.spectra import (
     condition_number,
     mu_linear_attention,
     mu_softmax_attention,
+    sink_score,
     stable_rank_of_spectrum,
 )
 from condcli.spectra.aggregate import ShardOrder, check_fields
@@ -179,6 +180,10 @@ class ForwardAccumulator:
             put["attention_entropy"].extend(entropy.amin(-1))
             for h, stream in enumerate(self.heads["attention_entropy"]):
                 stream.extend(entropy[:, h])
+            sink = torch.stack([_head_sink(m, self.spec) for m in p]).cpu()  # (S, H)
+            put["sink"].extend(sink.amax(-1))
+            for h, stream in enumerate(self.heads["sink"]):
+                stream.extend(sink[:, h])
         if self.per_head:
             self._add_heads(attn, (mu_la, a_floor, mu_la_rel), probs)
 
@@ -325,9 +330,16 @@ class ForwardAccumulator:
 
     def entropy_heads(self) -> tuple[float, ...] | None:
         """Per head, the median over samples of H(P); None where P was not observed."""
+        return self._head_medians("attention_entropy")
+
+    def sink_heads(self) -> tuple[float, ...] | None:
+        """Per head, the median over samples of the sink score; None where P was not observed."""
+        return self._head_medians("sink")
+
+    def _head_medians(self, key: str) -> tuple[float, ...] | None:
         if not self.has_probs:
             return None
-        return tuple(s.result().median for s in self.heads["attention_entropy"])
+        return tuple(s.result().median for s in self.heads[key])
 
     def head_reports(self) -> tuple[HeadReport, ...] | None:
         if not self.per_head:
@@ -361,6 +373,12 @@ def _probs_method(p: list[torch.Tensor], dtype: torch.dtype) -> Method:
         return "svd"
     shape = (int(p[0].shape[-2]), int(p[0].shape[-1]))
     return "auto" if gram_decides_floors(dtype, shape) else "svd"
+
+
+def _head_sink(p: torch.Tensor, spec: LayerSpec) -> torch.Tensor:
+    """(G, H, q, k) one sample's P → (H,): the sink score per head, the mean over its groups."""
+    parts = [sink_score(c, causal=spec.causal) for (c,) in head_chunks([p])]
+    return torch.cat(parts, -1).mean(0)
 
 
 def _head_entropy(p: torch.Tensor, spec: LayerSpec) -> torch.Tensor:

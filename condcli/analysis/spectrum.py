@@ -100,6 +100,7 @@ def analyse_spectrum(
             conditioned=conditioned[i].stats() if cond.applied else None,
             probs_note=specs[i].probs_note,
             entropy_heads=plain[i].entropy_heads(),
+            sink_heads=plain[i].sink_heads(),
             qkv_source=specs[i].qkv_source,
         )
         for i in chosen

@@ -10,7 +10,7 @@ from condcli.cli.tables import header
 from condcli.gate.matching import SEEN
 from condcli.gate.report import CompareReport, CompareRow, fmt
 from condcli.numbers import WARN
-from condcli.reports.metrics import FORWARD, WEIGHTS, MetricDef
+from condcli.reports.metrics import EMBEDDING, FORWARD, WEIGHTS, MetricDef
 
 
 def _value(v: float, floor: bool) -> str:
@@ -30,8 +30,9 @@ def embedding_table(report: CompareReport) -> Table:
         title=f"X: {report.statistic} over samples",
         title_justify="left",
     )
-    for r in report.rows:
-        if r.layer is not None:
+    rows = [r for r in report.rows if r.layer is None]
+    for r in rows:
+        if _shadowed(r, rows):
             continue
         label = "κ of the tokens the blocks see" if r.key == SEEN else r.label
         a, b = _value(r.a, r.floor_a), _value(r.b, r.floor_b)
@@ -45,6 +46,18 @@ def _pair(r: CompareRow | None) -> tuple[str, str]:
     if r is None:
         return "—", "—"
     return escape(f"{_value(r.a, r.floor_a)} → {_value(r.b, r.floor_b)}"), _ratio(r)
+
+
+def _shadowed(r: CompareRow, rows: list[CompareRow]) -> bool:
+    """A shadow metric's row (κ_distinct) says nothing new where it equals its metric's on both sides."""
+    key = r.key.rsplit(".", 1)[-1]
+    scope = EMBEDDING if r.layer is None else FORWARD
+    shadow = next((m.shadow_of for m in scope if m.key == key), None)
+    if shadow is None:
+        return False
+    twin = r.key.rsplit(".", 1)[0] + "." + shadow
+    other = next((o for o in rows if o.key == twin), None)
+    return other is not None and (other.a, other.b) == (r.a, r.b)
 
 
 def _metric_key(r: CompareRow) -> str:
@@ -61,7 +74,9 @@ def layer_table(report: CompareReport, metrics: list[MetricDef], section: str, t
     rows = [r for r in report.rows if r.layer is not None and _metric_key(r) in keys]
     if not rows:
         return None
-    shown = [m for m in metrics if any(_metric_key(r) == section + m.key for r in rows)]
+    shown = [
+        m for m in metrics if any(_metric_key(r) == section + m.key and not _shadowed(r, rows) for r in rows)
+    ]
     columns = [c for m in shown for c in (f"{m.label} A → B", "B/A")]
     table = Table("layer", *columns, title=title, title_justify="left")
     for index in sorted({r.layer for r in rows if r.layer is not None}):

@@ -12,7 +12,7 @@ from condcli.cli.flags import as_flags
 from condcli.cli.tables import header, median, stat
 from condcli.numbers import APPROX, WARN, num, supported_digits
 from condcli.reports.metrics import FORWARD, HEAD, MetricDef, with_weights
-from condcli.reports.spectrum import LayerReport, SpectrumReport
+from condcli.reports.spectrum import SINK_NOTE, LayerReport, SpectrumReport
 from condcli.spectra import Aggregate
 
 
@@ -166,6 +166,12 @@ def _footnotes(out: Console, report: SpectrumReport) -> None:
         )
     if any(layer.plain.below.get("x") or layer.plain.below.get("attn_input") for layer in report.layers):
         out.print(f"{WARN} on κ(X_l)/κ(A_l): some samples below the capture dtype's resolution.")
+    for layer in report.layers:
+        line = layer.heads_line()
+        if line is not None:
+            out.print(escape(line))
+    if any(layer.sink_heads for layer in report.layers):
+        out.print(escape(SINK_NOTE))
     missing = [layer for layer in report.layers if layer.probs_note is not None]
     if missing:
         where = ", ".join(str(layer.index) for layer in missing)

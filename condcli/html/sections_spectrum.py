@@ -26,6 +26,7 @@ from condcli.html.section import (
 )
 from condcli.html.tables import Cell, agg_cell, footnotes_html, marks, number, table
 from condcli.reports.metrics import EMBEDDING, FORWARD, HEAD, MetricDef, flag_of, with_weights
+from condcli.reports.spectrum import SINK_NOTE, heads_line
 
 EMB = {m.key: m for m in EMBEDDING}
 
@@ -217,6 +218,15 @@ def _footnotes(report: Report) -> str:
         "κ(W): the whole projection (d × H·d_h; d × H_kv·d_h for W_K, W_V under GQA); μ(LA) and μ(A) use "
         "each head's d×d_h slices and the worst head; H(P): the lowest head; srank: stable rank Σσ²/σ_1²."
     ]
+    for layer in layers:
+        sinks, entropies = floats(layer.get("sink_heads")), floats(layer.get("attention_entropy_heads"))
+        line = heads_line(
+            int(to_float(layer.get("index")) or 0), str(layer.get("name", "")), sinks, entropies
+        )
+        if line is not None:
+            out.append(line)
+    if any(layer.get("sink_heads") for layer in layers):
+        out.append(SINK_NOTE)
     missing_p = [layer for layer in layers if isinstance(layer.get("probs_note"), str)]
     if missing_p:
         where = ", ".join(str(layer.get("index")) for layer in missing_p)

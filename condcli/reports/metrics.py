@@ -245,6 +245,21 @@ FORWARD: tuple[MetricDef, ...] = (
         log_scale=False,
     ),
     MetricDef(
+        "sink",
+        "sink",
+        "forward",
+        "higher",
+        "mean over queries of P[i, 0], the attention mass on the first key (attention sink, Xiao et al. "
+        "2023); causal attention: queries 4… only, since the first see at most 4 keys; the highest head",
+        gate="max_sink",
+        gate_help=_gate_help("the attention mass on the first token (sink score, highest head)")
+        + " is above this; between 0 and 1.",
+        limit_range=(0.0, 1.0),
+        column="sink",
+        needs_probs=True,
+        log_scale=False,
+    ),
+    MetricDef(
         "stable_rank",
         "srank(X_l)",
         "forward",
@@ -288,6 +303,7 @@ HEAD: tuple[MetricDef, ...] = (
         "kappa_mixing", "σ_1/σ_min(q,k) of this head's mixing matrix M where it is not P, the worst group"
     ),
     _per_head("attention_entropy", "this head's normalised attention entropy (1 = uniform, 0 = one key)"),
+    _per_head("sink", "this head's mean attention mass on the first key (≥ 0.9: a sink head)"),
     MetricDef(
         "kappa_la_unrotated",
         "κ(LA) unrotated",

@@ -26,7 +26,7 @@ The ``below_precision`` counts keep their meaning; quantities that are never flo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +35,7 @@ import torch
 from condcli import __version__
 from condcli.reports.metrics import EMBEDDING, FLAGS, FORWARD, HEAD, ROW_FLAGS, MetricDef, flag_of
 from condcli.reports.views import ReportViews
-from condcli.spectra import Aggregate, SpectrumBand, json_float
+from condcli.spectra import COLLAPSED_HEAD, SINK_HEAD, SINK_SKIP, Aggregate, SpectrumBand, json_float
 
 SCHEMA_VERSION = 1
 
@@ -281,6 +281,31 @@ class WeightKappas:
     kv_heads: int | None = None  # key/value heads (fewer than the query heads under GQA); None: unknown
 
 
+SINK_NOTE = (
+    "sink: attention mass on the first token (mean over queries of P[i, 0]; causal attention: "
+    f"queries {SINK_SKIP}… only, as the first see at most {SINK_SKIP} keys), the highest head."
+)
+
+
+def heads_line(
+    index: int, name: str, sinks: Sequence[float] | None, entropies: Sequence[float] | None
+) -> str | None:
+    """One line on a layer's sink and collapsed heads (medians over samples), e.g. "layer 18 model.layers.18:
+    6/9 heads are attention sinks (mass ≥ 0.9 on the first token)"; None where it has neither."""
+    parts = []
+    if sinks:
+        n = sum(1 for v in sinks if v >= SINK_HEAD)
+        if n:
+            parts.append(
+                f"{n}/{len(sinks)} heads are attention sinks (mass ≥ {SINK_HEAD:g} on the first token)"
+            )
+    if entropies:
+        n = sum(1 for v in entropies if v < COLLAPSED_HEAD)
+        if n:
+            parts.append(f"{n}/{len(entropies)} heads collapsed (H(P) < {COLLAPSED_HEAD:g})")
+    return f"layer {index} {name}: " + "; ".join(parts) if parts else None
+
+
 @dataclass(frozen=True)
 class LayerReport:
     index: int
@@ -294,8 +319,13 @@ class LayerReport:
     conditioned: ForwardStats | None  # the conditioned forward, when it was run
     probs_note: str | None = None  # why P (and so μ(A), κ(P), H(P)) cannot be observed in this layer
     entropy_heads: tuple[float, ...] | None = None  # per head: median over samples of H(P)
+    sink_heads: tuple[float, ...] | None = None  # per head: median over samples of the sink score
     # how Q/K/V were found: "family", "declared", "generic (verified)" or "generic (unverified)"
     qkv_source: str = "family"
+
+    def heads_line(self) -> str | None:
+        """:func:`heads_line` of this layer."""
+        return heads_line(self.index, self.name, self.sink_heads, self.entropy_heads)
 
     def to_json(self) -> dict[str, Any]:
         w = self.weights
@@ -318,6 +348,7 @@ class LayerReport:
         out["attention_entropy_heads"] = (
             None if self.entropy_heads is None else [json_float(v) for v in self.entropy_heads]
         )
+        out["sink_heads"] = None if self.sink_heads is None else [json_float(v) for v in self.sink_heads]
         out["heads_detail"] = None if self.heads_detail is None else [h.to_json() for h in self.heads_detail]
         out["conditioned"] = None if self.conditioned is None else self.conditioned.to_json()
         out["qkv_source"] = self.qkv_source

@@ -32,7 +32,7 @@ from condcli.spectra.core import (
     singular_values,
     summarize,
 )
-from condcli.spectra.entropy import attention_entropy
+from condcli.spectra.entropy import COLLAPSED_HEAD, SINK_HEAD, SINK_SKIP, attention_entropy, sink_score
 from condcli.spectra.ranks import (
     collapse_residual,
     cumulative_spectrum,
@@ -52,7 +52,10 @@ from condcli.spectra.shift import (
 )
 
 __all__ = [
+    "COLLAPSED_HEAD",
     "GRAM_MAX_KAPPA",
+    "SINK_HEAD",
+    "SINK_SKIP",
     "Aggregate",
     "ScalarStream",
     "SpectrumBand",
@@ -80,6 +83,7 @@ __all__ = [
     "shift",
     "shifted_condition_number",
     "singular_values",
+    "sink_score",
     "spectrum_band",
     "stable_rank",
     "stable_rank_of_spectrum",

@@ -56,3 +56,19 @@ def _plogp(p: torch.Tensor) -> torch.Tensor:
     out.mul_(p)
     # 0·log 0 = 0·(−inf) = NaN, the only NaN a finite p ≥ 0 gives; an overflow (p near 1e308) stays inf
     return out.nan_to_num_(nan=0.0, posinf=math.inf, neginf=-math.inf)
+
+
+SINK_SKIP = 4  # causal attention: the first queries see at most this many keys, so their mass on key 0 is
+# forced (query 0 sees key 0 alone); the sink score counts the queries after them
+COLLAPSED_HEAD = 0.1  # a head whose normalised entropy H(P) is below this has collapsed (near one key)
+SINK_HEAD = 0.9  # a head whose sink score is at least this is a sink head (docs/math.md#layers)
+
+
+def sink_score(P: Tensorish, *, causal: bool = False) -> torch.Tensor:
+    """(..., q, k) attention probabilities → (...,): the mean over queries of P[i, 0], the mass on the first
+    key (the attention sink of StreamingLLM, Xiao et al. 2023). Causal: queries :data:`SINK_SKIP` … q−1
+    only (all but the last where q ≤ SINK_SKIP, and the one query of a one-token sample)."""
+    p = as_float64(P)
+    q = int(p.shape[-2])
+    start = 0 if not causal else min(SINK_SKIP, max(q - 1, 0))
+    return p[..., start:, 0].mean(-1)
