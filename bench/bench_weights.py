@@ -7,15 +7,14 @@ The folder is built in a temporary directory (random normal weights written stra
 config.json beside it) and removed after. Each contender runs in a fresh child process: (a) ``condcli
 weights`` as a library call (every number: κ(E) and its spectrum, every layer's κ(W_Q/W_K/W_V/W_O) whole and
 per head); (b) ``LlamaForCausalLM.from_pretrained`` alone (no number computed), as loaded by default and
-(c) with ``dtype=torch.bfloat16``. Peak RSS (ru_maxrss, after importing torch and transformers) and wall
-time; the ratios are (a) over (b) and (c).
+(c) with ``dtype=torch.bfloat16``. Peak RSS (the child's VmHWM; beside it its RSS after importing torch and
+transformers) and wall time; the ratios are (a) over (b) and (c).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
 import subprocess
 import sys
@@ -89,7 +88,8 @@ def child(what: str, folder: Path) -> dict[str, float]:
         model = transformers.LlamaForCausalLM.from_pretrained(folder, **kwargs)
         assert next(model.parameters()).device.type == "cpu"
     seconds = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM: this process's own high-water mark (ru_maxrss keeps the forking parent's across exec)
+    peak = _status_kib("VmHWM:") / 1024
     return {"seconds": seconds, "rss_peak": peak, "rss_before": base}
 
 
