@@ -50,11 +50,6 @@ def test_the_time_given_is_the_documents_time() -> None:
     assert _times(check_junit(_report(elapsed_s=None))) == [0.0, 0.0]  # a saved report ran nothing
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs condcli/cli/check_cmd.py to pass the command's wall time: "
-    "check_junit(report, elapsed_s=time.monotonic() - started) (issue 33, point 7)",
-)
 def test_check_junit_time_covers_loading_the_model(
     tmp_path: Path, cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,7 @@ a malformed config or baseline) · 3 internal error.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import typer
@@ -46,6 +47,7 @@ def check_command(
     the --statistic over samples (default median) and, for layer rules, the worst analysed layer of the
     plain forward.
     """
+    started = time.monotonic()  # JUnit's time: the whole run, loading the model included
     from condcli.cli.check_table import show
     from condcli.cli.gate_common import out_dir, warn
     from condcli.cli.output import csv_dir, csv_writer, html_writer, json_writer, report_json
@@ -70,7 +72,7 @@ def check_command(
     written: list[Path] = []
     if is_writer():  # torchrun: rank 0 alone writes
         if junit is not None:
-            write_junit(junit, check_junit(report))
+            write_junit(junit, check_junit(report, elapsed_s=time.monotonic() - started))
             written.append(junit)
         saved = report.to_json()
         if target is not None:
