@@ -66,8 +66,18 @@ def unpermute(w: np.ndarray, heads: int) -> np.ndarray:
     return w.reshape(heads, w.shape[0] // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_llama(model: Any, path: Path, quantize: str = "F32", *, architecture: str = "llama") -> Path:
-    """``model`` as a GGUF file: its matrices stored as ``quantize`` (F32, Q8_0, …), vectors as F32."""
+def write_llama(
+    model: Any,
+    path: Path,
+    quantize: str = "F32",
+    *,
+    architecture: str = "llama",
+    drop: str | None = None,
+    block_count: int | None = None,
+) -> Path:
+    """``model`` as a GGUF file: its matrices stored as ``quantize`` (F32, Q8_0, …), vectors as F32;
+    ``architecture``: what general.architecture says; ``drop``: a GGUF tensor name left out;
+    ``block_count``: the layer count the metadata claims (else the model's)."""
     import gguf
 
     cfg = model.config
@@ -77,7 +87,7 @@ def write_llama(model: Any, path: Path, quantize: str = "F32", *, architecture: 
     w.add_name("tiny-llama")
     w.add_context_length(cfg.max_position_embeddings)
     w.add_embedding_length(cfg.hidden_size)
-    w.add_block_count(cfg.num_hidden_layers)
+    w.add_block_count(cfg.num_hidden_layers if block_count is None else block_count)
     w.add_feed_forward_length(cfg.intermediate_size)
     w.add_head_count(cfg.num_attention_heads)
     w.add_head_count_kv(cfg.num_key_value_heads)
@@ -97,6 +107,8 @@ def write_llama(model: Any, path: Path, quantize: str = "F32", *, architecture: 
         base, suffix = key.rsplit(".", 1)
         name = f"{names.get_name(base)}.{suffix}"
         array = value.detach().to(torch.float32).numpy()
+        if name == drop:
+            continue
         if ".attn_q." in name:
             array = llama_cpp_permute(array, cfg.num_attention_heads)
         elif ".attn_k." in name:

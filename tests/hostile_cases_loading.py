@@ -8,10 +8,12 @@ stop from reading).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests import gguf_files as gf
 from tests import loading_folders as lf
 from tests.hostile_harness import Hostile
 
@@ -194,6 +196,98 @@ def _track_cases() -> list[Hostile]:
     return cases
 
 
+def _gguf(**options: Any) -> Callable[[Path], None]:
+    """A tiny Llama as {tmp}/m.gguf (tests/gguf_files.py), Q8_0 (``options``: write_llama's)."""
+
+    def setup(tmp: Path) -> None:
+        gf.write_llama(gf.tiny_llama(), tmp / "m.gguf", "Q8_0", **options)
+
+    return setup
+
+
+def _gguf_bytes(data: bytes) -> Callable[[Path], None]:
+    return lambda tmp: (tmp / "m.gguf").write_bytes(data)
+
+
+def _cut(keep: Callable[[Path], int]) -> Callable[[Path], Any]:
+    """{tmp}/m.gguf cut to its first ``keep(file)`` bytes."""
+
+    def change(tmp: Path) -> None:
+        file = tmp / "m.gguf"
+        file.write_bytes(file.read_bytes()[: keep(file)])
+
+    return change
+
+
+def _in_tensor_table(file: Path) -> int:
+    """A length that ends inside the last entry of the tensor table (its 53 bytes end at most 31 bytes of
+    alignment before the data)."""
+    from gguf import GGUFReader
+
+    return int(GGUFReader(str(file)).data_offset) - 40
+
+
+def _gguf_cases() -> list[Hostile]:
+    """Issue 31: GGUF files whose header lies (counts, lengths, offsets past the end), cut short, of an
+    architecture transformers cannot read, or missing a tensor; refused before anything is sized by them."""
+    one_u32 = struct.pack("<I", 4) + struct.pack("<I", 7)  # value type u32, value 7
+    tensor_past_end = gf.raw_header(
+        1, 1, gf.architecture_kv() + gf.tensor_entry("token_embd.weight", (32, 300), 0, 1 << 40)
+    )
+    cases = [
+        ("truncated-header", _then(_gguf(), _cut(_in_tensor_table)), "ends inside its header"),
+        (
+            "truncated-counts",
+            _then(_gguf(), _cut(lambda f: 200)),
+            "claims 21 tensors, more than the 184 bytes left can hold",
+        ),
+        (
+            "truncated-data",
+            _then(_gguf(), _cut(lambda f: f.stat().st_size - 1000)),
+            "lies past the end of the file",
+        ),
+        ("2e40-tensors", _gguf_bytes(gf.raw_header(1 << 40, 0)), "claims 1099511627776 tensors"),
+        ("2e40-keys", _gguf_bytes(gf.raw_header(0, 1 << 40)), "claims 1099511627776 metadata keys"),
+        (
+            "2e60-string",
+            _gguf_bytes(gf.raw_header(0, 1, struct.pack("<Q", 1 << 60) + b"general.architecture")),
+            "claims 1152921504606846976 bytes",
+        ),
+        (
+            "2e40-array",
+            _gguf_bytes(gf.raw_header(0, 1, gf.string("a") + struct.pack("<IIQ", 9, 4, 1 << 40) + one_u32)),
+            "claims 1099511627776 elements",
+        ),
+        ("offset-past-end", _gguf_bytes(tensor_past_end), "lies past the end of the file"),
+        ("not-gguf", _gguf_bytes(b"not a model at all"), "does not start with the bytes GGUF"),
+        ("empty", _gguf_bytes(b""), "does not start with the bytes GGUF"),
+        ("v1", _gguf_bytes(gf.raw_header(0, 0, version=1)), "it is version 1"),
+        ("no-architecture", _gguf_bytes(gf.raw_header(0, 0)), "names no general.architecture"),
+        ("1e8-blocks", _gguf(block_count=100_000_000), "num_hidden_layers = 100000000"),
+        ("unknown-architecture", _gguf(architecture="nosucharch"), "cannot read from GGUF"),
+        (
+            "missing-tensor",
+            _gguf(drop="blk.1.ffn_up.weight"),
+            "holds no tensor for model.layers.1.mlp.up_proj",
+        ),
+    ]
+    return [
+        Hostile(
+            f"load-gguf-{name}",
+            _spectrum("{tmp}/m.gguf"),
+            2,
+            says,
+            setup=setup,
+            memory_gib=MEMORY_GIB,
+            timeout_s=SLOW_S,
+        )
+        for name, setup, says in cases
+    ] + [
+        Hostile("load-gguf-missing", _spectrum("{tmp}/nope.gguf"), 2, "nope.gguf: no such file"),
+        Hostile("load-gguf-valid", _spectrum("{tmp}/m.gguf"), 0, "", setup=_gguf(), memory_gib=MEMORY_GIB),
+    ]
+
+
 CASES: list[Hostile] = [
     # item 4: absurd sizes are estimated on the meta device and refused before anything is allocated
     Hostile(
@@ -367,6 +461,7 @@ CASES: list[Hostile] = [
         setup=_timm(),
     ),
     *_track_cases(),
+    *_gguf_cases(),
     # a valid folder still loads (the checks cost no behaviour)
     Hostile("load-timm-valid", _spectrum("{tmp}/m"), 0, "", setup=_timm()),
 ]
