@@ -69,6 +69,7 @@ def track_command(
     checkpoints: Checkpoints,
     out: o.Out = None,
     fmt: o.Format = "png",
+    csv: o.Csv = None,
 ) -> None:
     """κ(X), per-layer κ(X_l), μ(LA) and attention entropy H(P) of each checkpoint against the training step.
 
@@ -84,7 +85,7 @@ def track_command(
     from dataclasses import replace
 
     from condcli.analysis.track import TrackOptions, discover, probe_of, track
-    from condcli.cli.output import REPORT_FILES, OutputDir, emit
+    from condcli.cli.output import REPORT_FILES, OutputDir, csv_dir, emit
     from condcli.cli.progress import progress_bar
     from condcli.cli.tables import stdout_console
     from condcli.cli.track_table import render
@@ -102,6 +103,7 @@ def track_command(
     reads = [entry for c in found for entry in replace(run, model=str(c.path)).input_paths()]
     reads += [("the probe batch", probe)] if probe is not None else []
     target = OutputDir(out, names, reads) if out is not None else None  # before any work
+    tables = csv_dir(csv, reads) if csv is not None else None
 
     def bar(label: str, total: int | None) -> AbstractContextManager[Callable[[int], None] | None]:
         return progress_bar(label, total, enabled=not run.as_json)
@@ -115,4 +117,11 @@ def track_command(
 
         return track_plots(data, folder, fmt)
 
-    emit(data, target, plots, as_json=run.as_json, render=lambda: render(stdout_console(), report))
+    emit(
+        data,
+        target,
+        plots,
+        as_json=run.as_json,
+        render=lambda: render(stdout_console(), report),
+        tables=tables,
+    )
