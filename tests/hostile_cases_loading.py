@@ -284,7 +284,7 @@ def _gguf_cases() -> list[Hostile]:
         for name, setup, says in cases
     ] + [
         Hostile("load-gguf-missing", _spectrum("{tmp}/nope.gguf"), 2, "nope.gguf: no such file"),
-        Hostile("load-gguf-valid", _spectrum("{tmp}/m.gguf"), 0, "", setup=_gguf(), memory_gib=MEMORY_GIB),
+        Hostile("load-gguf-valid", _spectrum("{tmp}/m.gguf"), 0, "", setup=_gguf()),
     ]
 
 

@@ -165,11 +165,11 @@ def _no_bar() -> Iterator[None]:
         yield
         return
     saved = getattr(legacy, "tqdm", None)
-    legacy.tqdm = lambda items, *args, **kwargs: items  # type: ignore[attr-defined]
+    legacy.tqdm = lambda items, *args, **kwargs: items
     try:
         yield
     finally:
-        legacy.tqdm = saved  # type: ignore[attr-defined]
+        legacy.tqdm = saved
 
 
 def config(path: Path, trust: bool) -> Any:
@@ -182,18 +182,22 @@ def config(path: Path, trust: bool) -> Any:
 
 def model_class(cfg: Any) -> Any:
     """The class a GGUF file loads as: its config's ``architectures`` (a T5 encoder), else the causal LM of
-    its ``model_type`` (the task head of an LLM file; condcli analyses the base model under it)."""
-    from transformers import AutoModelForCausalLM
+    its ``model_type`` (the task head of an LLM file; condcli analyses the base model under it), else the
+    bare model."""
+    from transformers import AutoModel, AutoModelForCausalLM
 
     named = config_class(cfg)
     if named is not None:
         return named
-    try:
-        return AutoModelForCausalLM._model_mapping[type(cfg)]
-    except KeyError:
-        from transformers import AutoModel
-
-        return AutoModel._model_mapping[type(cfg)]
+    for auto in (AutoModelForCausalLM, AutoModel):
+        try:
+            return auto._model_mapping[type(cfg)]
+        except KeyError:
+            continue
+    raise InputError(
+        f"transformers has no model class for the {type(cfg).__name__} its GGUF metadata describes",
+        "give the model as a transformers folder or hub id",
+    )
 
 
 def check_size(path: Path, cfg: Any, device: torch.device, dtype: torch.dtype | None) -> None:
