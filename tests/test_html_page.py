@@ -166,7 +166,7 @@ def test_pass_and_fail_are_classes_not_inline_styles() -> None:
 
 def test_related_charts_share_a_row_that_wraps(spectrum: Report, rank: Report) -> None:
     rules = css(render_html(spectrum))
-    assert "flex-wrap:wrap" in rules["div.pair"] and "flex:1 1" in rules["div.pair>figure.fig"]
+    assert "flex-wrap:wrap" in rules["div.pair"] and "flex:1 1 100%" in rules["div.pair>figure.fig"]
     for report, ids in (
         (spectrum, ("chart-layers-kappa", "chart-layers-mu")),
         (rank, ("curves-plain", "curves-cond", "heat-plain", "heat-cond")),

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import matplotlib as mpl
+import numpy as np
 import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_hex
@@ -58,7 +59,7 @@ def test_every_legend_entry_is_a_drawn_artist(
                 artist = named.get(text.get_text())
                 assert artist is not None and artist.get_visible(), (name, text.get_text())
                 if isinstance(artist, Line2D):
-                    ys = [float(v) for v in artist.get_ydata()]  # type: ignore[union-attr]
+                    ys = [float(v) for v in np.asarray(artist.get_ydata(), dtype=np.float64)]
                     assert any(v == v for v in ys) or "ref" in name, (name, text.get_text())
                 elif isinstance(artist, PolyCollection):
                     assert artist.get_paths(), (name, text.get_text())
@@ -98,12 +99,15 @@ def test_no_title_leaves_no_title(spectrum: Report, sweep: Report, rank: Report,
 
 
 def _texts(fig: Figure) -> list[Any]:
-    out = [fig._suptitle] if fig._suptitle is not None else []
+    suptitle = getattr(fig, "_suptitle", None)
+    out = [suptitle] if suptitle is not None else []
     for ax in fig.axes:
-        out += [ax.title, ax._left_title, ax.xaxis.label, ax.yaxis.label]
+        left = getattr(ax, "_left_title", None)  # the (a), (b) tags
+        out += [ax.title, *([left] if left is not None else []), ax.xaxis.label, ax.yaxis.label]
         out += ax.get_xticklabels() + ax.get_yticklabels()
-        if ax.get_legend() is not None:
-            out += ax.get_legend().get_texts()
+        legend = ax.get_legend()
+        if legend is not None:
+            out += legend.get_texts()
     return [t for t in out if t.get_text() and t.get_visible()]
 
 

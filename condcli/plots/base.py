@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import matplotlib as mpl
 import numpy as np
@@ -61,7 +61,7 @@ def write_figures(
     directory.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     # A fixed salt makes SVG element ids stable (matplotlib salts them with a random uuid otherwise).
-    with mpl.rc_context({**rc, "svg.hashsalt": "condcli"}):
+    with mpl.rc_context(cast(Any, {**rc, "svg.hashsalt": "condcli"})):
         for name, fig in figures.items():
             path = directory / f"{name}.{fmt}"
             dpi = PNG_DPI if fmt == "png" else "figure"

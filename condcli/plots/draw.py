@@ -10,7 +10,7 @@ the figure's and panels' titles (off: panels tagged (a), (b), … for a caption)
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import matplotlib as mpl
 import numpy as np
@@ -219,7 +219,9 @@ def _legend(ax: Axes, p: Panel, handles: dict[str, Any], lk: Look) -> None:
     labels = [mathtext(e) for e in entries]
     shown = [handles[e] for e in entries]
     if len(entries) > lk.legend_below:  # under the panel's x label, where it covers nothing
-        below = offset_copy(ax.transAxes, fig=ax.figure, y=-lk.under_axis, units="inches")
+        root = ax.get_figure(root=True)
+        assert isinstance(root, Figure)
+        below = offset_copy(ax.transAxes, fig=root, y=-lk.under_axis, units="inches")
         ax.legend(
             shown,
             labels,
@@ -299,7 +301,7 @@ def render(desc: Description, title: bool = True, style: str = "default") -> Fig
     ``"default"`` or ``"paper"`` (:mod:`condcli.plots.style`)."""
     lk = look(style)
     size, (rows, cols) = layout(desc, style)
-    with mpl.rc_context(lk.rc):
+    with mpl.rc_context(cast(Any, lk.rc)):
         fig = Figure(figsize=size, layout="constrained")
         axes = list(fig.subplots(rows, cols, squeeze=False, sharey=desc.share_y).ravel())
         bars: dict[DepthBar, list[Axes]] = {}
