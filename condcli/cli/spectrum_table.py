@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import difflib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.flags import as_flags
 from condcli.cli.tables import header, median, stat
+from condcli.errors import UsageError
 from condcli.numbers import APPROX, WARN, num, supported_digits
 from condcli.reports.metrics import FORWARD, HEAD, MetricDef, with_weights
 from condcli.reports.spectrum import SINK_NOTE, LayerReport, SpectrumReport
@@ -77,28 +81,104 @@ def _weight(layer: LayerReport, metric: MetricDef) -> str:
     return num({"kappa_wq": w.wq, "kappa_wk": w.wk, "kappa_wv": w.wv}[metric.key])
 
 
-def layer_table(report: SpectrumReport) -> Table:
-    """One row per layer; the columns are the registry's (:mod:`condcli.reports.metrics`), plain then
-    conditioned."""
-    cond = report.conditioned_forward.applied
-    lam = f"{report.settings.lam:g}"
-    plain_cols = [m for m in with_weights(FORWARD) if m.column is not None and _shown(report, m)]
+@dataclass(frozen=True)
+class Column:
+    """One column of the per-layer table: a registry metric of the plain or the conditioned forward."""
+
+    metric: MetricDef
+    conditioned: bool
+
+    @property
+    def key(self) -> str:
+        """How `columns` names it: the registry key, ``conditioned.KEY`` for the conditioned forward."""
+        return ("conditioned." if self.conditioned else "") + self.metric.key
+
+    @property
+    def rank(self) -> int | None:
+        return self.metric.compact_conditioned if self.conditioned else self.metric.compact
+
+    def header(self, lam: str) -> str:
+        text = self.metric.column or self.metric.label
+        return f"{text} +{lam}I" if self.conditioned else text
+
+    def cell(self, layer: LayerReport) -> str:
+        if self.metric.scope == "weight":
+            return _weight(layer, self.metric)
+        f = layer.conditioned if self.conditioned else layer.plain
+        return "—" if f is None else median(f[self.metric.key], f.below_of(self.metric))
+
+
+def available_columns(report: SpectrumReport) -> list[Column]:
+    """Every column this report can fill, in the table's order (plain with κ(W), then conditioned)."""
+    plain = [m for m in with_weights(FORWARD) if m.column is not None and _shown(report, m)]
     if not any(layer.plain[m.key] is not None for layer in report.layers for m in FORWARD if m.needs_mixing):
-        plain_cols = [m for m in plain_cols if not m.needs_mixing]  # every layer mixes with P itself
-    cond_cols = [m for m in FORWARD if m.conditioned_column and _shown(report, m)] if cond else []
-    cols = ["layer", *(m.column or m.label for m in plain_cols)]
-    cols += [f"{m.column} +{lam}I" for m in cond_cols]
-    table = Table(*cols, title="layers (medians over samples; μ: max over heads)", title_justify="left")
-    for layer in report.layers:
-        p = layer.plain
-        row = [escape(f"{layer.index} {layer.name}") + (UNVERIFIED if _unverified(layer) else "")]
-        for m in plain_cols:
-            row.append(_weight(layer, m) if m.scope == "weight" else median(p[m.key], p.below_of(m)))
-        if layer.conditioned is not None:
-            c = layer.conditioned
-            row += [median(c[m.key], c.below_of(m)) for m in cond_cols]
-        table.add_row(*row)
-    return table
+        plain = [m for m in plain if not m.needs_mixing]  # every layer mixes with P itself
+    cond = [m for m in FORWARD if m.conditioned_column and _shown(report, m)]
+    cond = cond if report.conditioned_forward.applied else []
+    return [Column(m, False) for m in plain] + [Column(m, True) for m in cond]
+
+
+def chosen_columns(report: SpectrumReport, columns: Sequence[str] | None, wide: bool) -> list[Column]:
+    """``columns`` (registry keys, ``conditioned.KEY``; checked, with a "did you mean"), every column
+    (``wide``), or the registry's default set (``compact``)."""
+    every = available_columns(report)
+    if wide:
+        return every
+    if columns is None:
+        return [c for c in every if c.rank is not None]
+    known = {c.key: c for c in every}
+    names = [m.key for m in with_weights(FORWARD)] + [Column(m, True).key for m in FORWARD]
+    picked = []
+    for key in columns:
+        if key not in known:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f"did you mean `columns={close[0]}`?" if close else "pick from " + ", ".join(known)
+            why = "is not a column of this report" if key in names else "is not a metric key"
+            raise UsageError(f"`columns`: {key!r} {why}", hint)
+        picked.append(known[key])
+    return picked
+
+
+def _width(cells: Sequence[str]) -> int:
+    """A column's width in the table: its widest cell, padding and a border."""
+    return max(cell_len(c) for c in cells) + 3
+
+
+def layer_table(
+    report: SpectrumReport,
+    columns: Sequence[str] | None = None,
+    *,
+    wide: bool = False,
+    width: int | None = None,
+) -> tuple[Table, list[Column]]:
+    """One row per layer: the columns ``columns`` names, all (``wide``), or the registry's default set
+    dropped from its least important where it would not fit ``width`` terminal columns (never a number
+    cut short); and the columns shown."""
+    lam = f"{report.settings.lam:g}"
+    cols = chosen_columns(report, columns, wide)
+    names = [
+        escape(f"{layer.index} {layer.name}") + (UNVERIFIED if _unverified(layer) else "")
+        for layer in report.layers
+    ]
+    cells = {c.key: [c.cell(layer) for layer in report.layers] for c in cols}
+    if width is not None and columns is None and not wide:
+        total = _width(["layer", *names]) + 1 + sum(_width([c.header(lam), *cells[c.key]]) for c in cols)
+        for c in sorted(cols, key=lambda c: -(c.rank or 0)):
+            if total <= width or len(cols) == 1:
+                break
+            cols.remove(c)
+            total -= _width([c.header(lam), *cells[c.key]])
+    table = Table(
+        "layer",
+        *(c.header(lam) for c in cols),
+        title="layers (medians over samples; μ: max over heads)",
+        title_justify="left",
+    )
+    for column in table.columns:
+        column.no_wrap = True
+    for i, name in enumerate(names):
+        table.add_row(name, *(cells[c.key][i] for c in cols))
+    return table, cols
 
 
 def heads_table(layer: LayerReport) -> Table:
@@ -129,7 +209,21 @@ def _unverified(layer: LayerReport) -> bool:
     return layer.qkv_source == "generic (unverified)"
 
 
-def _footnotes(out: Console, report: SpectrumReport) -> None:
+def mu_note(shown: Sequence[Column]) -> str:
+    """How μ is formed from what the table prints (and where the rest is)."""
+    keys = {c.key for c in shown}
+    weights = {"kappa_wq", "kappa_wk", "kappa_wv"} <= keys
+    parts = [
+        "μ(LA) = κ(W_Q^h)κ(W_K^h)κ(W_V^h)κ(A_l)³ and μ(A) = κ(P)κ(A_l)κ(W_V^h), the worst head: κ(W^h) are "
+        "each head's d×d_h slices (`heads` lists them per head)"
+        + (", not the whole-projection κ(W) columns (d × H·d_h)" if weights else "")
+    ]
+    if "kappa_attn_input" not in keys or not weights:
+        parts.append("κ(A_l) and the whole-projection κ(W): `wide`")
+    return "; ".join(parts) + "."
+
+
+def _footnotes(out: Console, report: SpectrumReport, shown: Sequence[Column]) -> None:
     for index, name, why in report.refused:
         out.print(
             escape(f"— layer {index} {name}: no numbers, its Q/K/V reading could not be proven ({why}); ")
@@ -140,11 +234,10 @@ def _footnotes(out: Console, report: SpectrumReport) -> None:
             f"{UNVERIFIED.strip()} after a layer: its Q/K/V were inferred by the generic path and could not"
             " be proven on the model's first batch (see the notes); declare them with `--adapter` (TOML)."
         )
+    out.print(escape(as_flags(mu_note(shown))))
     out.print(
-        "κ(W): the whole projection (d × H·d_h; d × H_kv·d_h for W_K, W_V under GQA); "
-        "μ(LA) = κ(W_Q)κ(W_K)κ(W_V)κ(A_l)³ and μ(A) = κ(P)κ(A_l)κ(W_V) "
-        "use each head's d×d_h slices and the worst head; H(P): normalised attention entropy (1 uniform, "
-        "0 collapsed), the lowest head; srank: stable rank Σσ²/σ_1²."
+        "H(P): normalised attention entropy (1 uniform, 0 collapsed), the lowest head; srank: stable rank "
+        "Σσ²/σ_1²; under GQA κ(W_K), κ(W_V) are d × H_kv·d_h."
     )
     if any(layer.plain["kappa_mixing"] is not None for layer in report.layers):
         out.print(
@@ -205,15 +298,20 @@ APPROX_NOTE = (
 )
 
 
-def render(out: Console, report: SpectrumReport) -> None:
+def render(
+    out: Console, report: SpectrumReport, columns: Sequence[str] | None = None, *, wide: bool = False
+) -> None:
+    """The tables: X, the layers (``columns``, all with ``wide``, else the default set that fits the
+    console), the heads where asked for, and the footnotes."""
     header(out, report.model, report.inputs)
     out.print(embedding_table(report))
     if report.layers:
-        out.print(layer_table(report))
+        table, shown = layer_table(report, columns, wide=wide, width=out.width)
+        out.print(table)
         for layer in report.layers:
             if layer.heads_detail is not None:
                 out.print(heads_table(layer))
-        _footnotes(out, report)
+        _footnotes(out, report, shown)
     if approximate(_aggregates(report)):
         out.print(APPROX_NOTE)
     cf = report.conditioned_forward

@@ -49,6 +49,10 @@ class MetricDef:
     # the matrix whose exactly repeated rows make it inf (ROW_FLAGS: "x" X_l, "attn_input" A_l), if any
     rows_of: str | None = None
     distinct: str | None = None  # the metric over the distinct rows to gate instead where rows repeat
+    # the per-layer table's default columns (it fits 100 terminal columns): their rank, 1 most important,
+    # dropped from the last where the terminal is narrower; None: only with `columns` or `wide`
+    compact: int | None = None
+    compact_conditioned: int | None = None  # likewise its conditioned-forward column
 
     @property
     def option(self) -> str | None:
@@ -154,6 +158,7 @@ FORWARD: tuple[MetricDef, ...] = (
         column="κ(X_l)",
         conditioned_column=True,
         headline=True,
+        compact=1,
     ),
     MetricDef(
         "kappa_distinct",
@@ -166,6 +171,7 @@ FORWARD: tuple[MetricDef, ...] = (
         gate_help=_gate_help("κ over the distinct rows of X_l") + " is above this.",
         column="κ_distinct(X_l)",
         shadow_of="kappa",
+        compact=2,
     ),
     MetricDef(
         "kappa_attn_input",
@@ -191,6 +197,8 @@ FORWARD: tuple[MetricDef, ...] = (
         column="μ(LA)",
         conditioned_column=True,
         headline=True,
+        compact=3,
+        compact_conditioned=7,
     ),
     MetricDef(
         "mu_a",
@@ -205,6 +213,7 @@ FORWARD: tuple[MetricDef, ...] = (
         conditioned_column=True,
         needs_probs=True,
         flag_mixing=True,
+        compact=5,
     ),
     MetricDef(
         "kappa_probs",
@@ -215,6 +224,7 @@ FORWARD: tuple[MetricDef, ...] = (
         flag="probs",
         column="κ(P)",
         needs_probs=True,
+        compact=6,
     ),
     MetricDef(
         "kappa_mixing",
@@ -243,6 +253,7 @@ FORWARD: tuple[MetricDef, ...] = (
         needs_probs=True,
         headline=True,
         log_scale=False,
+        compact=4,
     ),
     MetricDef(
         "sink",
@@ -258,6 +269,7 @@ FORWARD: tuple[MetricDef, ...] = (
         column="sink",
         needs_probs=True,
         log_scale=False,
+        compact=8,
     ),
     MetricDef(
         "stable_rank",
@@ -280,7 +292,15 @@ def _per_head(key: str, formula: str) -> MetricDef:
     gate (rules judge a layer's worst head) and no conditioned column."""
     m = next(m for m in FORWARD if m.key == key)
     return replace(
-        m, scope="head", formula=formula, gate=None, gate_help="", conditioned_column=False, headline=False
+        m,
+        scope="head",
+        formula=formula,
+        gate=None,
+        gate_help="",
+        conditioned_column=False,
+        headline=False,
+        compact=None,
+        compact_conditioned=None,
     )
 
 
