@@ -67,6 +67,7 @@ def model_info(loaded: LoadedModel, model_from: str) -> ModelInfo:
         weights=loaded.weights,
         num_layers=loaded.num_layers,
         device_map=loaded.device_map,
+        quantization=None if loaded.quantization is None else loaded.quantization.to_json(),
     )
 
 

@@ -82,6 +82,7 @@ def inspect_model(
             "source": loaded.source,
             "weights": loaded.weights,
             "num_layers": loaded.num_layers,
+            **({} if loaded.quantization is None else {"quantization": loaded.quantization.to_json()}),
         },
         "inputs": {
             "kind": inputs.kind,

@@ -39,7 +39,7 @@ def stdout_console() -> Console:
 def header(out: Console, model: ModelInfo, inputs: InputsInfo) -> None:
     out.print(
         f"[bold]{escape(model.spec)}[/] ({escape(model.model_from)}): {model.family}, {model.source}, "
-        f"{model.weights} weights, {model.num_layers} layers"
+        f"{escape(model.weights_label)}, {model.num_layers} layers"
     )
     if model.device_map is not None:  # spread over devices: where its modules are
         out.print(escape(f"device map {model.device_map['strategy']}: {placed(model.device_map['modules'])}"))

@@ -74,11 +74,12 @@ def _model_line(model: Mapping[str, Any]) -> str | None:
         return None
     where = _text(model.get("from"))
     weights = _text(model.get("weights"))
+    label = _text(model.get("weights_label")) or (f"{weights} weights" if weights else None)
     source = _text(model.get("source"))
     layers = _text(model.get("num_layers"))
     facts = [
         _text(model.get("family")),
-        f"{weights} weights" + (f" ({source})" if source else "") if weights else source,
+        label + (f" ({source})" if source else "") if label else source,
         f"{layers} layers" if layers else None,
     ]
     return spec + (f" — {where}" if where else "") + "; " * any(facts) + ", ".join(f for f in facts if f)

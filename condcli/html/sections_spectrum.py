@@ -10,6 +10,7 @@ from html import escape
 from typing import Any
 
 from condcli.figures import spectrum as described_spectrum
+from condcli.figures.labels import html_text
 from condcli.html.controls import picker, toggles
 from condcli.html.described import chart, heat
 from condcli.html.numbers import floats, to_float
@@ -99,8 +100,8 @@ def layer_charts(report: Report) -> str:
         "fig-layers", [("plain", "plain forward"), ("conditioned", f"conditioned (X + {lam}·I_k)")]
     )
     return (controls if has_cond else "") + (
-        f'<div id="fig-layers" class="pair">{chart(left, "chart-layers-kappa", 520)}'
-        f"{chart(right, 'chart-layers-mu', 520)}</div>"
+        f'<div id="fig-layers" class="pair">{chart(left, "chart-layers-kappa")}'
+        f"{chart(right, 'chart-layers-mu')}</div>"
     )
 
 
@@ -231,7 +232,7 @@ def _footnotes(report: Report) -> str:
     if missing_p:
         where = ", ".join(str(layer.get("index")) for layer in missing_p)
         out.append(f"— in layer(s) {where}: {missing_p[0]['probs_note']}")
-    return "".join(f'<p class="footnote">{escape(t)}</p>' for t in out)
+    return "".join(f'<p class="footnote">{html_text(t)}</p>' for t in out)
 
 
 def sections(report: Report) -> list[Section]:

@@ -53,6 +53,17 @@ class ModelInfo:
     weights: str  # pretrained | random | file
     num_layers: int
     device_map: Mapping[str, Any] | None = None  # spread over devices (--device-map): strategy, budgets, map
+    quantization: Mapping[str, Any] | None = None  # a GGUF file's storage types (weights dequantized from …)
+
+    @property
+    def weights_label(self) -> str:
+        """What the weights are, as far as condcli knows: a folder's are "weights from FOLDER" (a saved
+        random init is not "pretrained"), a checkpoint's "weights from the checkpoint"."""
+        if self.weights == "file":
+            return "weights from the checkpoint"
+        if self.source == "local" and self.weights == "pretrained":
+            return f"weights from {self.spec}"
+        return f"{self.weights} weights"
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -62,7 +73,10 @@ class ModelInfo:
             "source": self.source,
             "weights": self.weights,
             "num_layers": self.num_layers,
+            "weights_label": self.weights_label,
         }
+        if self.quantization is not None:
+            out["quantization"] = dict(self.quantization)
         if self.device_map is not None:
             out["device_map"] = dict(self.device_map)
         return out
