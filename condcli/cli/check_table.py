@@ -3,7 +3,6 @@ improvements, and one verdict line; or, with --json, the report."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 from rich.console import Console
@@ -81,7 +80,9 @@ def show(report: CheckReport, *, as_json: bool) -> None:
     if not as_json:
         render(stdout_console(), report)
         return
-    print(json.dumps(report.to_json(), indent=2))
+    from condcli.cli.output import report_json
+
+    print(report_json(report.to_json()))
     if not report.passed:
         print(f"check failed: {', '.join(c.title for c in report.checks if not c.passed)}", file=sys.stderr)
 

@@ -5,9 +5,9 @@ is worse, only for the metrics the report holds."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from html import escape
 from typing import Any
 
+from condcli.figures.labels import html_text
 from condcli.html.section import Report, Section
 from condcli.reports.metrics import ALL, MetricDef
 
@@ -36,7 +36,7 @@ def present(report: Report) -> list[MetricDef]:
 def glossary_html(metrics: list[MetricDef]) -> str:
     """A definition list: label, formula, and which way is worse."""
     items = "".join(
-        f"<dt>{escape(m.label)}</dt><dd>{escape(m.formula)}. "
+        f"<dt>{html_text(m.label)}</dt><dd>{html_text(m.formula)}. "
         f"{'Higher is worse' if m.worse == 'higher' else 'Lower is worse'}.</dd>"
         for m in metrics
     )
