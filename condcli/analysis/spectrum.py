@@ -10,6 +10,7 @@ import torch
 from condcli.analysis.common import Progress, embedding_notes, inputs_info, model_info, settings
 from condcli.analysis.driver import Conditioned, Take, drive
 from condcli.analysis.embedding import EmbeddingAccumulator
+from condcli.analysis.embedding_table import embedding_table_of
 from condcli.analysis.layers import ForwardAccumulator, weight_kappas_of
 from condcli.capture import LayerCapture, layer_set
 from condcli.conditioning import Conditioning
@@ -118,6 +119,7 @@ def analyse_spectrum(
         conditioned_forward=cond,
         notes=tuple(notes),
         refused=_refused(loaded, options.layers),
+        embedding_table=embedding_table_of(loaded.top or loaded.model),
     )
 
 

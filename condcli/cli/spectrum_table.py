@@ -305,6 +305,11 @@ def render(
     console), the heads where asked for, and the footnotes."""
     header(out, report.model, report.inputs)
     out.print(embedding_table(report))
+    if report.embedding_table is not None:
+        from condcli.cli.weights_table import table_lines
+
+        for line in table_lines(report.embedding_table):
+            out.print(escape(line))
     if report.layers:
         table, shown = layer_table(report, columns, wide=wide, width=out.width)
         out.print(table)

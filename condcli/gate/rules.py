@@ -26,7 +26,7 @@ from typing import Any
 from condcli.conditioning import Conditioning
 from condcli.errors import UsageError
 from condcli.gate.config import LIMITS, CheckConfig
-from condcli.gate.metrics import Statistic, count, report_layers, section, statistic_of
+from condcli.gate.metrics import Statistic, count, number, report_layers, section, statistic_of
 from condcli.gate.report import CheckResult, fmt_pair, uncertainty_note
 from condcli.numbers import rel_uncertainty
 from condcli.reports.metrics import FLAG_SUBJECT, GATES, MetricDef
@@ -34,6 +34,7 @@ from condcli.reports.metrics import FLAG_SUBJECT, GATES, MetricDef
 # rule → its per-layer metric (the registry's gates on the forward); the others are on X
 LAYER_RULES: dict[str, MetricDef] = {rule: m for rule, m in GATES.items() if m.scope == "forward"}
 EMBEDDING_RULES: dict[str, MetricDef] = {rule: m for rule, m in GATES.items() if m.scope == "embedding"}
+TABLE_RULES: dict[str, MetricDef] = {rule: m for rule, m in GATES.items() if m.scope == "table"}
 
 
 def seen_key(builtin: Conditioning | None, lam: float) -> str | None:
@@ -159,6 +160,36 @@ def kappa_rule(
     )
 
 
+def table_rule(report: Mapping[str, Any], rule: str, limit: float, source: str) -> CheckResult:
+    """A rule on the token-embedding table E (:data:`TABLE_RULES`): a model constant, no statistic."""
+    metric = TABLE_RULES[rule]
+    table = report.get("embedding_table")
+    if not isinstance(table, Mapping):
+        raise UsageError(
+            f"`{rule}` gates the token-embedding table E, and this report has none (the model has no "
+            "vocabulary table, or the report predates it)",
+            f"drop `{rule}`",
+        )
+    value = number(table.get(metric.key), f"embedding_table.{metric.key}")
+    reasons = []
+    if metric.beyond(value, limit):
+        shown, lim = fmt_pair(value, limit)
+        reasons.append(f"{metric.label} {shown} > {lim}")
+    if math.isinf(value):
+        reasons.append("E is singular at float64 resolution (κ = inf)")
+    return CheckResult(
+        rule=rule,
+        metric=f"embedding_table.{metric.key}",
+        label=metric.label,
+        statistic="value",
+        value=value,
+        limit=limit,
+        passed=not reasons,
+        reason="; ".join(reasons) or None,
+        source=source,
+    )
+
+
 @dataclass(frozen=True)
 class _LayerValue:
     index: int
@@ -278,6 +309,8 @@ def evaluate(report: Mapping[str, Any], config: CheckConfig, kappa_key: str | No
                     "drop `lam`, so that κ of what its blocks see is measured",
                 )
             out.append(kappa_rule(report, limit, config.statistic, kappa_key, source))
+        elif rule in TABLE_RULES:
+            out.append(table_rule(report, rule, limit, source))
         elif rule in EMBEDDING_RULES:
             key = EMBEDDING_RULES[rule].key
             out.append(kappa_rule(report, limit, config.statistic, key, source, rule))

@@ -26,6 +26,7 @@ SECTIONS: dict[str, str] = {
     "check": "condcli.html.sections_check",
     "compare": "condcli.html.sections_compare",
     "track": "condcli.html.sections_track",
+    "weights": "condcli.html.sections_weights",
 }
 
 

@@ -26,6 +26,9 @@ def present(report: Report) -> list[MetricDef]:
     for m in ALL:
         if m.scope == "embedding":
             has = emb.get(m.key) is not None
+        elif m.scope == "table":
+            table = report.get("embedding_table")
+            has = isinstance(table, Mapping) and table.get(m.key) is not None
         else:
             has = any(layer.get(m.key) is not None for layer in layers)
         if has:

@@ -18,6 +18,7 @@ TITLES = {
     "check": "Check report",
     "compare": "Compare report",
     "track": "Training monitor report",
+    "weights": "Weights report",
 }
 
 

@@ -242,6 +242,11 @@ def sections(report: Report) -> list[Section]:
         guarded("embedding", "Embedded tokens X", lambda: embedding_table(report)),
         guarded("spectrum", "Spectrum of X (Figure 1)", lambda: spectrum_chart(report)),
     ]
+    if isinstance(report.get("embedding_table"), Mapping):
+        from condcli.html.sections_weights import embedding_table_html
+
+        table = "Embedding table E (input-free)"
+        out.append(guarded("embedding-table", table, lambda: embedding_table_html(report)))
     if as_maps(report.get("layers")):
         out.append(guarded("layer-curves", "Per-layer κ and μ", lambda: layer_charts(report)))
         out.append(

@@ -113,6 +113,7 @@ class LoadedModel:
     notes: list[str] = field(default_factory=list)
     device_map: dict[str, Any] | None = None  # the placement used (big_model.summary); None: all on `device`
     quantization: gguf_files.Quantization | None = None  # the weights were dequantized from a GGUF file
+    top: nn.Module | None = None  # the whole model as loaded (its output head too), where `model` is a part
 
     @property
     def family(self) -> str:
@@ -406,6 +407,7 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
         notes=[*notes, *analysed_notes, *adapter.notes],
         device_map=spread,
         quantization=quantization,
+        top=model,
     )
 
 

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
-Scope = Literal["embedding", "forward", "weight", "head"]
+Scope = Literal["embedding", "forward", "weight", "head", "table"]
 MIXING_FLAG = "mixing"  # the below-precision flag of the mixing matrix M
 Worse = Literal["higher", "lower"]
 
@@ -141,6 +141,20 @@ WEIGHTS: tuple[MetricDef, ...] = tuple(
         column=f"κ(W_{w.upper()})",
     )
     for w, name in (("q", "query"), ("k", "key"), ("v", "value"))
+)
+
+# the token-embedding table E itself (embedding_table.<key>): input-free, a model constant
+TABLE: tuple[MetricDef, ...] = (
+    MetricDef(
+        "kappa",
+        "κ(E)",
+        "table",
+        "higher",
+        "σ_1/σ_min(V, d) of the token-embedding table E (V × d), float64; inf below float64 resolution",
+        gate="max_kappa_table",
+        gate_help="Fail when κ of the token-embedding table E (vocab × d; input-free) is above this, or E is "
+        "singular at float64 resolution.",
+    ),
 )
 
 FORWARD: tuple[MetricDef, ...] = (
@@ -333,7 +347,7 @@ HEAD: tuple[MetricDef, ...] = (
         needs_rotation=True,
     ),
 )
-ALL: tuple[MetricDef, ...] = (*EMBEDDING, *WEIGHTS, *FORWARD)
+ALL: tuple[MetricDef, ...] = (*EMBEDDING, *TABLE, *WEIGHTS, *FORWARD)
 HEADLINE: tuple[MetricDef, ...] = tuple(m for m in FORWARD if m.headline)  # κ(X_l), μ(LA), H(P)
 GATES: dict[str, MetricDef] = {m.gate: m for m in ALL if m.gate is not None}  # rule name → metric
 FLAGS: tuple[str, ...] = tuple(dict.fromkeys(m.flag for m in FORWARD if m.flag is not None))

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -36,6 +36,9 @@ from condcli import __version__
 from condcli.reports.metrics import EMBEDDING, FLAGS, FORWARD, HEAD, ROW_FLAGS, MetricDef, flag_of
 from condcli.reports.views import ReportViews
 from condcli.spectra import COLLAPSED_HEAD, SINK_HEAD, SINK_SKIP, Aggregate, SpectrumBand, json_float
+
+if TYPE_CHECKING:
+    from condcli.reports.weights import EmbeddingTableReport
 
 SCHEMA_VERSION = 1
 
@@ -415,6 +418,9 @@ class SpectrumReport(ReportViews):
     # layers asked for that yield no number (—): the generic reading of their Q/K/V failed its proof on the
     # first batch; (index, name, why) each
     refused: tuple[tuple[int, str, str], ...] = ()
+    # the token-embedding table E and the output head (input-free, docs/math.md#embedding-table); None: the
+    # model has no vocabulary table (a ViT)
+    embedding_table: EmbeddingTableReport | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -426,6 +432,7 @@ class SpectrumReport(ReportViews):
                 {"index": i, "name": name, "qkv_source": "generic (unverified)", "refused": why}
                 for i, name, why in self.refused
             ],
+            **({} if self.embedding_table is None else {"embedding_table": self.embedding_table.to_json()}),
         }
 
 
