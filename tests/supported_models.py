@@ -1,10 +1,11 @@
-"""The README's supported-models table, generated from the conformance cases (tests/conformance_cases.py).
+"""The supported-models table of docs/commands/models.md, generated from the conformance cases
+(tests/conformance_cases.py).
 
 Every case is a tiny random-init model on which tests/test_conformance.py proves X, X_l, A_l, P, P·V and the
 W slices. Per case the table says which architecture it is (read from the built model: its timm name or its
 transformers class), which adapter family condcli gives it and where condcli takes P from (read from the
 adapter's declared probes). Models defined in tests/ only (toys of the generic path) are left out.
-tests/test_supported_models.py checks that README.md holds exactly this table; after adding a case, run
+tests/test_supported_models.py checks that the page holds exactly this table; after adding a case, run
 
     .venv/bin/python -m tests.supported_models
 """
@@ -26,7 +27,8 @@ from tests.families import Case
 BEGIN = "<!-- supported-models:begin -->"
 END = "<!-- supported-models:end -->"
 COMMAND = ".venv/bin/python -m tests.supported_models"
-README = Path(__file__).resolve().parent.parent / "README.md"
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "commands" / "models.md"
+README = PAGE  # the page that holds the table (it was README.md before the README was cut to a start)
 PASS_THROUGH = (nn.Softmax, nn.Dropout, nn.Identity)  # modules P passes through unchanged
 
 
@@ -131,14 +133,14 @@ def table(found: Sequence[Row]) -> str:
 
 
 def section(text: str) -> str | None:
-    """The README's table between the markers (markers included); None where they are missing."""
+    """The page's table between the markers (markers included); None where they are missing."""
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
         return None
     return text[start : end + len(END)]
 
 
-def regenerate(path: Path = README) -> bool:
+def regenerate(path: Path = PAGE) -> bool:
     """Write the table into ``path`` between the markers; True if the file changed."""
     text = path.read_text(encoding="utf-8")
     old = section(text)
@@ -152,10 +154,11 @@ def regenerate(path: Path = README) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Rewrite README.md's supported-models table from the conformance cases."""
+    """Rewrite docs/commands/models.md's supported-models table from the conformance cases."""
     if list(argv if argv is not None else sys.argv[1:]):
         raise SystemExit(f"usage: {COMMAND}")
-    print("README.md updated" if regenerate() else "README.md already up to date")
+    name = PAGE.relative_to(PAGE.parents[2])
+    print(f"{name} updated" if regenerate() else f"{name} already up to date")
 
 
 if __name__ == "__main__":

@@ -145,8 +145,8 @@ def test_one_model_against_itself_is_one_line(capsys: pytest.CaptureFixture[str]
 
 
 def test_readme_numbers_are_what_compare_prints_today(cli: Callable[..., Result]) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### `condcli check` and `condcli compare`")[1].split("### Models and inputs")[0]
+    page = Path(__file__).resolve().parent.parent / "docs" / "commands" / "compare.md"
+    section = page.read_text(encoding="utf-8")
     result = cli("compare", "vit-plain", "vit-conditioned", "--layers", "0,-1")
     assert result.exit_code == 0, result.output
     block = section.split("```text\n")[1].split("```")[0]

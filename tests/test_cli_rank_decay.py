@@ -199,8 +199,11 @@ def test_float64_rerun_matches(vit_json: dict[str, Any], cli_json: Callable[...,
 
 
 def test_readme_numbers_are_what_the_command_gives(cli_json: Callable[..., dict[str, Any]]) -> None:
-    """The README's sentence on the sample ViT (16 synthetic images) against a fresh run of its command."""
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    """docs/commands/rank-decay.md's sentence on the sample ViT (16 synthetic images) against a fresh run of
+    its command."""
+    readme = (Path(__file__).parent.parent / "docs" / "commands" / "rank-decay.md").read_text(
+        encoding="utf-8"
+    )
     assert "condcli rank-decay --conditioned 10 --out rank/" in readme
     r = cli_json("rank-decay", "--conditioned", "10")
     assert r["inputs"]["count"] == 16

@@ -58,6 +58,6 @@ def test_the_example_needs_its_adapter_and_matches_numpy(cli: Callable[..., Resu
 
 
 def test_the_readme_shows_the_example_file_as_it_is() -> None:
-    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    readme = (EXAMPLES.parent / "docs" / "guides" / "your-own-model.md").read_text(encoding="utf-8")
     assert f"```toml\n{TOML.read_text(encoding='utf-8')}```" in readme
     assert "condcli spectrum examples/qk_vit.py:build --adapter examples/qk_vit.toml\n" in readme

@@ -12,12 +12,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # a page, then its anchors: "docs/math.md#x", "docs/math.md#spectra, #layers", "docs/math.md#spectra to
 # #ranks"
-CITATION = re.compile(r"docs/([a-z_-]+\.md)((?:#[\w-]+)(?:(?:, | and | to )#[\w-]+)*)?")
+CITATION = re.compile(r"docs/((?:[a-z_-]+/)*[a-z_-]+\.md)((?:#[\w-]+)(?:(?:, | and | to )#[\w-]+)*)?")
 SOURCES = [
     *sorted((ROOT / "condcli").rglob("*.py")),
     *sorted((ROOT / "bench").rglob("*.py")),
     *sorted((ROOT / "tests").rglob("*.py")),
-    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "docs").rglob("*.md")),
     ROOT / "README.md",
 ]
 
@@ -94,3 +94,44 @@ def test_every_citation_names_a_page_and_a_section_that_exist() -> None:
 )
 def test_the_pages_exist_with_their_sections(page: str, sections: set[str]) -> None:
     assert sections <= anchors(page)
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchors_of(path: Path) -> frozenset[str]:
+    return (
+        anchors(str(path.relative_to(ROOT / "docs")))
+        if (ROOT / "docs") in path.parents
+        else _readme_anchors()
+    )
+
+
+@cache
+def _readme_anchors() -> frozenset[str]:
+    found, fenced = set(), False
+    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (m := re.match(r"#{1,6} (.+)", line)):
+            found.add(slug(m.group(1)))
+    return frozenset(found)
+
+
+def test_every_relative_link_of_the_pages_resolves() -> None:
+    """Every relative Markdown link in README.md and docs/ names a file that exists, and a section it has."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    checked = 0
+    for page in pages:
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            for target in LINK.findall(line):
+                if re.match(r"[a-z]+:", target):
+                    continue
+                path, _, anchor = target.partition("#")
+                where = f"{page.relative_to(ROOT)}:{number}"
+                file = (page.parent / path).resolve() if path else page
+                assert file.exists(), f"{where} links {target}: no such file"
+                if anchor and file.suffix == ".md":
+                    assert anchor in _anchors_of(file), f"{where} links {target}: no such section"
+                checked += 1
+    assert checked > 50

@@ -1,4 +1,5 @@
-"""The README opens with the two set-up commands, then a real plot and the table `make demo` prints."""
+"""The README opens with the two set-up commands, then what condcli is for with a real plot, and the table
+`make demo` prints; it stays a start (≤ 300 lines) whose links to docs/ resolve."""
 
 from __future__ import annotations
 
@@ -72,13 +73,13 @@ def test_readme_plot_is_a_real_demo_plot() -> None:
 
 
 def test_shaped_attention_comparison_cites_the_demo_table() -> None:
-    """The vanilla ViT's κ(P) and μ(A) quoted beside the blog model are the demo run's (checked above)."""
-    import re
-
+    """The vanilla ViT's κ(P) and μ(A) quoted beside the blog model (docs/guides/your-own-model.md) are the
+    demo run's (checked above)."""
+    guide = (ROOT / "docs" / "guides" / "your-own-model.md").read_text(encoding="utf-8")
     said = re.search(
         r"κ\(P\) goes from ((?:≥ )?\S+) in layer 0 to ((?:≥ )?\S+) in layer 5"
         r".*?μ\(A\)\s=\sκ\(P\)κ\(A_l\)κ\(W_V\) from ((?:≥ )?\S+) to ((?:≥ )?\S+);",
-        README,
+        guide,
         re.S,
     )
     assert said is not None
@@ -96,3 +97,26 @@ def test_shaped_attention_comparison_cites_the_demo_table() -> None:
 
     assert shown(rows["0"][kp]) == said[1] and shown(rows["5"][kp]) == said[2]
     assert shown(rows["0"][mu]) == said[3] and shown(rows["5"][mu]) == said[4]
+
+
+def test_readme_is_a_start_of_at_most_300_lines() -> None:
+    assert len(README.splitlines()) <= 300
+    for heading in (
+        "## What condcli is for",
+        "## Install",
+        "## In Python",
+        "## A 5-minute tour",
+        "## Language models",
+    ):
+        assert f"\n{heading}\n" in README, heading
+    for extra in ("pip install condcli ", "condcli[gguf]", "condcli[pandas]", "condcli[lightning]"):
+        assert extra in README, extra
+
+
+def test_every_docs_link_in_the_readme_resolves() -> None:
+    links = re.findall(r"\]\((docs/[^)#\s]+)(?:#[\w-]+)?\)", README)
+    assert len(links) >= 20, links  # every command and guide page is linked
+    for link in links:
+        assert (ROOT / link).is_file(), link
+    for page in [*(ROOT / "docs" / "commands").glob("*.md"), *(ROOT / "docs" / "guides").glob("*.md")]:
+        assert f"]({page.relative_to(ROOT)})" in README, f"README does not link {page.relative_to(ROOT)}"

@@ -1,5 +1,6 @@
-"""README.md's supported-models table is what tests/supported_models.py generates from the conformance list,
-and what it says about each case agrees with what the case itself declares (observable P, head counts)."""
+"""docs/commands/models.md's supported-models table is what tests/supported_models.py generates from the
+conformance list, and what it says about each case agrees with what the case itself declares (observable P,
+head counts)."""
 
 from __future__ import annotations
 
@@ -17,24 +18,24 @@ def stale(readme: str, expected: str) -> str | None:
     """Why ``readme``'s table is not ``expected`` (None: it is), naming the command that regenerates it."""
     found = sm.section(readme)
     if found is None:
-        return f"README.md lost its {sm.BEGIN} … {sm.END} section"
+        return f"docs/commands/models.md lost its {sm.BEGIN} … {sm.END} section"
     if found != expected:
         return (
-            "README.md's supported-models table is not what tests/conformance_cases.py gives: "
-            f"run `{sm.COMMAND}` and commit README.md"
+            "docs/commands/models.md's supported-models table is not what tests/conformance_cases.py gives: "
+            f"run `{sm.COMMAND}` and commit docs/commands/models.md"
         )
     return None
 
 
 def test_readme_table_is_generated_from_the_conformance_cases() -> None:
-    why = stale(sm.README.read_text(encoding="utf-8"), sm.table(sm.rows()))
+    why = stale(sm.PAGE.read_text(encoding="utf-8"), sm.table(sm.rows()))
     assert why is None, why
 
 
 def test_a_case_added_without_regenerating_fails_with_the_command() -> None:
     extra = {family: dict(variants) for family, variants in CASES.items()}
     extra["generic"]["llama_copy"] = CASES["generic"]["llama"]
-    why = stale(sm.README.read_text(encoding="utf-8"), sm.table(sm.rows(extra)))
+    why = stale(sm.PAGE.read_text(encoding="utf-8"), sm.table(sm.rows(extra)))
     assert why is not None and sm.COMMAND in why
 
 
@@ -69,7 +70,7 @@ def test_heads_are_those_of_the_case_sites() -> None:
 
 def test_regenerate_fills_the_section_and_then_leaves_it(tmp_path: Path) -> None:
     copy = tmp_path / "README.md"
-    shutil.copy(sm.README, copy)
+    shutil.copy(sm.PAGE, copy)
     text = copy.read_text(encoding="utf-8")
     section = sm.section(text)
     assert section is not None
