@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.bench_gpu
 	$(BIN)/python -m bench.bench_embedding_table
 	$(BIN)/python -m bench.bench_weights
+	$(BIN)/python -m bench.bench_startup
 
 # Rebuild sample_checkpoints/ from scratch on CPU (deterministic; about 13 minutes on 2 cores).
 samples: $(STAMP)

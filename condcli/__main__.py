@@ -63,11 +63,21 @@ def _end(code: int) -> NoReturn:
     os._exit(code)
 
 
+def version_line() -> str:
+    """What ``condcli --version`` prints."""
+    from condcli import __version__
+
+    return f"condcli {__version__}"
+
+
 def run() -> NoReturn:
     """Run the CLI on ``sys.argv`` and exit with its code (docs/math.md#cli; 130/143 on a signal, 141 on a
-    closed stdout)."""
+    closed stdout). ``condcli --version`` alone answers before typer and the commands are imported."""
     try:
         handle_signals()
+        if sys.argv[1:] == ["--version"]:
+            print(version_line())
+            _end(0)
         try:
             from condcli.cli.main import finish, main  # the heavy imports
         except Exception as e:  # a broken installation (or no memory for it): one line, not a traceback

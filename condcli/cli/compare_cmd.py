@@ -25,7 +25,7 @@ def compare_command(
 ) -> None:
     """Two models' κ and μ side by side on the same inputs, with B/A ratios.
 
-    κ(X), κ(X + λ·I_k), κ(X + C) and every layer's κ and μ, e.g. condcli compare vit-plain vit-conditioned.
+    κ(X), κ(X + λ·I_k), κ(X + C) and every layer's κ and μ.
     """
     from condcli.cli.compare_table import render
     from condcli.cli.gate_common import warn

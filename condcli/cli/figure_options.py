@@ -9,6 +9,8 @@ from typing import Annotated, Literal
 
 import typer
 
+from condcli.cli.help_format import OUTPUT
+
 STYLES = ("default", "paper")  # condcli.plots.STYLES
 FigureStyle = Literal["default", "paper"]
 
@@ -18,6 +20,7 @@ Title = Annotated[
         "--title/--no-title",
         help="Title each figure with what it shows, the model and the inputs (--no-title: none, for a "
         "paper's caption; the panels of a figure are then tagged (a), (b), …).",
+        rich_help_panel=OUTPUT,
     ),
 ]
 Style = Annotated[
@@ -26,6 +29,7 @@ Style = Annotated[
         "--style",
         help="Figure style: default (screen) or paper (one column of a paper: 3.3 in wide, panels stacked, "
         "8–9 pt type, fonts embedded in PDF).",
+        rich_help_panel=OUTPUT,
     ),
 ]
 

@@ -33,6 +33,9 @@ _FLAGS: dict[str, str] = {
     "junit": "--junit",
     "tolerance": "--tolerance",
     "statistic": "--statistic",
+    # the figures
+    "title": "--title",
+    "style": "--style",
 }
 
 # parameter → flag; the gate rules' limits (max_kappa → --max-kappa, …) come from the metric registry

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+
+from condcli.cli.help_format import ANALYSIS
+from condcli.cli.options import as_given
 
 if TYPE_CHECKING:
     from condcli.cli.output import OutputDir
@@ -17,18 +18,24 @@ if TYPE_CHECKING:
 
 # ruff: noqa: UP045  (typer reads Optional[...] at run time on Python 3.10)
 
+Statistic = Literal["median", "mean", "max"]  # condcli.gate's statistics (tests/test_cli_help.py)
 StatisticOption = Annotated[
-    Optional[str],
+    Optional[Statistic],
     typer.Option(
         "--statistic",
         help="Which statistic over samples to use: median (default), mean or max (the worst sample).",
         show_default=False,
+        parser=as_given,
+        rich_help_panel=ANALYSIS,
     ),
 ]
 
 
 def warn(lines: Iterable[str]) -> None:
     """Each line as ``warning: …`` on stderr (also with --json, whose stdout holds only the report)."""
+    from rich.console import Console
+    from rich.markup import escape
+
     err = Console(stderr=True, soft_wrap=True)
     for line in lines:
         err.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)

@@ -19,6 +19,8 @@ from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
+from condcli.cli.help_format import ANALYSIS, MODEL, OUTPUT, RULES
+from condcli.cli.options import command_parameters
 from condcli.cli.output import path_option
 from condcli.reports.metrics import GATES
 
@@ -28,13 +30,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _parameter(rule: str, kind: Any) -> inspect.Parameter:
-    info = typer.Option(GATES[rule].option, help=GATES[rule].gate_help, show_default=False)
+    info = typer.Option(
+        GATES[rule].option, help=GATES[rule].gate_help, show_default=False, rich_help_panel=RULES
+    )
     return inspect.Parameter(rule, kind, default=None, annotation=Annotated[Optional[float], info])
 
 
 def gate_options(fn: F) -> F:
     """Give ``fn`` (which takes ``limits: dict[str, float | None]``) one option per registry gate."""
-    own = list(inspect.signature(fn, eval_str=True).parameters.values())
+    own = command_parameters(fn)
     at = next((i for i, p in enumerate(own) if p.name == "limits"), None)
     if at is None:
         raise TypeError(f"{fn.__name__}: gate_options needs a 'limits' parameter")
@@ -57,6 +61,7 @@ BaselineOpt = Annotated[
         help="A report from 'condcli spectrum --json > baseline.json': fail when a metric regresses past "
         "--tolerance (improvements never fail).",
         show_default=False,
+        rich_help_panel=ANALYSIS,
     ),
 ]
 Tolerance = Annotated[
@@ -66,6 +71,7 @@ Tolerance = Annotated[
         help="Allowed regression against --baseline: a percentage (10%) or a fraction below 1 (0.1). "
         "Default 10%.",
         show_default=False,
+        rich_help_panel=ANALYSIS,
     ),
 ]
 Junit = Annotated[
@@ -76,6 +82,7 @@ Junit = Annotated[
         show_default=False,
         parser=path_option,
         metavar="<path>",
+        rich_help_panel=OUTPUT,
     ),
 ]
 Config = Annotated[
@@ -85,6 +92,7 @@ Config = Annotated[
         help="Read \\[tool.condcli.check] (and \\[tool.condcli] model) from this TOML file instead of "
         "./pyproject.toml. The command line wins over the file, key by key.",
         show_default=False,
+        rich_help_panel=ANALYSIS,
     ),
 ]
 CheckOut = Annotated[
@@ -95,6 +103,7 @@ CheckOut = Annotated[
         show_default=False,
         parser=path_option,
         metavar="<path>",
+        rich_help_panel=OUTPUT,
     ),
 ]
 CheckConditioned = Annotated[
@@ -103,6 +112,7 @@ CheckConditioned = Annotated[
         "--conditioned/--no-conditioned",
         help="Run the conditioned forward too. Default: when the baseline has its per-layer numbers.",
         show_default=False,
+        rich_help_panel=ANALYSIS,
     ),
 ]
 ModelA = Annotated[
@@ -126,6 +136,7 @@ CheckpointA = Annotated[
         "--checkpoint-a",
         help="A state dict for A's architecture (--checkpoint is B's), e.g. two checkpoints of one model.",
         show_default=False,
+        rich_help_panel=MODEL,
     ),
 ]
 CompareOut = Annotated[
@@ -136,6 +147,7 @@ CompareOut = Annotated[
         show_default=False,
         parser=path_option,
         metavar="<path>",
+        rich_help_panel=OUTPUT,
     ),
 ]
 CompareConditioned = Annotated[
@@ -143,5 +155,6 @@ CompareConditioned = Annotated[
     typer.Option(
         "--conditioned/--no-conditioned",
         help="Also run each plain model's conditioned forward (X + λ·I_k fed on) and compare it.",
+        rich_help_panel=ANALYSIS,
     ),
 ]

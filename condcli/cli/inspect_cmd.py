@@ -5,12 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
 from condcli.cli import options as o
-from condcli.cli.flags import as_flags
 from condcli.cli.main import command
 
 
@@ -19,6 +14,12 @@ def _shape(s: list[int] | None) -> str:
 
 
 def _render(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from condcli.cli.flags import as_flags
+
     out = Console(soft_wrap=True)
     if not out.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
         out = Console(soft_wrap=True, width=160)

@@ -24,7 +24,9 @@ from rich.markup import escape
 from typer.exceptions import TyperException
 
 from condcli import __version__
+from condcli.cli.examples import EXAMPLES
 from condcli.cli.flags import PARAM_FLAGS
+from condcli.cli.help_format import HelpCommand, HelpGroup, examples, prose
 from condcli.errors import CondcliError, InternalError, Stopped, one_line
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -37,8 +39,9 @@ app = typer.Typer(
     name="condcli",
     help="Spectral diagnostics for transformer embeddings: κ(X), conditioned tokens, attention rank decay.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
+    cls=HelpGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -50,7 +53,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def command(name: str) -> Callable[[F], F]:
     """Register a command whose errors become one line on stderr and their exit code — also when the app
-    is invoked directly (typer's CliRunner), not only through :func:`main`."""
+    is invoked directly (typer's CliRunner), not only through :func:`main`.
+
+    Its docstring is its help (paragraphs kept, line breaks inside one dropped), and its help ends with
+    its Examples (:data:`condcli.cli.examples.EXAMPLES`)."""
 
     def register(fn: F) -> F:
         @functools.wraps(fn)
@@ -71,7 +77,12 @@ def command(name: str) -> Callable[[F], F]:
                     raise
                 raise typer.Exit(_silence_stdout()) from None
 
-        app.command(name)(handled)
+        app.command(
+            name,
+            cls=HelpCommand,
+            help=prose(fn.__doc__ or ""),
+            epilog=examples(EXAMPLES[name]) if name in EXAMPLES else None,
+        )(handled)
         return fn
 
     return register
@@ -79,7 +90,7 @@ def command(name: str) -> Callable[[F], F]:
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"condcli {__version__}")
+        typer.echo(f"condcli {__version__}")  # as condcli.__main__.version_line, without the cycle
         raise typer.Exit(EXIT_OK)
 
 

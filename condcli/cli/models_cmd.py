@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from condcli.cli import options as o
 from condcli.cli.main import command
-from condcli.loading.project_config import DEFAULT_SAMPLE
-from condcli.loading.samples import SampleInfo, list_samples, samples_dir
-from condcli.reports.spectrum import envelope
+
+if TYPE_CHECKING:
+    from condcli.loading.samples import SampleInfo
 
 
 def _metric(s: SampleInfo) -> str:
@@ -27,6 +25,13 @@ def _metric(s: SampleInfo) -> str:
 @command("models")
 def models_command(as_json: o.Json = False) -> None:
     """List the shipped sample checkpoints (usable as MODEL by name, offline)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from condcli.loading.project_config import DEFAULT_SAMPLE
+    from condcli.loading.samples import list_samples, samples_dir
+    from condcli.reports.spectrum import envelope
+
     samples = list_samples()
     if as_json:
         report = {

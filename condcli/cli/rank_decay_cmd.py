@@ -7,7 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from condcli.cli import figure_options as f
 from condcli.cli import options as o
+from condcli.cli.help_format import ANALYSIS
 from condcli.cli.main import command
 
 # ruff: noqa: UP045  (typer reads Optional[...] at run time on Python 3.10)
@@ -19,9 +21,13 @@ Index = Annotated[
         help="m: read c_m, the share of Σσ in the m largest singular values of P (from 1). "
         "Default: round(n/4) of each layer's n.",
         show_default=False,
+        rich_help_panel=ANALYSIS,
     ),
 ]
-Heads = Annotated[bool, typer.Option("--heads", help="Also print c_m, rank 90% and erank per head.")]
+Heads = Annotated[
+    bool,
+    typer.Option("--heads", help="Also print c_m, rank 90% and erank per head.", rich_help_panel=ANALYSIS),
+]
 ConditionedLambda = Annotated[
     Optional[float],
     typer.Option(
@@ -29,6 +35,7 @@ ConditionedLambda = Annotated[
         metavar="λ",
         help="Also run the forward with X + λ·I_k fed to the blocks and show its rank decay side by side.",
         show_default=False,
+        rich_help_panel=ANALYSIS,
     ),
 ]
 
@@ -43,6 +50,8 @@ def rank_decay_command(
     out: o.Out = None,
     csv: o.Csv = None,
     fmt: o.Format = "png",
+    title: f.Title = True,
+    style: f.Style = "default",
 ) -> None:
     """Singular values and normalized cumulative spectra of P per layer, head and sample, with charts."""
     from dataclasses import replace
@@ -86,7 +95,7 @@ def rank_decay_command(
     def plots(folder: Path) -> list[Path]:
         from condcli.plots import rank_decay_plots
 
-        return rank_decay_plots(data, folder, fmt)
+        return rank_decay_plots(data, folder, fmt, title=title, style=style)
 
     emit(
         data,

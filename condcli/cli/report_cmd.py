@@ -17,6 +17,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from condcli.cli.help_format import OUTPUT
 from condcli.cli.main import command
 from condcli.cli.output import path_option
 
@@ -42,6 +43,7 @@ Output = Annotated[
         show_default=False,
         parser=path_option,
         metavar="FILE.html",
+        rich_help_panel=OUTPUT,
     ),
 ]
 HINT = "give a report condcli wrote: condcli spectrum --json > report.json, or --out DIR's report.json"
@@ -113,10 +115,7 @@ def render_page(data: dict[str, Any], path: Path) -> str:
 
 @command("report")
 def report_command(file: ReportFile, output: Output = None) -> None:
-    """Render a saved JSON report of any command as one self-contained HTML page (opens offline).
-
-    e.g. condcli report runs/report.json writes runs/report.html.
-    """
+    """Render a saved JSON report of any command as one self-contained HTML page (opens offline)."""
     from condcli.html import SECTIONS
     from condcli.outpaths import check_file_target, shown, write_file
 

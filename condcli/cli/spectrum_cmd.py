@@ -7,15 +7,23 @@ from typing import Annotated
 
 import typer
 
+from condcli.cli import figure_options as f
 from condcli.cli import options as o
+from condcli.cli.help_format import ANALYSIS
 from condcli.cli.main import command
 
-Heads = Annotated[bool, typer.Option("--heads", help="Per-head μ(LA), the actual κ(LA) and μ(A) tables.")]
+Heads = Annotated[
+    bool,
+    typer.Option(
+        "--heads", help="Per-head μ(LA), the actual κ(LA) and μ(A) tables.", rich_help_panel=ANALYSIS
+    ),
+]
 Conditioned = Annotated[
     bool,
     typer.Option(
         "--conditioned/--no-conditioned",
         help="Also run the conditioned forward (X + λ·I_k fed to the blocks) and show its per-layer κ and μ.",
+        rich_help_panel=ANALYSIS,
     ),
 ]
 
@@ -29,6 +37,8 @@ def spectrum_command(
     out: o.Out = None,
     csv: o.Csv = None,
     fmt: o.Format = "png",
+    title: f.Title = True,
+    style: f.Style = "default",
 ) -> None:
     """Singular spectra and condition numbers of X and of every layer, plain and conditioned."""
     from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
@@ -51,7 +61,7 @@ def spectrum_command(
     def plots(folder: Path) -> list[Path]:
         from condcli.plots import spectrum_plots
 
-        return spectrum_plots(data, folder, fmt)
+        return spectrum_plots(data, folder, fmt, title=title, style=style)
 
     emit(
         data,

@@ -7,7 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from condcli.cli import figure_options as f
 from condcli.cli import options as o
+from condcli.cli.help_format import ANALYSIS
 from condcli.cli.main import command
 
 # ruff: noqa: UP045  (typer reads Optional[...] at run time on Python 3.10)
@@ -19,6 +21,7 @@ Range = Annotated[
         help="Sweep λ from LO to HI inclusive (--steps points). Default: the paper's grid 1…20.",
         metavar="LO HI",
         show_default=False,
+        rich_help_panel=ANALYSIS,
     ),
 ]
 Steps = Annotated[
@@ -27,6 +30,7 @@ Steps = Annotated[
         "--steps",
         help="Points in --range, linearly spaced, ends included (20 unless given; at most 1000).",
         show_default=False,
+        rich_help_panel=ANALYSIS,
     ),
 ]
 Lambdas = Annotated[
@@ -35,11 +39,16 @@ Lambdas = Annotated[
         "--lambdas",
         help="An explicit grid instead of --range, e.g. 1,2,5,10 (at most 1000 values).",
         show_default=False,
+        rich_help_panel=ANALYSIS,
     ),
 ]
 TargetKappa = Annotated[
     float,
-    typer.Option("--target-kappa", help="Recommend the smallest λ whose median κ(X + λ·I_k) is ≤ this."),
+    typer.Option(
+        "--target-kappa",
+        help="Recommend the smallest λ whose median κ(X + λ·I_k) is ≤ this.",
+        rich_help_panel=ANALYSIS,
+    ),
 ]
 
 
@@ -78,6 +87,8 @@ def sweep_command(
     out: o.Out = None,
     csv: o.Csv = None,
     fmt: o.Format = "png",
+    title: f.Title = True,
+    style: f.Style = "default",
 ) -> None:
     """κ(X + λ·I_k) over a grid of λ: median and p10–p90 over samples, bounds, and the recommended λ."""
     from condcli.analysis.sweep import SweepOptions, analyse_sweep, check_target, lambda_grid, sweep_layers
@@ -106,7 +117,7 @@ def sweep_command(
     def plots(folder: Path) -> list[Path]:
         from condcli.plots import sweep_plots
 
-        return sweep_plots(data, folder, fmt)
+        return sweep_plots(data, folder, fmt, title=title, style=style)
 
     emit(
         data,

@@ -10,6 +10,7 @@ from typing import Annotated, Any, TypeVar, get_args
 
 import typer
 
+from condcli.cli import figure_options as f
 from condcli.cli import options as o
 from condcli.cli.main import command
 
@@ -70,6 +71,8 @@ def track_command(
     out: o.Out = None,
     fmt: o.Format = "png",
     csv: o.Csv = None,
+    title: f.Title = True,
+    style: f.Style = "default",
 ) -> None:
     """κ(X), per-layer κ(X_l), μ(LA) and attention entropy H(P) of each checkpoint against the training step.
 
@@ -79,8 +82,6 @@ def track_command(
     Without --text or --images: the training callback's probe batch (condcli_probe.safetensors beside the
     checkpoints) where there is one, so the numbers are the ones the callback logged; else the model's
     default inputs.
-
-    E.g. condcli track runs/bert/ --layers 0,-1
     """
     from dataclasses import replace
 
@@ -115,7 +116,7 @@ def track_command(
     def plots(folder: Path) -> list[Path]:
         from condcli.plots.track import track_plots
 
-        return track_plots(data, folder, fmt)
+        return track_plots(data, folder, fmt, title=title, style=style)
 
     emit(
         data,
