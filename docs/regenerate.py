@@ -224,6 +224,8 @@ BLOCKS: dict[str, Block] = {
             "100",
             "--max-sink",
             "0.9",
+            "--max-kappa-table",
+            "100",
         ),
         setup="llama",
         keep=without_notes,
