@@ -120,3 +120,18 @@ def test_every_docs_link_in_the_readme_resolves() -> None:
         assert (ROOT / link).is_file(), link
     for page in [*(ROOT / "docs" / "commands").glob("*.md"), *(ROOT / "docs" / "guides").glob("*.md")]:
         assert f"]({page.relative_to(ROOT)})" in README, f"README does not link {page.relative_to(ROOT)}"
+
+
+def test_the_tour_quotes_the_demo_table() -> None:
+    """The numbers the tour's prose quotes after the demo table are cells of that table (checked above)."""
+    block = README.split("<!-- demo:begin -->")[1].split("<!-- demo:end -->")[0]
+    prose = README.split("<!-- demo:end -->")[1].split("### 2.")[0]
+    quoted = re.findall(r"\d[\d.]*e[+-]\d+|(?<=κ\(X\) = )\d+", prose)
+    assert len(quoted) >= 5, quoted
+    cells = {
+        c.replace("⚠", "").strip().removeprefix("≥ ")
+        for line in block.splitlines()
+        for c in re.split(r"[│┃]", line)
+    }
+    for number in quoted:
+        assert number in cells, f"the tour quotes {number}, which the demo table does not show"
