@@ -245,7 +245,9 @@ def _hook(
     return [module.register_forward_pre_hook(pre, with_kwargs=True)]
 
 
-STABLE = "describe the model's stable modules in a TOML file passed as `adapter` (README: 'Your own model')"
+STABLE = (
+    "describe the model's stable modules in a TOML file passed as `adapter` (docs/guides/your-own-model.md)"
+)
 
 
 # a module the model replaced inside a forward → its path (where its replacement is hooked from then on)

@@ -17,7 +17,7 @@ from condcli.analysis import embedding_table as et
 from condcli.reports.weights import EmbeddingTableReport
 
 EPS = np.finfo(np.float64).eps
-RTOL = 1e-6  # SPEC §2's precision budget
+RTOL = 1e-6  # the precision budget (docs/math.md#precision-budget)
 
 
 def controlled(rows: int, d: int, kappa: float, rank: int | None = None, seed: int = 0) -> np.ndarray:

@@ -146,7 +146,7 @@ class Reader:
         return value
 
 
-_FORMAT = "the docstring of condcli.adapters.declared_schema, or the README's 'Your own model'"
+_FORMAT = "the docstring of condcli.adapters.declared_schema, or docs/guides/your-own-model.md"
 
 
 def read_declaration(file: Path) -> Declaration:

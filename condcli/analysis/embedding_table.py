@@ -1,5 +1,5 @@
 """The embedding table E (vocab × d) and an untied output head: full spectrum and κ in float64, input-free
-(docs/math.md#the-embedding-table, SPEC §1 "The embedding table").
+(docs/math.md#embedding-table).
 
 E is read in row chunks (:data:`RowReader`): a chunk is upcast to float64 on E's device, used and dropped, so
 E is never held in float64 whole. Two paths, both streamed:

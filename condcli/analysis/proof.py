@@ -43,6 +43,6 @@ def prove_first_batch(
         raise InputError(
             f"the generic reading of {type(model).__name__}'s Q/K/V could not be proven on its first batch: "
             f"{proven.layers[min(chosen)].refused}",
-            "declare the model's layout in a TOML file passed as `adapter` (README: 'Your own model')",
+            "declare the model's layout in a TOML file passed as `adapter` (docs/guides/your-own-model.md)",
         )
     return replace(loaded, adapter=proven, notes=[*loaded.notes, *notes])

@@ -360,8 +360,9 @@ def _text_plan(model: nn.Module, inside: str | None) -> tuple[tuple[Entry, ...],
         raise InputError(
             f"condcli does not know the family of {name} and found no stack of blocks with Q/K/V projections "
             "(no attention in any block: MLP-only, convolution and state-space blocks are not analysed)",
-            "describe its embedding, blocks and attention in a TOML file passed as `adapter` (README:"
-            " 'Your own model'; the supported models are listed there too), or open an issue",
+            "describe its embedding, blocks and attention in a TOML file passed as `adapter` "
+            "(docs/guides/your-own-model.md; the supported models: docs/commands/models.md), or open an "
+            "issue",
         )
     path, blocks = found
     notes = [f"generic adapter: {name} is not a known family; blocks found at '{path}' ({len(blocks)})"]

@@ -184,5 +184,5 @@ def returned_probs(
     raise InputError(
         f"layer {layer}: P cannot be observed: {why}",
         "run 'condcli inspect' to see what was found; describe the attention in a TOML file passed as "
-        "`adapter` (README: 'Your own model')",
+        "`adapter` (docs/guides/your-own-model.md)",
     )

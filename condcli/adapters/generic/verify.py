@@ -339,6 +339,6 @@ def prove(
             f"— no numbers for {', '.join(refused[:3])}"
             + (f" and {len(refused) - 3} more" if len(refused) > 3 else "")
             + ": the generic reading of Q/K/V could not be proven; declare the model's layout in a TOML "
-            "file passed as `adapter` (README: 'Your own model')"
+            "file passed as `adapter` (docs/guides/your-own-model.md)"
         )
     return replace(adapter, layers=tuple(layers)), notes

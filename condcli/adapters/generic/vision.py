@@ -192,8 +192,8 @@ def _whole_samples(found: Discovery) -> None:
             f"the first attention block '{name}' reads its tokens regrouped ({x.shape[0]} groups for"
             f" {TRACE_BATCH} samples), and no module hands it the samples whole: X cannot be placed as"
             " (B, N, d) here",
-            "describe the model's embedding and blocks in a TOML file passed as `adapter` (README: 'Your own"
-            " model')",
+            "describe the model's embedding and blocks in a TOML file passed as `adapter` "
+            "(docs/guides/your-own-model.md)",
         )
 
 
