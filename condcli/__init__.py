@@ -19,7 +19,7 @@ _LAZY = {
     "compare": "condcli.api",
     "read_report": "condcli.api",
     "schema": "condcli.api",
-    # "weights": "condcli.api",  (condcli weights: κ of every weight matrix, when its command lands)
+    "weights": "condcli.api",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -13,8 +13,8 @@ a folder of images, a text file (one sample per line), a list of strings, a tens
 tensors, or an iterable of batches (a DataLoader); None: the model's default inputs. Errors are
 :mod:`condcli.errors` types whose one line names these parameters.
 
-``condcli.weights`` (κ of every weight matrix, no forward pass) joins these when its command lands: one more
-function here, like :func:`spectrum`.
+:func:`weights` is ``condcli weights``: κ of every weight matrix and of the embedding table, no inputs and
+no forward pass.
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from condcli.gate.report import CheckReport, CompareReport
     from condcli.reports.rank import RankDecayReport
     from condcli.reports.spectrum import SpectrumReport, SweepReport
+    from condcli.reports.weights import WeightsReport
 
-__all__ = ["check", "compare", "rank_decay", "read_report", "schema", "spectrum", "sweep_lambda"]
+__all__ = ["check", "compare", "rank_decay", "read_report", "schema", "spectrum", "sweep_lambda", "weights"]
 
 Layers = str | Sequence[int] | None
 
@@ -280,6 +281,32 @@ def check(
         given = analysed.to_json()
         options = {}
     return gate.check(given if given is not None else report_or_model, **common, **options)
+
+
+def weights(
+    model: str | nn.Module | None = None,
+    *,
+    layers: Layers = "all",
+    seed: int = 0,
+    **options: Any,
+) -> WeightsReport:
+    """``condcli weights``: κ(E) and the output head, and per layer κ(W_Q/W_K/W_V/W_O) whole and per head
+    with μ(LA)'s weight factor — no inputs, no forward. A folder or hub snapshot of safetensors is read
+    tensor by tensor; an ``nn.Module`` is read as it is. ``options``: ``weights``, ``checkpoint``,
+    ``adapter``, ``model_args``, ``trust_remote_code``."""
+    from condcli.analysis.weights import WeightsSource, analyse_weights, weights_report
+    from condcli.reports.spectrum import ModelInfo
+
+    run, _ = _run(model, None, layers, None, "cpu", None, None, 8, seed, options)
+    if not _is_module(model):
+        return analyse_weights(run)
+    setup = _setup(model, run, None, None, None)
+    loaded = setup.loaded
+    info = ModelInfo(
+        loaded.spec, setup.model_from, loaded.family, loaded.source, loaded.weights, loaded.num_layers
+    )
+    source = WeightsSource(loaded.top or loaded.model, loaded.adapter, info, None, [])
+    return weights_report(source, run.layer_choice())
 
 
 def compare(

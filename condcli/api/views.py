@@ -34,6 +34,13 @@ def _figures_rank(data: Report) -> dict[str, Any]:
     return {"rank_decay": rank_curves_figure(data), "rank_heatmap": rank_heatmap_figure(data)}
 
 
+def _figures_weights(data: Report) -> dict[str, Any]:
+    from condcli.plots.embedding_table import embedding_table_figure
+
+    figure = embedding_table_figure(data)
+    return {} if figure is None else {"embedding_table": figure}
+
+
 def _figures_track(data: Report) -> dict[str, Any]:
     from condcli.plots.track import track_figure
 
@@ -46,12 +53,14 @@ FIGURES: dict[str, Callable[[Report], dict[str, Any]]] = {
     "sweep-lambda": _figures_sweep,
     "rank-decay": _figures_rank,
     "track": _figures_track,
+    "weights": _figures_weights,
 }
 PLOT_NAMES: dict[str, tuple[str, ...]] = {
     "spectrum": ("spectrum", "layers"),
     "sweep-lambda": ("sweep",),
     "rank-decay": ("rank_decay", "rank_heatmap"),
     "track": ("track",),
+    "weights": ("embedding_table",),
 }
 
 

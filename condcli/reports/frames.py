@@ -151,6 +151,14 @@ def layers_table(report: Mapping[str, Any], statistic: str = "median") -> Table:
         scalars = {
             k: v for k, v in layer.items() if k not in SKIP_LAYER and not isinstance(v, (Mapping, list))
         }
+        if report.get("command") == "weights":  # weights alone: no forward, no per-layer metric
+            table.add(
+                {
+                    k: _number(v) if k.startswith(("kappa_w", "weight_factor")) else v
+                    for k, v in scalars.items()
+                }
+            )
+            continue
         for forward, node in _forwards(layer):
             row: dict[str, Any] = {"index": layer.get("index"), "name": layer.get("name"), "forward": forward}
             row.update({k: _number(v) if k.startswith("kappa_w") else v for k, v in scalars.items()})

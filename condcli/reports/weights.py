@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from condcli.reports.spectrum import ModelInfo, WeightKappas, envelope
+from condcli.reports.views import ReportViews
 from condcli.spectra import json_float
 from condcli.spectra._tensor import EPS64
 
@@ -135,7 +136,7 @@ class LayerWeights:
 
 
 @dataclass(frozen=True)
-class WeightsReport:
+class WeightsReport(ReportViews):
     """What ``condcli weights`` found: the embedding table and every layer's weight κ, without inputs."""
 
     model: ModelInfo
