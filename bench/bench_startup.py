@@ -22,18 +22,21 @@ from pathlib import Path
 TARGET_S = 1.0
 
 
-def condcli() -> list[str]:
-    """The condcli a user runs: the console script beside this interpreter, else ``python -m condcli``."""
+def condcli(module: bool = False) -> list[str]:
+    """The condcli a user runs: the console script beside this interpreter, else (or with ``module``)
+    ``python -m condcli``, which honours PYTHONPATH (to time another checkout)."""
     script = Path(sys.executable).parent / "condcli"
+    if module:
+        return [sys.executable, "-m", "condcli"]
     if script.exists():
         return [str(script)]
     found = shutil.which("condcli")
     return [found] if found else [sys.executable, "-m", "condcli"]
 
 
-def contenders() -> dict[str, list[str]]:
+def contenders(module: bool = False) -> dict[str, list[str]]:
     """Label → command line, the references first."""
-    cli = condcli()
+    cli = condcli(module)
     return {
         "python -c pass": [sys.executable, "-c", "pass"],
         'python -c "import torch"': [sys.executable, "-c", "import torch"],
@@ -55,9 +58,9 @@ def ratio(a: float, b: float) -> float:
     return a / b if b > 0 else float("nan")
 
 
-def measure(repeats: int) -> dict[str, float]:
+def measure(repeats: int, module: bool = False) -> dict[str, float]:
     """Label → median wall time over ``repeats`` interleaved runs (after one warm-up run each)."""
-    commands = contenders()
+    commands = contenders(module)
     times: dict[str, list[float]] = {label: [] for label in commands}
     for command in commands.values():  # warm the file cache: every later run reads the same files
         wall_time(command)
@@ -82,9 +85,10 @@ def report(medians: dict[str, float]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--module", action="store_true", help="time python -m condcli (PYTHONPATH applies)")
     args = parser.parse_args(argv)
     print(f"bench_startup: {os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.2f}")
-    medians = measure(args.repeats)
+    medians = measure(args.repeats, args.module)
     print("\n".join(report(medians)))
     return medians
 

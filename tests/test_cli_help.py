@@ -19,8 +19,14 @@ from condcli.cli import app
 from condcli.cli.examples import EXAMPLES
 from condcli.cli.help_format import PANELS
 
-GROUP = typer.main.get_command(app)
-assert isinstance(GROUP, TyperGroup)
+
+def _group() -> TyperGroup:
+    group = typer.main.get_command(app)
+    assert isinstance(group, TyperGroup)
+    return group
+
+
+GROUP = _group()
 COMMANDS = tuple(GROUP.commands)
 ANALYSES = ("spectrum", "sweep-lambda", "rank-decay", "check", "compare", "track", "inspect")
 # weights_cmd.py declares its options itself, without panels, until it uses o.run_options(only=…)

@@ -15,7 +15,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, TypeVar, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, TypeVar, cast, get_args, get_origin
 
 import typer
 
@@ -330,12 +330,13 @@ Csv = Annotated[
 ]
 
 
-def plot_format(text: str) -> str:
+def plot_format(text: str) -> PlotFormat:
+    """``--format``'s value, checked (a one-line error naming the choices)."""
     from condcli.errors import UsageError
 
-    if text not in ("png", "svg", "pdf"):
+    if text not in get_args(PlotFormat):
         raise UsageError(f"--format {text!r} is not known", "use --format png, svg or pdf")
-    return text
+    return cast(PlotFormat, text)  # one of its values: checked above
 
 
 def input_notes(lines: Sequence[str]) -> None:
