@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ class TensorInfo:
     file: Path
     dtype: str  # safetensors' name: F32, BF16, …
     shape: tuple[int, ...]
+    start: int = 0  # its first byte in the file (after the 8-byte length and the header)
 
 
 def _bad(path: Path, why: str) -> InputError:
@@ -79,10 +81,14 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
     if not isinstance(header, dict):
         raise _bad(path, "its header is not a JSON object")
     data = size - 8 - length
-    return {name: _entry(path, name, value, data) for name, value in header.items() if name != "__metadata__"}
+    return {
+        name: _entry(path, name, value, data, 8 + length)
+        for name, value in header.items()
+        if name != "__metadata__"
+    }
 
 
-def _entry(path: Path, name: str, value: Any, data: int) -> TensorInfo:
+def _entry(path: Path, name: str, value: Any, data: int, base: int) -> TensorInfo:
     if not isinstance(value, dict):
         raise _bad(path, f"tensor {name[:80]!r} is not described by an object")
     dtype, shape, offsets = value.get("dtype"), value.get("shape"), value.get("data_offsets")
@@ -103,27 +109,43 @@ def _entry(path: Path, name: str, value: Any, data: int) -> TensorInfo:
         raise _bad(path, f"tensor {name[:80]!r} lies at bytes {begin}…{end}, past the {data} bytes of data")
     if (end - begin) != math.prod(shape) * ITEMSIZE[dtype]:
         raise _bad(path, f"tensor {name[:80]!r}: {end - begin} bytes for shape {shape} of {dtype}")
-    return TensorInfo(path, dtype, tuple(shape))
+    return TensorInfo(path, dtype, tuple(shape), base + begin)
+
+
+DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
 
 
 class TensorFiles:
-    """The tensors of one or more safetensors files (a model folder, sharded or not), read on demand."""
+    """The tensors of one or more safetensors files (a model folder, sharded or not), read on demand.
+
+    Each read is a positioned read of the tensor's own bytes (its offsets come from the checked header)
+    into a buffer of its own: nothing is memory-mapped, so what stays resident is the tensor in hand, not
+    the pages of every tensor read so far."""
 
     def __init__(self, files: list[Path]) -> None:
         self.tensors: dict[str, TensorInfo] = {}
         for file in files:
             self.tensors.update(read_header(file))
-        self._open: dict[Path, Any] = {}
+        self._open: dict[Path, int] = {}
 
-    def _handle(self, file: Path) -> Any:
-        from safetensors import safe_open
-
+    def _handle(self, file: Path) -> int:
         if file not in self._open:
             try:
-                self._open[file] = safe_open(str(file), framework="pt", device="cpu")
-            except Exception as e:  # safetensors raises its own and OS errors
-                raise _bad(file, " ".join(str(e).split())[:200] or type(e).__name__) from e
+                self._open[file] = os.open(file, os.O_RDONLY)
+            except OSError as e:
+                raise InputError(f"{file}: cannot read ({e.strerror or e})", "check the file") from e
         return self._open[file]
+
+    def _bytes(self, info: TensorInfo, offset: int, count: int) -> torch.Tensor:
+        """``count`` bytes of ``info``'s data from ``offset`` (relative to the tensor), as uint8."""
+        out = bytearray(count)
+        view, done, fd = memoryview(out), 0, self._handle(info.file)
+        while done < count:
+            got = os.preadv(fd, [view[done:]], info.start + offset + done)
+            if got <= 0:
+                raise _bad(info.file, f"it ends inside tensor data at byte {info.start + offset + done}")
+            done += got
+        return torch.frombuffer(out, dtype=torch.uint8) if count else torch.empty(0, dtype=torch.uint8)
 
     def key_of(self, name: str, prefixes: Mapping[str, str] | None = None) -> str | None:
         """The file key that a model's parameter ``name`` was saved as: the name itself, or with the base
@@ -141,13 +163,19 @@ class TensorFiles:
         """The whole tensor ``key`` (as stored)."""
         info = self.tensors[key]
         self._check_float(key, info)
-        return self._handle(info.file).get_tensor(key)  # type: ignore[no-any-return]
+        count = math.prod(info.shape) * ITEMSIZE[info.dtype]
+        return self._bytes(info, 0, count).view(DTYPES[info.dtype]).reshape(info.shape)
 
     def rows(self, key: str, start: int, stop: int) -> torch.Tensor:
         """Rows [start, stop) of the 2-D tensor ``key``: only their bytes are read."""
         info = self.tensors[key]
         self._check_float(key, info)
-        return self._handle(info.file).get_slice(key)[start:stop]  # type: ignore[no-any-return]
+        rows = info.shape[0] if info.shape else 0
+        start, stop = max(0, min(start, rows)), max(0, min(stop, rows))
+        stop = max(stop, start)
+        row = math.prod(info.shape[1:]) * ITEMSIZE[info.dtype]
+        data = self._bytes(info, start * row, (stop - start) * row)
+        return data.view(DTYPES[info.dtype]).reshape(stop - start, *info.shape[1:])
 
     def _check_float(self, key: str, info: TensorInfo) -> None:
         if info.dtype not in FLOATS:
@@ -157,4 +185,6 @@ class TensorFiles:
             )
 
     def close(self) -> None:
+        for fd in self._open.values():
+            os.close(fd)
         self._open.clear()
