@@ -29,8 +29,6 @@ def _group() -> TyperGroup:
 GROUP = _group()
 COMMANDS = tuple(GROUP.commands)
 ANALYSES = ("spectrum", "sweep-lambda", "rank-decay", "check", "compare", "track", "inspect")
-# weights_cmd.py declares its options itself, without panels, until it uses o.run_options(only=…)
-OWN_DECLARATIONS = {"weights"}
 
 
 def help_text(*args: str, columns: int = 80) -> str:
@@ -66,10 +64,7 @@ def test_every_analysis_command_is_registered() -> None:
     assert set(COMMANDS) <= set(EXAMPLES)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(n, marks=pytest.mark.xfail(strict=True)) if n in OWN_DECLARATIONS else n for n in COMMANDS],
-)
+@pytest.mark.parametrize("name", COMMANDS)
 def test_options_are_grouped_in_panels(name: str) -> None:
     options = listed(name)
     for option in options:

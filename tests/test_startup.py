@@ -13,9 +13,6 @@ import pytest
 from condcli.cli import app
 
 HEAVY = ("torch", "transformers", "timm", "matplotlib", "numpy")
-# weights_cmd.py evaluates `o.RunOptions` on import (inspect.signature(eval_str=True)), which imports
-# the library's run options and torch with them, until it declares its options with o.run_options(only=…)
-WEIGHTS_IMPORTS_TORCH = pytest.mark.xfail(strict=True, reason="condcli/cli/weights_cmd.py: eval_str=True")
 PROBE = """
 import json, sys
 sys.argv = ["condcli", *json.loads(sys.argv[1])]
@@ -41,21 +38,16 @@ def heavy_modules(*args: str) -> list[str]:
 
 @pytest.mark.parametrize(
     "args",
-    [
-        pytest.param(["--help"], marks=WEIGHTS_IMPORTS_TORCH),
-        pytest.param(["spectrum", "--help"], marks=WEIGHTS_IMPORTS_TORCH),
-        ["--version"],
-    ],
+    [["--help"], ["spectrum", "--help"], ["weights", "--help"], ["--version"]],
 )
 def test_help_and_version_import_nothing_heavy(args: list[str]) -> None:
     assert heavy_modules(*args) == []
 
 
-def test_the_cli_modules_import_nothing_heavy_but_weights() -> None:
-    # every command module but weights_cmd.py (see WEIGHTS_IMPORTS_TORCH): imported alone, in a fresh process
+def test_the_cli_modules_import_nothing_heavy() -> None:
+    # every command module, imported in a fresh process
     code = (
-        "import sys, types; sys.modules['condcli.cli.weights_cmd'] = types.ModuleType('w');"
-        "import condcli.cli;"
+        "import sys; import condcli.cli;"
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
     )
     done = subprocess.run(

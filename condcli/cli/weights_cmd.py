@@ -3,53 +3,27 @@ W_Q, W_K, W_V, W_O whole and per head, and μ(LA)'s weight factor — without in
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
 from condcli.cli import options as o
+from condcli.cli.help_format import ANALYSIS
 from condcli.cli.main import command
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 # the bundle's options that make sense without inputs (no images, text, λ, batches, devices or dtype: the
 # weights are read as stored and every κ is float64)
 TAKEN = ("model_args", "weights", "checkpoint", "adapter", "seed", "layers", "trust_remote_code", "as_json")
 
-Heads = Annotated[bool, typer.Option("--heads", help="Also print each layer's per-head table.")]
-
-
-def weight_options(fn: F) -> F:
-    """MODEL and the weight-only options of the bundle (:data:`TAKEN`); the command's first parameter
-    receives one :class:`~condcli.analysis.runs.RunOptions`."""
-    own = list(inspect.signature(fn, eval_str=True).parameters.values())[1:]
-    keyword = inspect.Parameter.KEYWORD_ONLY
-    bundled = [c for c in o.COMMON if c.name in TAKEN]
-    params = [inspect.Parameter("model", keyword, default=None, annotation=o.ModelArg)]
-    params += [p.replace(kind=keyword) for p in own]
-    for c in bundled:
-        info = typer.Option(c.flag, help=c.help, show_default=c.show_default)
-        params.append(
-            inspect.Parameter(c.name, keyword, default=c.default, annotation=Annotated[c.type, info])
-        )
-    names = {"model", *TAKEN}
-
-    @functools.wraps(fn)
-    def wrapped(**kwargs: Any) -> Any:
-        given = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
-        return fn(o.RunOptions(**given), **kwargs)
-
-    wrapped.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    wrapped.__annotations__ = {p.name: p.annotation for p in params}
-    return wrapped  # type: ignore[return-value]
+Heads = Annotated[
+    bool, typer.Option("--heads", help="Also print each layer's per-head table.", rich_help_panel=ANALYSIS)
+]
 
 
 @command("weights")
-@weight_options
+@o.run_options(only=TAKEN)
 def weights_command(
     run: o.RunOptions, heads: Heads = False, out: o.Out = None, fmt: o.Format = "png"
 ) -> None:
