@@ -86,7 +86,7 @@ def test_table_shows_x_layers_and_the_conditioned_forward(cli: Callable[..., Res
     result = cli("spectrum", "vit-plain", *FAST, "--layers", "0,-1", "--heads")
     assert result.exit_code == 0, result.output
     out = result.stdout
-    for text in ("κ(X)", "κ(X + 10·I_k)", "κ(X + C)", "numerical rank", "μ(LA)", "μ(A)", "κ(X_l) +10I"):
+    for text in ("κ(X)", "κ(X + 10·I_k)", "κ(X + C)", "numerical rank", "μ(LA)", "μ(A)", "μ(LA) +10I"):
         assert text in out, text
     assert "0 blocks.0" in out and "5 blocks.5" in out and "1 blocks.1" not in out
     assert "per head" in out and "κ(LA) actual" in out

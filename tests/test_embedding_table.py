@@ -14,7 +14,7 @@ import torch
 import transformers as tf
 
 from condcli.analysis import embedding_table as et
-from condcli.reports.weights import EmbeddingTableReport
+from condcli.reports.table import EmbeddingTableReport
 
 EPS = np.finfo(np.float64).eps
 RTOL = 1e-6  # the precision budget (docs/math.md#precision-budget)

@@ -88,7 +88,7 @@ def test_every_registry_metric_reaches_json_table_and_options(
     assert all(m.key in layer for m in FORWARD) and all(m.key in layer for m in WEIGHTS)
     assert all(m.key in spectrum["embedding"] for m in EMBEDDING)
     assert set(layer["below_precision"]) == {m.flag for m in FORWARD if m.flag}
-    table = cli("spectrum", *ARGS, "--layers", "0")
+    table = cli("spectrum", *ARGS, "--layers", "0", "--wide")
     assert table.exit_code == 0
     header = next(line for line in table.stdout.splitlines() if "κ(X_l)" in line and "layer" in line)
     # a column of the mixing matrix M shows only where a layer has one (tests/test_shaped_attention.py), one

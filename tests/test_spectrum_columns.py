@@ -4,6 +4,8 @@ mean"), `wide` shows everything, and the footnote says how μ is formed from wha
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from rich.console import Console
 
@@ -79,3 +81,26 @@ def test_the_footnote_says_how_mu_is_formed_from_what_is_printed(report: Spectru
     assert "κ(A_l) and the whole-projection κ(W): `wide`" in mu_note(default)
     assert "not the whole-projection κ(W) columns" in mu_note(every) and "`wide`" not in mu_note(every)
     assert "κ(W^h) are each head's d×d_h slices" in " ".join(_printed(report, 100).split())
+
+
+def test_the_cli_checks_columns_before_any_work(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import condcli.analysis.runs as runs
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model was loaded before `columns` was checked")
+
+    monkeypatch.setattr(runs, "setup_run", never)
+    bad = cli("spectrum", "vit-plain", "--columns", "kappa,mu_lA")
+    assert bad.exit_code == 2
+    assert (
+        bad.stderr.strip() == "error: --columns: 'mu_lA' is not a metric key — did you mean --columns mu_la?"
+    )
+    both = cli("spectrum", "vit-plain", "--columns", "kappa", "--wide")
+    assert both.exit_code == 2 and "--columns and --wide both choose the columns" in both.stderr
+
+
+def test_the_cli_prints_the_columns_asked_for(cli: Any) -> None:
+    result = cli("spectrum", "vit-plain", "--max-samples", "2", "--columns", "kappa,conditioned.mu_la")
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.stdout.splitlines() if line.startswith("┃ layer"))
+    assert [c.strip() for c in header.strip("┃").split("┃")] == ["layer", "κ(X_l)", "μ(LA) +10I"]

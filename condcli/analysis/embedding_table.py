@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from condcli.errors import InputError
-from condcli.reports.weights import EmbeddingTableReport, TableSpectrum
+from condcli.reports.table import EmbeddingTableReport, TableSpectrum
 from condcli.spectra._tensor import EPS64
 from condcli.spectra.core import gram_verdict, kappa_from_sigma
 

@@ -32,7 +32,8 @@ from condcli.analysis.runs import RunOptions
 from condcli.analysis.weights_stream import StreamedModel, on_meta, safetensors_files, skeleton
 from condcli.errors import InputError
 from condcli.reports.spectrum import ModelInfo
-from condcli.reports.weights import EmbeddingTableReport, LayerWeights, WeightsReport
+from condcli.reports.table import EmbeddingTableReport
+from condcli.reports.weights import LayerWeights, WeightsReport
 from condcli.spectra import condition_number
 
 UNPROVEN = (

@@ -19,6 +19,9 @@ _FLAGS: dict[str, str] = {
     # the analyses' own options
     "index": "--index",
     "heads": "--heads",
+    "columns": "--columns",
+    "csv": "--csv",
+    "wide": "--wide",
     "conditioned": "--conditioned",
     "value_range": "--range",
     "steps": "--steps",

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from condcli.cli import figure_options as f
 from condcli.cli import options as o
-from condcli.cli.help_format import ANALYSIS
+from condcli.cli.help_format import ANALYSIS, OUTPUT
 from condcli.cli.main import command
 
 Heads = Annotated[
@@ -27,6 +27,20 @@ Conditioned = Annotated[
     ),
 ]
 
+Columns = Annotated[
+    Optional[str],  # noqa: UP045  (typer reads the annotation at run time on Python 3.10)
+    typer.Option(
+        "--columns",
+        help="The per-layer table's columns: registry keys, comma-separated (e.g. kappa,mu_la,"
+        "conditioned.mu_la). Default: the few that fit 100 columns.",
+        rich_help_panel=OUTPUT,
+        show_default=False,
+    ),
+]
+Wide = Annotated[
+    bool, typer.Option("--wide", help="Every column of the per-layer table.", rich_help_panel=OUTPUT)
+]
+
 
 @command("spectrum")
 @o.run_options()
@@ -36,6 +50,8 @@ def spectrum_command(
     conditioned: Conditioned = True,
     out: o.Out = None,
     csv: o.Csv = None,
+    columns: Columns = None,
+    wide: Wide = False,
     fmt: o.Format = "png",
     title: f.Title = True,
     style: f.Style = "default",
@@ -43,12 +59,13 @@ def spectrum_command(
     """Singular spectra and condition numbers of X and of every layer, plain and conditioned."""
     from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
     from condcli.cli.output import REPORT_FILES, OutputDir, csv_dir, emit
-    from condcli.cli.spectrum_table import render
+    from condcli.cli.spectrum_table import parse_columns, render
     from condcli.cli.tables import stdout_console
 
     chosen = run.layer_choice()
     fmt = o.plot_format(fmt)
-    names = (*REPORT_FILES, f"spectrum.{fmt}", f"layers.{fmt}")
+    picked = parse_columns(columns, wide)  # before any work: a key that is no column fails now
+    names = (*REPORT_FILES, f"spectrum.{fmt}", f"layers.{fmt}", f"embedding_table.{fmt}")
     target = OutputDir(out, names, run.input_paths()) if out is not None else None  # before any work
     tables = csv_dir(csv, run.input_paths()) if csv is not None else None
     setup = o.setup_run(run)
@@ -60,14 +77,16 @@ def spectrum_command(
 
     def plots(folder: Path) -> list[Path]:
         from condcli.plots import spectrum_plots
+        from condcli.plots.embedding_table import embedding_table_plots
 
-        return spectrum_plots(data, folder, fmt, title=title, style=style)
+        drawn = spectrum_plots(data, folder, fmt, title=title, style=style)
+        return drawn + embedding_table_plots(data, folder, fmt)
 
     emit(
         data,
         target,
         plots,
         as_json=run.as_json,
-        render=lambda: render(stdout_console(), report),
+        render=lambda: render(stdout_console(), report, picked, wide=wide),
         tables=tables,
     )

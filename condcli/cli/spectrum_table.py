@@ -139,6 +139,25 @@ def chosen_columns(report: SpectrumReport, columns: Sequence[str] | None, wide: 
     return picked
 
 
+def parse_columns(text: str | None, wide: bool) -> list[str] | None:
+    """`columns` as given ("kappa, mu_la,conditioned.mu_la"), each a registry key of the per-layer table
+    (checked here, before any work, with a "did you mean"); None where not given."""
+    if text is None:
+        return None
+    if wide:
+        raise UsageError("`columns` and `wide` both choose the columns", "give one of them")
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    if not keys:
+        raise UsageError("`columns` is empty", "e.g. `columns=kappa,mu_la`")
+    names = [m.key for m in with_weights(FORWARD)] + [Column(m, True).key for m in FORWARD]
+    for key in keys:
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f"did you mean `columns={close[0]}`?" if close else "pick from " + ", ".join(names)
+            raise UsageError(f"`columns`: {key!r} is not a metric key", hint)
+    return keys
+
+
 def _width(cells: Sequence[str]) -> int:
     """A column's width in the table: its widest cell, padding and a border."""
     return max(cell_len(c) for c in cells) + 3

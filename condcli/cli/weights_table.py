@@ -9,7 +9,8 @@ from rich.table import Table
 
 from condcli.cli.flags import as_flags
 from condcli.numbers import measured, num
-from condcli.reports.weights import EmbeddingTableReport, LayerWeights, TableSpectrum, WeightsReport
+from condcli.reports.table import EmbeddingTableReport, TableSpectrum
+from condcli.reports.weights import LayerWeights, WeightsReport
 
 FACTOR = "max_h κ(W_Q^h)κ(W_K^h)κ(W_V^h)"
 

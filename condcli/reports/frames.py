@@ -404,7 +404,7 @@ CSV_NAMES = tuple(
         "weights",
     )
 )
-"""Every file ``--csv`` may write (an output folder declares them before any work)."""
+"""Every file `csv` may write (an output folder declares them before any work)."""
 
 
 def write_csv(report: Mapping[str, Any], folder: Path) -> list[Path]:

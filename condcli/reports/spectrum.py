@@ -28,17 +28,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from condcli import __version__
 from condcli.reports.metrics import EMBEDDING, FLAGS, FORWARD, HEAD, ROW_FLAGS, MetricDef, flag_of
+from condcli.reports.table import EmbeddingTableReport
 from condcli.reports.views import ReportViews
 from condcli.spectra import COLLAPSED_HEAD, SINK_HEAD, SINK_SKIP, Aggregate, SpectrumBand, json_float
-
-if TYPE_CHECKING:
-    from condcli.reports.weights import EmbeddingTableReport
 
 SCHEMA_VERSION = 1
 
