@@ -143,11 +143,11 @@ def test_a_library_error_names_the_parameter_and_the_cli_its_flag(
 def test_nothing_to_check_names_every_rule_as_a_parameter() -> None:
     error = _raised(lambda: gate.check("vit-plain"))
     assert isinstance(error, UsageError) and str(error).startswith(
-        "nothing to check: give a rule (max_kappa=F, max_kappa_distinct=F, max_kappa_layer=F, "
+        "nothing to check: give a rule (max_kappa=F, max_kappa_distinct=F, max_kappa_table=F, "
     )
     assert "baseline=FILE" in str(error) and "--" not in str(error)
     assert error_line(error).startswith(
-        "nothing to check: give a rule (--max-kappa F, --max-kappa-distinct F, --max-kappa-layer F, "
+        "nothing to check: give a rule (--max-kappa F, --max-kappa-distinct F, --max-kappa-table F, "
     )
 
 

@@ -37,6 +37,7 @@ def check_command(
     junit: g.Junit = None,
     config: g.Config = None,
     conditioned: g.CheckConditioned = None,
+    weights_only: g.WeightsOnly = False,
     out: g.CheckOut = None,
     csv: o.Csv = None,
 ) -> None:
@@ -63,6 +64,7 @@ def check_command(
         tolerance=tolerance,
         config=config,
         conditioned=conditioned,
+        weights_only=weights_only,
     )
     if junit is not None:  # before reading anything: never over what the run reads
         check_junit_path(junit, plan.reads)

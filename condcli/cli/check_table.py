@@ -28,7 +28,7 @@ def rules_table(report: CheckReport) -> Table:
         "limit",
         "result",
         "note",
-        title=f"rules ({report.statistic} over {report.data['inputs']['count']} samples)",
+        title=_rules_title(report),
         title_justify="left",
     )
     for c in report.rules:
@@ -87,9 +87,23 @@ def show(report: CheckReport, *, as_json: bool) -> None:
         print(f"check failed: {', '.join(c.title for c in report.checks if not c.passed)}", file=sys.stderr)
 
 
+def _rules_title(report: CheckReport) -> str:
+    inputs = report.data.get("inputs")
+    if not isinstance(inputs, dict):  # the weights alone: no samples, each value a model constant
+        return "rules (the weights alone: no inputs, no forward)"
+    return f"rules ({report.statistic} over {inputs.get('count')} samples)"
+
+
 def render(out: Console, report: CheckReport) -> None:
     if report.spectrum is not None:  # a saved report's analysis has no model to describe
         header(out, report.spectrum.model, report.spectrum.inputs)
+    model = report.data.get("model")
+    if report.data.get("weights_only") and isinstance(model, dict):
+        out.print(
+            f"[bold]{escape(str(model.get('spec')))}[/]: {escape(str(model.get('family')))}, "
+            f"{escape(str(model.get('weights_label', '')))}, {model.get('num_layers')} layers — the weights "
+            "alone (no inputs, no forward)"
+        )
     if report.rules:
         out.print(rules_table(report))
     b = report.baseline

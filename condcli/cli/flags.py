@@ -21,6 +21,7 @@ _FLAGS: dict[str, str] = {
     "heads": "--heads",
     "columns": "--columns",
     "csv": "--csv",
+    "weights_only": "--weights-only",
     "wide": "--wide",
     "conditioned": "--conditioned",
     "value_range": "--range",

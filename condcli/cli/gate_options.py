@@ -115,6 +115,15 @@ CheckConditioned = Annotated[
         rich_help_panel=ANALYSIS,
     ),
 ]
+WeightsOnly = Annotated[
+    bool,
+    typer.Option(
+        "--weights-only",
+        help="Gate the weights alone (κ(E): --max-kappa-table), as 'condcli weights' reads them: no inputs, "
+        "no forward; safetensors folders are read tensor by tensor.",
+        rich_help_panel=ANALYSIS,
+    ),
+]
 ModelA = Annotated[
     Optional[str],
     typer.Argument(

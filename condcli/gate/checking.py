@@ -68,6 +68,7 @@ class CheckPlan:
     config_file: Path | None  # the ``config`` given (also where [tool.condcli] model is read)
     conditioned: bool | None  # None: when the baseline has its per-layer numbers
     reads: Inputs  # what the run reads: no output may overwrite one of them (:mod:`condcli.outpaths`)
+    weights_only: bool = False  # gate the weights alone (`condcli weights`): no inputs, no forward
 
     def run(self, watch: Watch | None = None) -> CheckReport:
         """Load the baseline and the model, analyse it (``watch``: a progress bar, notes) and gate it."""
@@ -78,6 +79,8 @@ class CheckPlan:
             base: Baseline | None = baseline_of(self.baseline, cfg.statistic)
         else:
             base = None if cfg.baseline is None else load_baseline(cfg.baseline, cfg.statistic)
+        if self.saved is None and self.weights_only:
+            return self._weights(self.run_options or RunOptions(layers=None))
         if self.saved is None:
             return self._analyse(self.run_options or RunOptions(layers=None), base, watch)
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -117,6 +120,18 @@ class CheckPlan:
         return self._report(
             spectrum.to_json(), base, kappa_key, spectrum=spectrum, started=stamp, elapsed_s=elapsed
         )
+
+    def _weights(self, run: RunOptions) -> CheckReport:
+        """The weights alone, as `condcli weights` reads them, gated on the weight rules."""
+        from condcli.analysis.weights import analyse_weights
+
+        started, stamp = time.monotonic(), datetime.now(timezone.utc).isoformat(timespec="seconds")
+        data = analyse_weights(
+            replace(run, layers="all" if run.layers is None else run.layers), self.config_file
+        )
+        data_json = data.to_json()
+        data_json["weights_only"] = True
+        return self._report(data_json, None, None, started=stamp, elapsed_s=time.monotonic() - started)
 
     def _report(
         self, data: dict[str, Any], base: Baseline | None, kappa_key: str | None, **run: Any
@@ -164,9 +179,11 @@ def plan_check(
     config: Path | None = None,
     conditioned: bool | None = None,
     cwd: Path | None = None,
+    weights_only: bool = False,
     **options: Any,
 ) -> CheckPlan:
-    """What :func:`check` will do, checked before any work (see there)."""
+    """What :func:`check` will do, checked before any work (see there). ``weights_only``: gate the weights
+    alone (rules on E, :data:`condcli.gate.rules.TABLE_RULES`), read as `condcli weights` reads them."""
     here = cwd or Path.cwd()
     saved = run = None
     if isinstance(model, Mapping):
@@ -189,8 +206,12 @@ def plan_check(
     elif cfg.empty:
         where = cfg.config_file or here / "pyproject.toml"
         raise UsageError(NOTHING, f"or set them in [tool.condcli.check] of {where}")
+    if weights_only:
+        _check_weights_only(cfg, saved is not None, conditioned, run)
     reads: Inputs = []
-    if run is not None:
+    if run is not None and weights_only:
+        reads = run.input_paths(config)
+    elif run is not None:
         chosen = run.layer_choice() if run.layers is not None else None
         layer_rules = [r for r in cfg.limits if r in LAYER_RULES]
         if layer_rules and chosen == []:
@@ -200,7 +221,38 @@ def plan_check(
         reads = run.input_paths(config)
     if cfg.baseline is not None:
         reads.append(("`baseline`", cfg.baseline))
-    return CheckPlan(cfg, run, saved, given, config, conditioned, reads)
+    return CheckPlan(cfg, run, saved, given, config, conditioned, reads, weights_only)
+
+
+def _check_weights_only(
+    cfg: CheckConfig, saved: bool, conditioned: bool | None, run: RunOptions | None
+) -> None:
+    """`weights_only` gates the weights alone: a rule or option that needs inputs or a forward is refused."""
+    from condcli.gate.rules import TABLE_RULES
+
+    if saved:
+        raise UsageError(
+            "`weights_only` reads a model's weights, and `model` is a saved report", "give a MODEL"
+        )
+    forward = [rule for rule in cfg.limits if rule not in TABLE_RULES]
+    if forward:
+        raise UsageError(
+            f"`{forward[0]}` needs inputs and a forward, and `weights_only` runs none",
+            f"gate the weights with {', '.join(f'`{r}`' for r in TABLE_RULES)}, or drop `weights_only`",
+        )
+    if not cfg.limits:
+        raise UsageError(
+            "`weights_only` gates the weights: give a weight rule",
+            f"e.g. {', '.join(f'`{r}=F`' for r in TABLE_RULES)}",
+        )
+    if cfg.baseline is not None:
+        raise UsageError("`baseline` compares a forward's metrics, and `weights_only` runs none", "drop one")
+    if conditioned:
+        raise UsageError("`conditioned` is a forward, and `weights_only` runs none", "drop one")
+    forward_options = ("images", "text", "max_samples", "lam", "dtype", "device_map")
+    given = [f for f in forward_options if run is not None and getattr(run, f) is not None]
+    if given:
+        raise UsageError(f"`{given[0]}` is for a forward, and `weights_only` runs none", f"drop `{given[0]}`")
 
 
 def check(
@@ -213,6 +265,7 @@ def check(
     config: Path | None = None,
     conditioned: bool | None = None,
     watch: Watch | None = None,
+    weights_only: bool = False,
     **options: Any,
 ) -> CheckReport:
     """Gate ``model`` — anything ``condcli check`` takes as MODEL, or a saved report's JSON — on ``limits``
@@ -234,6 +287,7 @@ def check(
         tolerance=tolerance,
         config=config,
         conditioned=conditioned,
+        weights_only=weights_only,
         **options,
     )
     return plan.run(watch)

@@ -198,12 +198,14 @@ def check_sections(report: Report) -> list[Section]:
     """The verdict, the rules and the baseline of a check report, then its analysis (a check report is a
     spectrum report with the checks added)."""
     from condcli.html.sections_spectrum import sections as spectrum_sections
+    from condcli.html.sections_weights import sections as weights_sections
 
+    analysis = weights_sections if report.get("weights_only") is True else spectrum_sections
     return [
         guarded("check-verdict", "Check", lambda: verdict_html(report) + warnings_html(report)),
         guarded("check-rules", "Rules", lambda: rules_html(report)),
         guarded("check-baseline", "Baseline", lambda: baseline_html(report)),
-        *spectrum_sections(report),
+        *analysis(report),
     ]
 
 

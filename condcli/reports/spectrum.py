@@ -62,6 +62,8 @@ class ModelInfo:
         random init is not "pretrained"), a checkpoint's "weights from the checkpoint"."""
         if self.weights == "file":
             return "weights from the checkpoint"
+        if self.model_from == "in memory":
+            return "weights in memory"
         if self.source == "local" and self.weights == "pretrained":
             return f"weights from {self.spec}"
         return f"{self.weights} weights"
