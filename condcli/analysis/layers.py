@@ -23,7 +23,7 @@ from condcli.analysis.persample import (
 )
 from condcli.capture import LayerCapture
 from condcli.errors import InternalError
-from condcli.reports.metrics import FLAGS, FORWARD, HEAD, MIXING_FLAG, ROW_FLAGS
+from condcli.reports.metrics import FLAGS, FORWARD, HEAD, MIXING_FLAG, ROW_FLAGS, WEIGHTS
 from condcli.reports.spectrum import ForwardStats, HeadReport, WeightKappas
 from condcli.spectra import (
     ScalarStream,
@@ -81,8 +81,11 @@ def _with_heads(w: HeadWeights, full: tuple[float, float, float]) -> WeightKappa
         kv = w.kv_index()
         heads = [condition_number(m).tolist() for m in (w.wq, w.wk, w.wv)]
         heads = [heads[0], [heads[1][g] for g in kv], [heads[2][g] for g in kv]]
+    keys = [m.key for m in WEIGHTS]  # kappa_wq, kappa_wk, kappa_wv: the order of PROJECTIONS
     return WeightKappas(
-        full[0], full[1], full[2], tuple(heads[0]), tuple(heads[1]), tuple(heads[2]), kv_heads=w.kv_heads
+        dict(zip(keys, full, strict=True)),
+        {key: tuple(h) for key, h in zip(keys, heads, strict=True)},
+        kv_heads=w.kv_heads,
     )
 
 

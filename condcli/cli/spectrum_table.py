@@ -77,8 +77,7 @@ def _shown(report: SpectrumReport, m: MetricDef) -> bool:
 
 
 def _weight(layer: LayerReport, metric: MetricDef) -> str:
-    w = layer.weights
-    return num({"kappa_wq": w.wq, "kappa_wk": w.wk, "kappa_wv": w.wv}[metric.key])
+    return num(layer.weights.whole[metric.key])
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from condcli import __version__
-from condcli.reports.metrics import EMBEDDING, FLAGS, FORWARD, HEAD, ROW_FLAGS, MetricDef, flag_of
+from condcli.reports.metrics import EMBEDDING, FLAGS, FORWARD, HEAD, ROW_FLAGS, WEIGHTS, MetricDef, flag_of
 from condcli.reports.table import EmbeddingTableReport
 from condcli.reports.views import ReportViews
 from condcli.spectra import COLLAPSED_HEAD, SINK_HEAD, SINK_SKIP, Aggregate, SpectrumBand, json_float
@@ -287,15 +287,44 @@ class HeadReport:
 
 @dataclass(frozen=True)
 class WeightKappas:
-    """κ of the full d × (H·d_h) projections and of each head's d × d_h slice (model constants)."""
+    """κ of the full d × (H·d_h) projections and of each head's d × d_h slice (model constants), by the
+    registry's weight keys (:data:`condcli.reports.metrics.WEIGHTS`: ``kappa_wq``, ``kappa_wk``,
+    ``kappa_wv``). Per head, W_K and W_V are the KV slice each query head reads (grouped-query attention)."""
 
-    wq: float
-    wk: float
-    wv: float
-    wq_heads: tuple[float, ...]
-    wk_heads: tuple[float, ...]  # per query head: the KV slice it reads (grouped-query attention)
-    wv_heads: tuple[float, ...]
+    whole: Mapping[str, float]  # key → κ of the whole projection
+    heads: Mapping[str, tuple[float, ...]]  # key → κ per query head
     kv_heads: int | None = None  # key/value heads (fewer than the query heads under GQA); None: unknown
+
+    @property
+    def wq(self) -> float:
+        return self.whole["kappa_wq"]
+
+    @property
+    def wk(self) -> float:
+        return self.whole["kappa_wk"]
+
+    @property
+    def wv(self) -> float:
+        return self.whole["kappa_wv"]
+
+    @property
+    def wq_heads(self) -> tuple[float, ...]:
+        return self.heads["kappa_wq"]
+
+    @property
+    def wk_heads(self) -> tuple[float, ...]:
+        return self.heads["kappa_wk"]
+
+    @property
+    def wv_heads(self) -> tuple[float, ...]:
+        return self.heads["kappa_wv"]
+
+    def to_json(self) -> dict[str, Any]:
+        """Each registry weight key, then its per-head list (``<key>_heads``), then ``kv_heads``."""
+        out: dict[str, Any] = {m.key: json_float(self.whole[m.key]) for m in WEIGHTS}
+        out.update({f"{m.key}_heads": [json_float(v) for v in self.heads[m.key]] for m in WEIGHTS})
+        out["kv_heads"] = self.kv_heads
+        return out
 
 
 SINK_NOTE = (
@@ -352,13 +381,7 @@ class LayerReport:
             "attention": self.attention,
             "heads": self.heads,
             "approximation": self.approximation,
-            "kappa_wq": json_float(w.wq),
-            "kappa_wk": json_float(w.wk),
-            "kappa_wv": json_float(w.wv),
-            "kappa_wq_heads": [json_float(v) for v in w.wq_heads],
-            "kappa_wk_heads": [json_float(v) for v in w.wk_heads],
-            "kappa_wv_heads": [json_float(v) for v in w.wv_heads],
-            "kv_heads": w.kv_heads,
+            **w.to_json(),
         }
         out.update(self.plain.to_json())
         out["probs_note"] = self.probs_note
