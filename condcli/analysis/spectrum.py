@@ -17,6 +17,7 @@ from condcli.conditioning import Conditioning
 from condcli.inputs.batches import InputStream
 from condcli.loading.sources import LoadedModel
 from condcli.reports.spectrum import ConditionedForward, LayerReport, SpectrumReport
+from condcli.reports.table import EmbeddingTableReport
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,27 @@ def analyse_spectrum(
         conditioned_forward=cond,
         notes=tuple(notes),
         refused=_refused(loaded, options.layers),
-        embedding_table=embedding_table_of(loaded.top or loaded.model),
+        embedding_table=_embedding_table(loaded),
     )
+
+
+def _embedding_table(loaded: LoadedModel) -> EmbeddingTableReport | None:
+    """κ(E) and the untied head's of the whole model; where a device map offloaded them (to CPU or disk),
+    each is loaded back for the while, one module at a time (never the whole model)."""
+    from contextlib import ExitStack
+
+    import torch
+
+    from condcli.loading.big_model import materialized
+
+    top = loaded.top or loaded.model
+    with ExitStack() as stack:
+        for name in ("get_input_embeddings", "get_output_embeddings"):
+            get = getattr(top, name, None)
+            module = get() if callable(get) else None
+            if isinstance(module, torch.nn.Module):
+                stack.enter_context(materialized(module, torch.device("cpu")))
+        return embedding_table_of(top)
 
 
 def _refused(loaded: LoadedModel, layers: Sequence[int] | None) -> tuple[tuple[int, str, str], ...]:
