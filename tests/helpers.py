@@ -39,12 +39,23 @@ def np_tol(X: np.ndarray, eps: float) -> np.ndarray:
     return np.maximum(rounding, max(X.shape[-2:]) * EPS * np_sigma(X)[..., 0])
 
 
+def np_repeated(X: np.ndarray) -> np.ndarray:
+    """(..., n, c) → (...,): whether a matrix has fewer distinct rows (compared exactly) than k = min(n, c):
+    exactly singular, κ = inf (docs/math.md#repeated-rows)."""
+    X = np.asarray(X)
+    flat = X.reshape(-1, *X.shape[-2:])
+    k = min(X.shape[-2:])
+    return np.array([len(np.unique(m, axis=0)) < k for m in flat]).reshape(X.shape[:-2])
+
+
 def np_reported_kappa(X: np.ndarray, eps: float) -> np.ndarray:
-    """κ as docs/math.md#spectra reports it for a capture of machine epsilon ``eps``: σ_1/σ_k, or where σ_k ≤
-    tol the floor σ_1/tol (all the captured data can tell)."""
+    """κ as docs/math.md#spectra reports it for a capture of machine epsilon ``eps``: inf where rows repeat
+    exactly (fewer distinct than k), else σ_1/σ_k, or where σ_k ≤ tol the floor σ_1/tol (all the captured
+    data can tell)."""
     s, tol = np_sigma(X), np_tol(X, eps)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(s[..., -1] <= tol, s[..., 0] / tol, np_kappa(X))
+        reported = np.where(s[..., -1] <= tol, s[..., 0] / tol, np_kappa(X))
+    return np.where(np_repeated(X), np.inf, reported)
 
 
 def np_shifted_kappa(X: np.ndarray, lam: float) -> np.ndarray:

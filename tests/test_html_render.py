@@ -6,6 +6,7 @@ partial reports (keys deleted) without an error."""
 from __future__ import annotations
 
 import copy
+import html
 import json
 import math
 import re
@@ -26,6 +27,16 @@ Report = dict[str, Any]
 @pytest.fixture(scope="module")
 def reports(spectrum: Report, sweep: Report, rank: Report) -> dict[str, Report]:
     return {"spectrum": spectrum, "sweep-lambda": sweep, "rank-decay": rank}
+
+
+def shown(label: str) -> str:
+    """A label as the page's text reads it: subscripts and superscripts set as HTML (κ(X<sub>ℓ</sub>)),
+    so their markers are gone (condcli.figures.labels.html_text)."""
+    import re
+
+    from condcli.figures.labels import html_text
+
+    return html.unescape(re.sub(r"<[^>]+>", "", html_text(label)))
 
 
 def rows(table: Node) -> tuple[list[str], list[list[Node]]]:
@@ -93,8 +104,8 @@ def test_spectrum_page_shows_x_and_every_layer(spectrum: Report) -> None:
 
 def test_layer_table_cells_are_the_json_values(spectrum: Report) -> None:
     head, body = rows(parse(render_html(spectrum)).by_id("table-layers"))
-    plain = {m.column: m for m in (*FORWARD, *WEIGHTS) if m.column is not None}
-    cond = {f"{m.column} +{LAM:g}I": m for m in FORWARD if m.conditioned_column}
+    plain = {shown(m.column): m for m in (*FORWARD, *WEIGHTS) if m.column is not None}
+    cond = {shown(f"{m.column} +{LAM:g}I"): m for m in FORWARD if m.conditioned_column}
     checked = 0
     assert len(body) == len(spectrum["layers"])
     for tr, layer in zip(body, spectrum["layers"], strict=True):
@@ -123,13 +134,13 @@ def test_head_tables_hold_each_heads_medians(spectrum: Report) -> None:
     page = parse(render_html(spectrum))
     for layer in spectrum["layers"]:
         head, body = rows(page.by_id(f"table-heads-{layer['index']}"))
-        assert head[:4] == ["head", "κ(W_Q^h)", "κ(W_K^h)", "κ(W_V^h)"]
+        assert head[:4] == ["head", *(shown(f"κ(W_{w}^h)") for w in "QKV")]
         for tr, h in zip(body, layer["heads_detail"], strict=True):
             check_cell(tr[1], layer["kappa_wq_heads"][h["head"]])
             check_cell(tr[3], layer["kappa_wv_heads"][h["head"]])
             mu_la = h["mu_la"]
             floor = mu_la.get("floor", {}).get("median", False)
-            check_cell(tr[head.index("μ(LA)")], mu_la["median"], floor, rel_of(mu_la, "median"))
+            check_cell(tr[head.index(shown("μ(LA)"))], mu_la["median"], floor, rel_of(mu_la, "median"))
             check_cell(tr[head.index("κ(LA) actual")], h["kappa_la"]["median"])
 
 
@@ -183,7 +194,8 @@ def test_sweep_table_and_recommendation(sweep: Report) -> None:
 def test_rank_table_and_heatmap(rank: Report) -> None:
     page = parse(render_html(rank))
     head, body = rows(page.by_id("table-rank"))
-    assert (head[3], head[6], head[7], head[10]) == ("c_m", "erank", f"c_m +{LAM:g}I", f"erank +{LAM:g}I")
+    want = ("c_m", "erank", f"c_m +{LAM:g}I", f"erank +{LAM:g}I")
+    assert (head[3], head[6], head[7], head[10]) == tuple(shown(w) for w in want)
     plain, cond = rank["rank_decay"], rank["rank_decay_conditioned"]
     for tr, layer, twin in zip(body, plain["layers"], cond["layers"], strict=True):
         assert tr[1].text() == layer["name"]
@@ -315,21 +327,23 @@ def test_glossary_lists_the_registry_metrics_the_report_holds(spectrum: Report, 
     for report in (spectrum, sweep):
         page = parse(render_html(report))
         glossary = page.by_id("glossary")
-        shown = [dt.text() for dt in glossary.iter("dt")]
+        listed = [dt.text() for dt in glossary.iter("dt")]
         layers = report.get("layers") or []
-        want = [
-            m.label
+        held = [
+            m
             for m in ALL
             if (
                 report["embedding"].get(m.key) is not None
                 if m.scope == "embedding"
+                else (report.get("embedding_table") or {}).get(m.key) is not None
+                if m.scope == "table"
                 else any(layer.get(m.key) is not None for layer in layers)
             )
         ]
-        assert shown == want
-        text = glossary.text()
-        assert all(m.formula in text for m in ALL if m.label in want)
-    assert len(shown) < len(ALL)  # the sweep report holds no per-layer metric
+        assert listed == [shown(m.label) for m in held]
+        text = " ".join(glossary.text().split())
+        assert all(" ".join(shown(m.formula).split()) in text for m in held)
+    assert len(listed) < len(ALL)  # the sweep report holds no per-layer metric
 
 
 def test_per_head_heatmaps_hold_each_heads_median(spectrum: Report) -> None:

@@ -143,7 +143,8 @@ def test_bad_arguments_are_one_clear_error(kwargs: dict[str, Any], error: type, 
 
 
 def test_an_unknown_metric_lists_the_valid_names() -> None:
-    with pytest.raises(InputError, match=r"the metrics are: kappa, kappa_conditioned, .*attention_entropy"):
+    names = r"the metrics are: kappa, kappa_distinct, kappa_conditioned, .*attention_entropy"
+    with pytest.raises(InputError, match=names):
         ConditioningCallback(metrics="entropy")
 
 

@@ -137,7 +137,10 @@ def _embedding_table(loaded: LoadedModel) -> EmbeddingTableReport | None:
     with ExitStack() as stack:
         for name in ("get_input_embeddings", "get_output_embeddings"):
             get = getattr(top, name, None)
-            module = get() if callable(get) else None
+            try:
+                module = get() if callable(get) else None
+            except (NotImplementedError, AttributeError):  # a model with no vocabulary (wav2vec2)
+                module = None
             if isinstance(module, torch.nn.Module):
                 stack.enter_context(materialized(module, torch.device("cpu")))
         return embedding_table_of(top)

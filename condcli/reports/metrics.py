@@ -251,6 +251,7 @@ FORWARD: tuple[MetricDef, ...] = (
         column="κ(M)",
         needs_probs=True,
         needs_mixing=True,
+        compact=6,  # where a layer mixes with M ≠ P: μ(A) uses κ(M) in place of κ(P)
     ),
     MetricDef(
         "attention_entropy",
