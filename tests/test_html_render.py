@@ -93,9 +93,12 @@ def test_spectrum_page_shows_x_and_every_layer(spectrum: Report) -> None:
         for col, stat in enumerate(("median", "min", "max"), start=1):
             agg = emb[key]
             check_cell(
-                by_label[label][col], agg[stat], agg.get("floor", {}).get(stat, False), rel_of(agg, stat)
+                by_label[shown(label)][col],
+                agg[stat],
+                agg.get("floor", {}).get(stat, False),
+                rel_of(agg, stat),
             )
-    check_cell(by_label[f"κ(X + {LAM:g}·I_k)"][1], emb["kappa_conditioned"]["median"])
+    check_cell(by_label[shown(f"κ(X + {LAM:g}·I_k)")][1], emb["kappa_conditioned"]["median"])
     text = page.text()
     assert sig3(jf(emb["kappa"]["median"])) in text
     for layer in spectrum["layers"]:

@@ -121,7 +121,7 @@ def test_check_report_page_lists_each_rule_and_regression(tmp_path: Path) -> Non
     assert re.search(r"max_kappa κ\(X\) median 155 100 FAIL", text)
     assert re.search(r"max_mu_la μ\(LA\) median 1\.5e\+09 1e\+12 PASS 0 blocks\.0", text)
     ratio = 305.0 / 200.0
-    assert re.search(rf"κ\(X_l\) 0 blocks\.0 200 305 220 {ratio:.3g} FAIL", text)
+    assert re.search(rf"κ\(X ?ℓ ?\) 0 blocks\.0 200 305 220 {ratio:.3g} FAIL", text)
     assert "check failed" in text and "a warning" in text
 
 

@@ -72,7 +72,8 @@ CONDITIONED_COLUMN = re.compile(r"\s\+\S*I$")  # "κ(X_l) +10I": a column of the
 def _td(cell: Cell | str, folded: bool = False) -> str:
     fold = " folded" if folded else ""
     if isinstance(cell, str):
-        return f'<td class="{fold.strip()}">{escape(cell)}</td>' if folded else f"<td>{escape(cell)}</td>"
+        text = html_text(cell)  # escaped, with σ_1, κ(X_l) set as subscripts (module names left alone)
+        return f'<td class="{fold.strip()}">{text}</td>' if folded else f"<td>{text}</td>"
     title = cell.title or full(cell.value)
     attrs = ""
     classes = " ".join(c for c in ("num" if cell.value is not None else "", cell.cls, fold.strip()) if c)
