@@ -64,15 +64,20 @@ def differences(want: Any, got: Any, path: str = "", rtol: float = RTOL) -> list
     return [] if want == got and type(want) is type(got) else [f"{path}: {want!r:.80} became {got!r:.80}"]
 
 
+ROOT = Path(__file__).resolve().parents[1]
+HERE = "<repository>"  # the checkout's own path, as the files hold it (a clone may lie anywhere)
+
+
 def fresh(sample: str) -> dict[str, Any]:
-    """``condcli spectrum SAMPLE --max-samples 2 --json``, run in-process."""
+    """``condcli spectrum SAMPLE --max-samples 2 --json``, run in-process, with this checkout's path written
+    as :data:`HERE`."""
     from typer.testing import CliRunner
 
     from condcli.cli import app
 
     result = CliRunner().invoke(app, ["spectrum", sample, *ARGS])
     assert result.exit_code == 0, result.output
-    report: dict[str, Any] = json.loads(result.stdout)
+    report: dict[str, Any] = json.loads(result.stdout.replace(json.dumps(str(ROOT))[1:-1], HERE))
     return report
 
 
