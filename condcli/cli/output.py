@@ -9,7 +9,8 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,8 @@ class OutputDir:
         try:
             make_folders(self.path, created)
             clean_stale_staging(self.path)
-            staging = Path(tempfile.mkdtemp(prefix=staging_prefix(), dir=self.path))
+            with signals_deferred():  # a Ctrl-C or SIGTERM between making it and knowing it would leak it
+                staging = Path(tempfile.mkdtemp(prefix=staging_prefix(), dir=self.path))
             made = [f for w in writers for f in w(staging)]
             names = [f.name for f in made]
             unknown = sorted(set(names) - set(self.names)) + [f.name for f in made if f.parent != staging]
@@ -109,10 +111,11 @@ class OutputDir:
                 f"{self.what}: writing failed ({e.strerror or e})", "check the folder and free space"
             ) from e
         finally:
-            if staging is not None and not (staging / BACKUP / ".kept").exists():
-                shutil.rmtree(staging, ignore_errors=True)
-            if not done:
-                remove_folders(created)
+            with signals_deferred():  # a signal now is delivered once the folder is gone, not halfway
+                if staging is not None and not (staging / BACKUP / ".kept").exists():
+                    shutil.rmtree(staging, ignore_errors=True)
+                if not done:
+                    remove_folders(created)
 
     def _stale(self, now: set[str]) -> list[str]:
         """Files the previous manifest lists that this write does not make again and that are still
@@ -171,6 +174,24 @@ def _keep(target: Path, backup: Path) -> None:
         os.link(target, backup, follow_symlinks=False)
     except OSError:
         shutil.copy2(target, backup, follow_symlinks=False)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM held back while inside (delivered on leaving), in the main thread where the
+    platform can; elsewhere nothing is held."""
+    import signal
+    import threading
+
+    held = {signal.SIGINT, signal.SIGTERM}
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _swap(staging: Path, out: Path, names: Iterable[str], stale: Iterable[str]) -> None:
