@@ -22,7 +22,6 @@ token (a trained LLM learns such heads; a random one has none), so that the sink
 from __future__ import annotations
 
 import io
-import math
 import os
 import re
 import shutil
@@ -73,21 +72,10 @@ def tiny_llama(folder: Path) -> Path:
         bos_token_id=0,
         eos_token_id=0,
     )
+    from tests.sinking import make_sink_head
+
     model = tf.LlamaForCausalLM(config)
-    attn = model.model.layers[0].self_attn
-    slow = head_dim // 2 - 1
-    with torch.no_grad():
-        e = model.get_input_embeddings().weight
-        e[:, 0] = 0
-        e[0] = 0
-        e[0, 0] = 1.0  # token 0 alone has a component on e_0; after RMSNorm it is √d·e_0
-        for proj in (attn.q_proj, attn.k_proj, attn.v_proj):
-            proj.bias.zero_()
-        attn.q_proj.weight[:head_dim] = 0  # head 0: q = its bias, 5·e_slow
-        attn.q_proj.bias[slow] = 5.0
-        attn.q_proj.weight[head_dim + slow] = 0  # head 1 reads the same KV head: no q on e_slow
-        attn.k_proj.weight[slow] = 0
-        attn.k_proj.weight[slow, 0] = 2.0 / math.sqrt(d) * math.sqrt(head_dim)  # token 0's logit: 10
+    make_sink_head(model, dim=head_dim // 2 - 1)  # the slowest rotary pair
     out = folder / LLAMA
     model.save_pretrained(out)
     for name in ("tokenizer.json", "tokenizer_config.json"):

@@ -12,26 +12,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
+
+from tests.tiny_llm import tiny_llama
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
-    import transformers as tf
-
-    torch.manual_seed(0)
-    config = tf.LlamaConfig(
-        vocab_size=48,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=8,
-    )
-    model = tf.AutoModelForCausalLM.from_config(config)
     path = tmp_path_factory.mktemp("llama")
-    model.save_pretrained(path)
+    tiny_llama(path)
     from safetensors.numpy import load_file
 
     e = load_file(str(path / "model.safetensors"))["model.embed_tokens.weight"].astype(np.float64)

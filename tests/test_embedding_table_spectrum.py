@@ -19,24 +19,12 @@ from condcli.gate import check
 from condcli.inputs.batches import Batch, InputSpec, stream
 from condcli.loading.sources import LoadOptions, load
 from tests.recording import replay
+from tests.tiny_llm import tiny_llama
 
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray, np.ndarray]:
-    import transformers as tf
-
-    torch.manual_seed(0)
-    config = tf.LlamaConfig(
-        vocab_size=64,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=8,
-        tie_word_embeddings=False,
-    )
-    model = tf.AutoModelForCausalLM.from_config(config)
+    model = tiny_llama(vocab_size=64, tie_word_embeddings=False)
     with torch.no_grad():  # a known, ill-conditioned E: one direction scaled down by 1e-3
         model.get_input_embeddings().weight[:, 0] *= 1e-3
     path = tmp_path_factory.mktemp("llama")

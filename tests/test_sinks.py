@@ -6,7 +6,6 @@ model, the max over heads in the JSON, the one-line note under the table, and th
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from condcli.inputs.batches import Batch
 from condcli.loading.sources import LoadOptions, load
 from condcli.spectra import SINK_SKIP, sink_score
 from tests.recording import replay
+from tests.sinking import make_sink_head
 
 D, HEAD_DIM, N = 32, 8, 12
 IDS = torch.tensor([[0, *range(1, N)], [0, *range(N, 2 * N - 1)]])  # the first token is token 0, the sink
@@ -45,19 +45,7 @@ def sinking(tmp_path_factory: pytest.TempPathFactory) -> Path:
         rope_theta=1e6,
     )
     model = tf.AutoModelForCausalLM.from_config(config)
-    attn = model.model.layers[0].self_attn
-    with torch.no_grad():
-        e = model.get_input_embeddings().weight
-        e[:, 0] = 0
-        e[0] = 0
-        e[0, 0] = 1.0  # token 0 alone has a component on e_0; after RMSNorm it is √d·e_0
-        for proj in (attn.q_proj, attn.k_proj, attn.v_proj):
-            proj.bias.zero_()
-        attn.q_proj.weight[:HEAD_DIM] = 0  # head 0: q = its bias, c·e_3
-        attn.q_proj.bias[3] = 5.0
-        attn.q_proj.weight[HEAD_DIM + 3] = 0  # head 1 reads the same KV head: no q on e_3
-        attn.k_proj.weight[3] = 0
-        attn.k_proj.weight[3, 0] = 2.0 / math.sqrt(D) * math.sqrt(HEAD_DIM)  # k_0 = s·√d·e_3, logit 2cs
+    make_sink_head(model, dim=3)
     path = tmp_path_factory.mktemp("sinking")
     model.save_pretrained(path)
     return path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -97,11 +98,5 @@ def rank_decay_command(
 
         return rank_decay_plots(data, folder, fmt, title=title, style=style)
 
-    emit(
-        data,
-        target,
-        plots,
-        as_json=run.as_json,
-        render=lambda: render(stdout_console(), report),
-        tables=tables,
-    )
+    table = functools.partial(render, stdout_console(), report)
+    emit(data, target, plots, as_json=run.as_json, render=table, tables=tables)

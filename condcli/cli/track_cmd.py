@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
@@ -118,11 +119,5 @@ def track_command(
 
         return track_plots(data, folder, fmt, title=title, style=style)
 
-    emit(
-        data,
-        target,
-        plots,
-        as_json=run.as_json,
-        render=lambda: render(stdout_console(), report),
-        tables=tables,
-    )
+    table = functools.partial(render, stdout_console(), report)
+    emit(data, target, plots, as_json=run.as_json, render=table, tables=tables)

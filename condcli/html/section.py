@@ -58,6 +58,12 @@ def notes_html(report: Report) -> str:
     return "".join(f'<p class="note"><b>note:</b> {escape(n)}</p>' for n in items)
 
 
+def notes_section(report: Report) -> list[Section]:
+    """The report's notes as a section of their own ([] where it has none)."""
+    notes = notes_html(report)
+    return [Section("notes", "Notes", notes)] if notes else []
+
+
 def conditioned_note(report: Report) -> str:
     """Why the conditioned forward was not run, where the report says so ("" otherwise)."""
     cf = as_map(report.get("conditioned_forward"))

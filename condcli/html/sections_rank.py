@@ -25,7 +25,7 @@ from condcli.html.section import (
     guarded,
     lam_text,
     missing,
-    notes_html,
+    notes_section,
 )
 from condcli.html.tables import Cell, number, table
 
@@ -178,7 +178,5 @@ def sections(report: Report) -> list[Section]:
         out.append(guarded("rank-heads", "Per layer: heads", lambda: per_layer(report)))
     if conditioned_note(report):
         out.append(Section("conditioned", "Conditioned forward", conditioned_note(report)))
-    notes = notes_html(report)
-    if notes:
-        out.append(Section("notes", "Notes", notes))
+    out += notes_section(report)
     return out

@@ -23,7 +23,7 @@ from condcli.html.section import (
     guarded,
     lam_text,
     missing,
-    notes_html,
+    notes_section,
 )
 from condcli.html.tables import Cell, agg_cell, footnotes_html, marks, number, table
 from condcli.reports.metrics import EMBEDDING, FORWARD, HEAD, MetricDef, flag_of, with_weights
@@ -262,7 +262,5 @@ def sections(report: Report) -> list[Section]:
         )
     if any(as_maps(layer.get("heads_detail")) for layer in as_maps(report.get("layers"))):
         out.append(guarded("heads", "Per-head tables", lambda: heads_section(report)))
-    notes = notes_html(report)
-    if notes:
-        out.append(Section("notes", "Notes", notes))
+    out += notes_section(report)
     return out

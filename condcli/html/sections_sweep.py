@@ -13,7 +13,7 @@ from condcli.figures.labels import html_text
 from condcli.figures.sweep import sweep as described_sweep
 from condcli.html.described import chart
 from condcli.html.numbers import floats, full, num, to_float
-from condcli.html.section import Report, Section, as_map, as_maps, guarded, missing, notes_html
+from condcli.html.section import Report, Section, as_map, as_maps, guarded, missing, notes_section
 from condcli.html.tables import Cell, number, table
 
 
@@ -120,7 +120,5 @@ def sections(report: Report) -> list[Section]:
     ]
     if as_maps(sweep.get("layers")):
         out.append(guarded("sweep-layers", "Per-layer κ over λ", lambda: layers_table(sweep)))
-    notes = notes_html(report)
-    if notes:
-        out.append(Section("notes", "Notes", notes))
+    out += notes_section(report)
     return out

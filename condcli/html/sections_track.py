@@ -11,7 +11,15 @@ from condcli.figures.labels import html_text
 from condcli.figures.track import LAYER_METRICS
 from condcli.html.described import chart
 from condcli.html.glossary import glossary_section
-from condcli.html.section import Report, Section, as_map, guarded, lam_text, missing, notes_html
+from condcli.html.section import (
+    Report,
+    Section,
+    as_map,
+    guarded,
+    lam_text,
+    missing,
+    notes_section,
+)
 from condcli.html.tables import Cell, agg_cell, table
 from condcli.reports.metrics import EMBEDDING, forward
 
@@ -96,9 +104,7 @@ def sections(report: Report) -> list[Section]:
         guarded("track-embedding", "κ(X) against the training step", lambda: _embedding_html(report)),
         guarded("track-layers", "Layers against the training step", lambda: _layers_html(report)),
     ]
-    notes = notes_html(report)
-    if notes:
-        out.append(Section("notes", "Notes", notes))
+    out += notes_section(report)
     metrics = [m for m in EMBEDDING if m.key in ("kappa", "kappa_conditioned")]
     metrics += [forward(key) for key, _ in LAYER_METRICS]
     glossary = glossary_section(report, metrics)

@@ -10,7 +10,7 @@ from typing import Any
 
 from condcli.figures.embedding_table import embedding_table
 from condcli.html.described import chart
-from condcli.html.section import Report, Section, as_map, as_maps, guarded, missing, notes_html
+from condcli.html.section import Report, Section, as_map, as_maps, guarded, missing, notes_section
 from condcli.html.tables import Cell, key_values, number, table
 from condcli.numbers import num
 
@@ -109,9 +109,7 @@ def sections(report: Report) -> list[Section]:
         guarded("embedding-table", "Embedding table E", lambda: embedding_table_html(report)),
         guarded("weights-layers", "Weights per layer", lambda: _layers_html(report)),
     ]
-    notes = notes_html(report)
-    if notes:
-        out.append(Section("notes", "Notes", notes))
+    out += notes_section(report)
     return out
 
 

@@ -153,14 +153,20 @@ def _value(r: _Reader, kind: int, key: str) -> Any:
     return n
 
 
+def _unique(r: _Reader, seen: set[str], what: str, i: int) -> str:
+    """The next name (``what`` of entry ``i``: a key, a tensor's name), refused where it came before."""
+    name = r.string(f"{what} {i}")
+    if name in seen:
+        raise r.fail(f"it holds the {what.removeprefix('the name of ')} {name!r} twice")
+    seen.add(name)
+    return name
+
+
 def _metadata(r: _Reader, count: int) -> dict[str, Any]:
     kept: dict[str, Any] = {}
     seen: set[str] = set()
     for i in range(count):
-        key = r.string(f"key {i}")
-        if key in seen:
-            raise r.fail(f"it holds the key {key!r} twice")
-        seen.add(key)
+        key = _unique(r, seen, "key", i)
         kind = int(r.unpack("<I", f"the value type of {key!r}"))
         value = _value(r, kind, key)
         if key in TEXT_KEYS or key in NUMBER_KEYS:
@@ -174,10 +180,7 @@ def _tensors(r: _Reader, count: int, sizes: dict[int, tuple[int, int]]) -> list[
     found: list[TensorEntry] = []
     names: set[str] = set()
     for i in range(count):
-        name = r.string(f"the name of tensor {i}")
-        if name in names:
-            raise r.fail(f"it holds the tensor {name!r} twice")
-        names.add(name)
+        name = _unique(r, names, "the name of tensor", i)
         ndims = int(r.unpack("<I", f"the dimension count of {name!r}"))
         if not 1 <= ndims <= MAX_DIMS:
             raise r.fail(f"tensor {name!r} has {ndims} dimensions (GGUF allows 1 to {MAX_DIMS})")
