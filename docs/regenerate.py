@@ -261,6 +261,8 @@ def run(name: str, work: Path) -> str:
                 f"{name}: condcli {' '.join(block.argv)} exited {result.exit_code}: {result.output}"
             )
         text = result.stdout
+    # paths inside the checkout as the page shows them: relative, the same in a clone anywhere
+    text = text.replace(str(ROOT) + os.sep, "").replace(str(ROOT), ".")
     lines = text.rstrip("\n").splitlines()
     return "\n".join(block.keep(lines) if block.keep else lines)
 
