@@ -32,7 +32,6 @@ class EmbeddingAccumulator:
         self.spectrum, self.spectrum_conditioned = SpectrumStream(), SpectrumStream()
         self.below: list[int] = []  # samples whose X is below resolution
         self.repeated: list[int] = []  # samples whose X has fewer distinct rows than k: κ(X) = inf exactly
-        self.distinct_below = 0  # samples whose distinct rows are below resolution
         self.seen = 0
         self.k = 0
         self.tokens = 0  # N of the longest sample
@@ -68,7 +67,6 @@ class EmbeddingAccumulator:
             self.spectrum_conditioned.extend([v.cpu() for v in shifted.sigma])
         self.below.extend(self.seen + i for i in torch.nonzero(s.below).flatten().tolist())
         self.repeated.extend(self.seen + i for i in torch.nonzero(s.repeated).flatten().tolist())
-        self.distinct_below += int(distinct.below.sum())
         self.seen += len(mats)
         self.k = max(self.k, *(int(v.shape[-1]) for v in s.sigma))
         self.tokens = max(self.tokens, *(int(m.shape[0]) for m in mats))
@@ -77,7 +75,7 @@ class EmbeddingAccumulator:
     # every field, and how :meth:`absorb_shards` merges it: a field added without a rule here fails loudly
     SPECTRA = ("spectrum", "spectrum_conditioned")
     SETTINGS = ("lam", "keep_spectra")
-    _SCALARS = ("seen", "k", "tokens", "dim", "capture_dtype", "exact_lookup", "distinct_below")
+    _SCALARS = ("seen", "k", "tokens", "dim", "capture_dtype", "exact_lookup")
     _POSITIONS = ("below", "repeated")
 
     def export_shard(self) -> dict[str, Any]:
@@ -99,7 +97,6 @@ class EmbeddingAccumulator:
         for name in self._POSITIONS:
             setattr(self, name, order.positions([p[name] for p in parts]))
         self.seen = sum(p["seen"] for p in parts)
-        self.distinct_below = sum(p["distinct_below"] for p in parts)
         self.k = max(p["k"] for p in parts)
         self.tokens = max(p["tokens"] for p in parts)
         self.dim = max(p["dim"] for p in parts)
@@ -122,7 +119,6 @@ class EmbeddingAccumulator:
             values={key: stream.result() for key, stream in self.streams.items()},
             below_precision_samples=tuple(self.below),
             repeated_rows_samples=tuple(self.repeated),
-            distinct_below_precision=self.distinct_below,
             spectrum=self.spectrum.result() if self.keep_spectra else None,
             spectrum_conditioned=self.spectrum_conditioned.result() if self.keep_spectra else None,
         )

@@ -163,6 +163,13 @@ def _call(model: nn.Module, getter: str) -> object:
         return None
 
 
+def table_modules(model: nn.Module) -> list[nn.Module]:
+    """The model's token-embedding module and output head, where it has them (a model with no vocabulary,
+    e.g. wav2vec2, has neither)."""
+    found = [_call(model, getter) for getter in ("get_input_embeddings", "get_output_embeddings")]
+    return [m for m in found if isinstance(m, nn.Module)]
+
+
 def tables_of(
     model: nn.Module,
 ) -> tuple[tuple[str, torch.Tensor] | None, tuple[str, torch.Tensor] | None, bool]:

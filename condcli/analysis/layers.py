@@ -379,9 +379,9 @@ def _probs_method(p: list[torch.Tensor], dtype: torch.dtype) -> Method:
 
 
 def _head_sink(p: torch.Tensor, spec: LayerSpec) -> torch.Tensor:
-    """(G, H, q, k) one sample's P → (H,): the sink score per head, the mean over its groups."""
-    parts = [sink_score(c, causal=spec.causal) for (c,) in head_chunks([p])]
-    return torch.cat(parts, -1).mean(0)
+    """(G, H, q, k) one sample's P → (H,): the sink score per head, the mean over its groups (only P's first
+    column is upcast, so no chunking is needed)."""
+    return sink_score(p, causal=spec.causal).mean(0)
 
 
 def _head_entropy(p: torch.Tensor, spec: LayerSpec) -> torch.Tensor:

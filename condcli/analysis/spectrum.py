@@ -10,7 +10,7 @@ import torch
 from condcli.analysis.common import Progress, embedding_notes, inputs_info, model_info, settings
 from condcli.analysis.driver import Conditioned, Take, drive
 from condcli.analysis.embedding import EmbeddingAccumulator
-from condcli.analysis.embedding_table import embedding_table_of
+from condcli.analysis.embedding_table import embedding_table_of, table_modules
 from condcli.analysis.layers import ForwardAccumulator, weight_kappas_of
 from condcli.capture import LayerCapture, layer_set
 from condcli.conditioning import Conditioning
@@ -135,14 +135,8 @@ def _embedding_table(loaded: LoadedModel) -> EmbeddingTableReport | None:
 
     top = loaded.top or loaded.model
     with ExitStack() as stack:
-        for name in ("get_input_embeddings", "get_output_embeddings"):
-            get = getattr(top, name, None)
-            try:
-                module = get() if callable(get) else None
-            except (NotImplementedError, AttributeError):  # a model with no vocabulary (wav2vec2)
-                module = None
-            if isinstance(module, torch.nn.Module):
-                stack.enter_context(materialized(module, torch.device("cpu")))
+        for module in table_modules(top):
+            stack.enter_context(materialized(module, torch.device("cpu")))
         return embedding_table_of(top)
 
 

@@ -107,6 +107,13 @@ class Column:
         return "—" if f is None else median(f[self.metric.key], f.below_of(self.metric))
 
 
+# every column the per-layer table can have, as `columns` names them
+COLUMN_KEYS: tuple[str, ...] = (
+    *(m.key for m in with_weights(FORWARD)),
+    *(Column(m, True).key for m in FORWARD),
+)
+
+
 def available_columns(report: SpectrumReport) -> list[Column]:
     """Every column this report can fill, in the table's order (plain with κ(W), then conditioned)."""
     plain = [m for m in with_weights(FORWARD) if m.column is not None and _shown(report, m)]
@@ -125,17 +132,12 @@ def chosen_columns(report: SpectrumReport, columns: Sequence[str] | None, wide: 
         return every
     if columns is None:
         return [c for c in every if c.rank is not None]
+    check_column_keys(columns)
     known = {c.key: c for c in every}
-    names = [m.key for m in with_weights(FORWARD)] + [Column(m, True).key for m in FORWARD]
-    picked = []
     for key in columns:
         if key not in known:
-            close = difflib.get_close_matches(key, names, n=1)
-            hint = f"did you mean `columns={close[0]}`?" if close else "pick from " + ", ".join(known)
-            why = "is not a column of this report" if key in names else "is not a metric key"
-            raise UsageError(f"`columns`: {key!r} {why}", hint)
-        picked.append(known[key])
-    return picked
+            raise _refused(key, "is not a column of this report", list(known))
+    return [known[key] for key in columns]
 
 
 def parse_columns(text: str | None, wide: bool) -> list[str] | None:
@@ -148,13 +150,21 @@ def parse_columns(text: str | None, wide: bool) -> list[str] | None:
     keys = [k.strip() for k in text.split(",") if k.strip()]
     if not keys:
         raise UsageError("`columns` is empty", "e.g. `columns=kappa,mu_la`")
-    names = [m.key for m in with_weights(FORWARD)] + [Column(m, True).key for m in FORWARD]
-    for key in keys:
-        if key not in names:
-            close = difflib.get_close_matches(key, names, n=1)
-            hint = f"did you mean `columns={close[0]}`?" if close else "pick from " + ", ".join(names)
-            raise UsageError(f"`columns`: {key!r} is not a metric key", hint)
+    check_column_keys(keys)
     return keys
+
+
+def check_column_keys(keys: Sequence[str]) -> None:
+    """Each of ``keys`` a column the per-layer table can have (:data:`COLUMN_KEYS`)."""
+    for key in keys:
+        if key not in COLUMN_KEYS:
+            raise _refused(key, "is not a metric key", COLUMN_KEYS)
+
+
+def _refused(key: str, why: str, among: Sequence[str]) -> UsageError:
+    close = difflib.get_close_matches(key, among, n=1)
+    hint = f"did you mean `columns={close[0]}`?" if close else "pick from " + ", ".join(among)
+    return UsageError(f"`columns`: {key!r} {why}", hint)
 
 
 def _width(cells: Sequence[str]) -> int:

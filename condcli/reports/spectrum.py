@@ -163,13 +163,17 @@ class EmbeddingReport:
     spectrum_conditioned: SpectrumBand | None
     # samples whose X has fewer distinct rows than k (repeated tokens): κ(X) = inf exactly, not a floor
     repeated_rows_samples: tuple[int, ...] = ()
-    distinct_below_precision: int = 0  # samples whose distinct rows are below resolution (κ_distinct a floor)
 
     def __getattr__(self, key: str) -> Aggregate:
         """An aggregate by its key as an attribute (``embedding.kappa_distinct``), as in a notebook."""
         if key in EMBEDDING_KEYS and key in self.__dict__.get("values", {}):
             return self.values[key]
         raise AttributeError(f"{type(self).__name__} has no {key!r}")
+
+    @property
+    def distinct_below_precision(self) -> int:
+        """Samples whose distinct rows are below resolution: κ_distinct's floors."""
+        return self.values["kappa_distinct"].floor_count
 
     @property
     def resolution_dtype(self) -> str:

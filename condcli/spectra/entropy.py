@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from condcli.errors import InputError
@@ -68,7 +69,8 @@ def sink_score(P: Tensorish, *, causal: bool = False) -> torch.Tensor:
     """(..., q, k) attention probabilities → (...,): the mean over queries of P[i, 0], the mass on the first
     key (the attention sink of StreamingLLM, Xiao et al. 2023). Causal: queries :data:`SINK_SKIP` … q−1
     only (all but the last where q ≤ SINK_SKIP, and the one query of a one-token sample)."""
-    p = as_float64(P)
-    q = int(p.shape[-2])
+    t = torch.from_numpy(np.asarray(P)) if not isinstance(P, torch.Tensor) else P
+    q = int(t.shape[-2])
     start = 0 if not causal else min(SINK_SKIP, max(q - 1, 0))
-    return p[..., start:, 0].mean(-1)
+    # the first key's column alone is upcast (and checked): a float64 copy of all of P is not needed
+    return as_float64(t[..., start:, :1], min_ndim=2)[..., 0].mean(-1)
