@@ -47,6 +47,19 @@ def test_quiet_drops_the_notes_and_the_files_line_and_keeps_the_report(
     assert table.exit_code == 0 and table.stderr == "" and "κ(X)" in table.stdout
 
 
+def test_quiet_leaves_out_the_reports_notes_under_the_tables(
+    cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    from tests.tiny_llm import tiny_llama
+
+    tiny_llama(tmp_path / "llama")  # the generic path's notes: how it read the model
+    args = ("spectrum", str(tmp_path / "llama"), "--max-samples", "1", "--layers", "0")
+    loud, quiet = cli(*args), cli(*args, "-q")
+    assert loud.exit_code == quiet.exit_code == 0
+    assert "note: loaded as LlamaForCausalLM" in loud.stdout
+    assert "note:" not in quiet.stdout and "κ(X)" in quiet.stdout and quiet.stderr == ""
+
+
 def test_quiet_shows_no_progress_bar(
     cli: Callable[..., Result], images: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

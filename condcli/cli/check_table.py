@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.flags import as_flags
-from condcli.cli.tables import header, stdout_console
+from condcli.cli.tables import header, notes, stdout_console
 from condcli.gate.report import CheckReport, CheckResult, fmt, fmt_pair, percent
 
 PASS, FAIL = "[green]PASS[/]", "[bold red]FAIL[/]"
@@ -120,6 +120,5 @@ def render(out: Console, report: CheckReport) -> None:
         table = baseline_table(report)
         if table is not None:
             out.print(table)
-    for note in report.data.get("notes", ()):
-        out.print(f"[yellow]note:[/] {escape(note)}")
+    notes(out, report.data.get("notes", ()))
     out.print(verdict(report))

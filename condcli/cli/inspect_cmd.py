@@ -19,6 +19,7 @@ def _render(report: dict[str, Any]) -> None:
     from rich.table import Table
 
     from condcli.cli.flags import as_flags
+    from condcli.cli.tables import notes
 
     out = Console(soft_wrap=True)
     if not out.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
@@ -44,8 +45,7 @@ def _render(report: dict[str, Any]) -> None:
             _shape(layer["probs_shape"]),
         )
     out.print(table)
-    for note in report["notes"]:
-        out.print(f"[yellow]note:[/] {escape(note)}")
+    notes(out, report["notes"])
 
 
 @command("inspect")

@@ -1,5 +1,6 @@
 """``--quiet``: a command's body runs with Python's stderr silenced, so no progress bar, no ``note:`` or
-``warning:`` line and no ``wrote …`` line is shown; the table or JSON on stdout is printed as ever.
+``warning:`` line and no ``wrote …`` line is shown; the table or JSON on stdout is printed as ever, less the
+report's notes under the tables (:data:`QUIET`, read by :func:`condcli.cli.tables.notes`).
 
 An error still prints its one line: it leaves the body as an exception, stderr is restored on the way out,
 and :func:`condcli.cli.main.command` prints it after.
@@ -10,6 +11,9 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Iterator
+from contextvars import ContextVar
+
+QUIET: ContextVar[bool] = ContextVar("quiet", default=False)  # inside a --quiet command body
 
 
 class _Discard(io.TextIOBase):
@@ -28,5 +32,9 @@ def quieted(quiet: bool) -> Iterator[None]:
     if not quiet:
         yield
         return
-    with contextlib.redirect_stderr(_Discard()):
-        yield
+    token = QUIET.set(True)
+    try:
+        with contextlib.redirect_stderr(_Discard()):
+            yield
+    finally:
+        QUIET.reset(token)

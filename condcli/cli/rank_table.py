@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.flags import as_flags
-from condcli.cli.tables import header, stat
+from condcli.cli.tables import header, notes, stat
 from condcli.numbers import num
 from condcli.reports.rank import MatrixAggregate, RankDecayReport, RankDecayResult, RankLayer
 
@@ -99,5 +99,4 @@ def render(out: Console, report: RankDecayReport) -> None:
         out.print(escape(f"+{lam}I: the same forward with {cf.conditioning} fed to the blocks"))
     elif cf.reason:
         out.print(escape(f"conditioned forward ({cf.conditioning}): not run — {as_flags(cf.reason)}"))
-    for note in report.notes:
-        out.print(f"[yellow]note:[/] {escape(as_flags(note))}")
+    notes(out, report.notes)

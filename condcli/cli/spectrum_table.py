@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.flags import as_flags
-from condcli.cli.tables import header, median, stat
+from condcli.cli.tables import header, median, notes, stat
 from condcli.errors import UsageError
 from condcli.numbers import APPROX, WARN, num, supported_digits
 from condcli.reports.metrics import FORWARD, HEAD, MetricDef, with_weights
@@ -350,5 +350,4 @@ def render(
     cf = report.conditioned_forward
     if not cf.applied and cf.reason:
         out.print(escape(f"conditioned forward ({cf.conditioning}): not run — {as_flags(cf.reason)}"))
-    for note in report.notes:
-        out.print(f"[yellow]note:[/] {escape(as_flags(note))}")
+    notes(out, report.notes)

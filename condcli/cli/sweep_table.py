@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.flags import as_flags
-from condcli.cli.tables import header
+from condcli.cli.tables import header, notes
 from condcli.numbers import WARN, num
 from condcli.reports.spectrum import SweepReport
 
@@ -83,5 +83,4 @@ def render(out: Console, report: SweepReport) -> None:
         out.print(f"plain forward (no shift), median κ(X_l) per layer — {plain}")
         if any(any(layer.below_precision) or layer.below_precision_plain for layer in s.layers):
             out.print(f"{WARN} on κ(X_l): some samples below the capture dtype's resolution (κ is a floor).")
-    for note in report.notes:
-        out.print(f"[yellow]note:[/] {escape(as_flags(note))}")
+    notes(out, report.notes)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich.console import Console
 from rich.markup import escape
 
@@ -27,6 +29,17 @@ def median(a: Aggregate | None, below: int | None = 0) -> str:
     if a.is_floor("median"):
         return stat(a, "median")
     return stat(a, "median") + (f" {WARN}" if below or a.floor_count else "")
+
+
+def notes(out: Console, lines: Iterable[str]) -> None:
+    """A report's notes under its tables, each "note: …" with the parameters it names as flags; none under
+    ``--quiet``."""
+    from condcli.cli.quiet import QUIET
+
+    if QUIET.get():
+        return
+    for line in lines:
+        out.print(f"[yellow]note:[/] {escape(as_flags(line))}")
 
 
 def stdout_console() -> Console:

@@ -12,8 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from condcli.cli.flags import as_flags
-from condcli.cli.tables import header, median
+from condcli.cli.tables import header, median, notes
 from condcli.numbers import WARN
 from condcli.reports.metrics import EMBEDDING, HEADLINE, MetricDef
 from condcli.reports.spectrum import LayerReport, SpectrumReport
@@ -98,5 +97,4 @@ def render(out: Console, report: TrackReport) -> None:
                 )
             )
             break
-    for note in report.notes:
-        out.print(f"[yellow]note:[/] {escape(as_flags(note))}")
+    notes(out, report.notes)

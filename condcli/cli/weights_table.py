@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from condcli.cli.flags import as_flags
+from condcli.cli.tables import notes
 from condcli.numbers import measured, num
 from condcli.reports.table import EmbeddingTableReport, TableSpectrum
 from condcli.reports.weights import LayerWeights, WeightsReport
@@ -90,5 +90,4 @@ def render(out: Console, report: WeightsReport, heads: bool = False) -> None:
         if heads:
             for layer in report.layers:
                 out.print(head_table(layer))
-    for note in report.notes:
-        out.print(f"[yellow]note:[/] {escape(as_flags(note))}")
+    notes(out, report.notes)
