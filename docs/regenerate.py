@@ -79,7 +79,7 @@ def tiny_llama(folder: Path) -> Path:
     out = folder / LLAMA
     model.save_pretrained(out)
     for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(ROOT / "sample_checkpoints" / "gpt2-docstrings" / name, out / name)
+        shutil.copy(ROOT / "condcli" / "sample_checkpoints" / "gpt2-docstrings" / name, out / name)
     (folder / "prompts.txt").write_text(PROMPTS, encoding="utf-8")
     return out
 

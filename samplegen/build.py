@@ -26,7 +26,7 @@ from samplegen.corpus import Corpus, stdlib_corpus
 from samplegen.measure import embedding_kappa
 from samplegen.text_tokenizers import MAX_LENGTH, byte_level_bpe, wordpiece
 
-ROOT = Path(__file__).resolve().parent.parent / "sample_checkpoints"
+ROOT = Path(__file__).resolve().parent.parent / "condcli" / "sample_checkpoints"
 WEIGHTS = "model.safetensors"
 KAPPA_IMAGES = 256  # κ(X) is measured on the first 256 held-out images
 KAPPA_TEXTS = 64  # … and the first 64 held-out docstrings

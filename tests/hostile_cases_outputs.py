@@ -19,7 +19,7 @@ from tests.hostile_harness import Hostile
 FAST = ("--max-samples", "2", "--batch-size", "2")
 CHECK = ("check", *FAST, "--max-kappa", "1e9")
 SPECTRUM = ("spectrum", *FAST)
-SAMPLE = Path(__file__).resolve().parents[1] / "sample_checkpoints" / "vit-plain"
+SAMPLE = Path(__file__).resolve().parents[1] / "condcli" / "sample_checkpoints" / "vit-plain"
 LONG = "n" * 256  # one byte over NAME_MAX
 DEEP = "/".join(["d" * 200] * 25)  # every name short enough, the path over PATH_MAX (4096 bytes)
 

@@ -52,7 +52,7 @@ def test_no_samples_and_a_broken_one(
     assert main(["inspect"]) == 2  # no MODEL and no default sample: one line, exit 2
     assert "default sample checkpoint 'vit-plain' is not installed" in capsys.readouterr().err
     shutil.copytree(
-        Path(__file__).resolve().parent.parent / "sample_checkpoints" / "vit-plain", tmp_path / "x"
+        Path(__file__).resolve().parent.parent / "condcli" / "sample_checkpoints" / "vit-plain", tmp_path / "x"
     )
     (tmp_path / "x" / "metadata.json").write_text("{")
     assert main(["models"]) == 2

@@ -19,7 +19,7 @@ from condcli.errors import InputError
 from condcli.inputs.batches import InputSpec, Preprocessing, stream
 from condcli.inputs.preprocessing import hf_text_preprocessing
 
-BERT = Path(__file__).resolve().parents[1] / "sample_checkpoints" / "bert-docstrings"
+BERT = Path(__file__).resolve().parents[1] / "condcli" / "sample_checkpoints" / "bert-docstrings"
 
 
 class CountingTokenizer:

@@ -14,7 +14,7 @@ from condcli.inputs.batches import InputSpec, stream
 from condcli.inputs.preprocessing import hf_text_preprocessing
 from tests.hostile_inputs_setup import VOCAB, tiny_bert
 
-BERT = Path(__file__).resolve().parents[1] / "sample_checkpoints" / "bert-docstrings"
+BERT = Path(__file__).resolve().parents[1] / "condcli" / "sample_checkpoints" / "bert-docstrings"
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from condcli.cli import app
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_checkpoints"
+SAMPLES = Path(__file__).resolve().parent.parent / "condcli" / "sample_checkpoints"
 COMMANDS = ("spectrum", "sweep-lambda", "rank-decay", "check", "compare", "inspect")
 # docs/math.md#cli's common options and their defaults (flag → default)
 COMMON: dict[str, Any] = {

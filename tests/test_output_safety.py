@@ -195,7 +195,7 @@ def test_out_never_overwrites_an_input_nor_writes_inside_one(
     assert "lies inside --images" in one_error_line(capsys)
     assert main(["sweep-lambda", *FAST, "--images", "im", "--out", "im"]) == 2
     assert "lies inside --images" in one_error_line(capsys)
-    samples = ROOT / "sample_checkpoints"
+    samples = ROOT / "condcli" / "sample_checkpoints"
     assert main(["rank-decay", "vit-plain", *FAST, "--out", str(samples / "vit-plain")]) == 2
     assert "lies inside MODEL" in one_error_line(capsys)
     assert listing(tmp_path) == before

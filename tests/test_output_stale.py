@@ -187,7 +187,7 @@ def test_a_report_may_go_beside_the_models_own_files_never_over_them(
     from condcli.cli.main import main
 
     monkeypatch.chdir(tmp_path)
-    shutil.copytree(Path(__file__).resolve().parents[1] / "sample_checkpoints" / "vit-plain", "m")
+    shutil.copytree(Path(__file__).resolve().parents[1] / "condcli" / "sample_checkpoints" / "vit-plain", "m")
     (tmp_path / "m" / "extra").mkdir()
     model_files = {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir() if p.is_file()}
     run = ["spectrum", "m", "--layers", "none", "--max-samples", "2", "--batch-size", "2"]

@@ -168,7 +168,7 @@ def test_table_prints_each_number_as_numpy_rounds_it(tmp_path: Path, cli: Callab
 def test_gpt2_sample_tied_conv1d_projections(cli_json: Callable[..., dict[str, Any]]) -> None:
     """GPT-2: Conv1D c_attn (d, 3d) split into Q | K | V columns, c_proj (d, d) right-multiplying,
     wte tied."""
-    folder = Path(__file__).resolve().parents[1] / "sample_checkpoints" / "gpt2-docstrings"
+    folder = Path(__file__).resolve().parents[1] / "condcli" / "sample_checkpoints" / "gpt2-docstrings"
     report = cli_json("weights", str(folder), "--layers", "0,-1")
     w = stored(folder)
     assert report["embedding_table"]["tied"] is True and report["embedding_table"]["lm_head"] is None
@@ -214,7 +214,7 @@ def test_vit_sample_loaded_whole_has_no_table(cli_json: Callable[..., dict[str, 
 
     report = cli_json("weights", "vit-plain", "--layers", "0")
     assert report["settings"]["streamed"] is False and report["embedding_table"] is None
-    folder = Path(__file__).resolve().parents[1] / "sample_checkpoints" / "vit-plain"
+    folder = Path(__file__).resolve().parents[1] / "condcli" / "sample_checkpoints" / "vit-plain"
     model = timm.create_model(f"local-dir:{folder}", pretrained=True)
     qkv = model.blocks[0].attn.qkv.weight.detach().double().numpy()
     d = qkv.shape[1]

@@ -23,7 +23,7 @@ METADATA = "metadata.json"
 def samples_dir() -> Path:
     """Where the shipped sample checkpoints live (``$CONDCLI_SAMPLES`` overrides)."""
     env = os.environ.get(SAMPLES_ENV)
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "sample_checkpoints"
+    return Path(env) if env else Path(__file__).resolve().parents[1] / "sample_checkpoints"
 
 
 def sample_names() -> list[str]:
