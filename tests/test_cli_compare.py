@@ -122,7 +122,7 @@ def test_each_side_of_a_compare_is_a_usable_baseline(compared: dict[str, Any], t
 @pytest.mark.parametrize(
     ("args", "text"),
     [
-        (["vit-plain", "no-such-model-xyz"], "unknown model"),
+        (["vit-plain", "no-such-model-xyz"], "no-such-model-xyz is a Hugging Face hub id (not a local path"),
         (["vit-plain", "vit-plain", "--statistic", "min"], "--statistic 'min' is not known"),
         (["vit-plain", "gpt2-docstrings", "--layers", "5"], "--layers asks for a layer"),
     ],

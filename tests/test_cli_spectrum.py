@@ -136,7 +136,7 @@ def test_a_failure_while_writing_leaves_no_file(
 @pytest.mark.parametrize(
     ("args", "text"),
     [
-        (["no-such-model-xyz"], "unknown model"),
+        (["vit-plian"], "unknown model 'vit-plian' — did you mean vit-plain?"),
         (["vit-plain", "--layers", "7"], "--layers asks for a layer this model does not have (6 layers"),
         (["vit-plain", "--layers", "-7"], "--layers asks for a layer"),
         (["vit-plain", "--layers", "one"], "--layers 'one' is not"),

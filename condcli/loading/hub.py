@@ -12,6 +12,7 @@ import socket
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urlparse
 
@@ -30,6 +31,27 @@ BUILD_ERRORS: tuple[type[Exception], ...] = (
     AssertionError,
 )
 FIX = "use `weights=random` for a random-init model, or `checkpoint=FILE` with weights you have"
+
+
+@dataclass(frozen=True)
+class HubId:
+    """A Hugging Face hub id being fetched; ``unprefixed``: typed without ``hf:`` (taken as a hub id because
+    it is no local path, sample or timm name)."""
+
+    repo: str
+    unprefixed: bool = False
+
+    def unfetchable(self, why: str) -> str:
+        """One line: this hub id cannot be fetched, and ``why``."""
+        taken = " (not a local path, a sample or a timm name)" if self.unprefixed else ""
+        return f"{self.repo} is a Hugging Face hub id{taken} that cannot be fetched {why}"
+
+    def local_fix(self) -> str:
+        """How to point at a local copy instead."""
+        return (
+            f"download it where there is network (huggingface-cli download {self.repo} --local-dir DIR, or "
+            "save_pretrained(DIR)) and give that folder DIR as MODEL"
+        )
 
 
 @lru_cache(maxsize=1)
@@ -53,13 +75,16 @@ def offline() -> bool:
 
 
 @contextmanager
-def loading(what: str, remote: bool, fix: str = FIX) -> Iterator[None]:
-    """Wrap one load of ``what``; ``remote``: it may need the Hub; ``fix``: what to tell the user offline."""
+def loading(what: str, remote: bool, fix: str = FIX, hub_id: HubId | None = None) -> Iterator[None]:
+    """Wrap one load of ``what``; ``remote``: it may need the Hub; ``fix``: what to tell the user offline;
+    ``hub_id``: the hub id ``what`` is fetched from, named as such when it cannot be (offline: how to point
+    at a local folder instead)."""
     from huggingface_hub import constants
 
     _quiet()
     saved = constants.HF_HUB_OFFLINE
-    go_offline = remote and (offline() or not reachable())
+    told_offline = offline()  # HF_HUB_OFFLINE set by the user (before condcli sets it below)
+    go_offline = remote and (told_offline or not reachable())
     if go_offline:
         constants.HF_HUB_OFFLINE = True
     try:
@@ -78,6 +103,13 @@ def loading(what: str, remote: bool, fix: str = FIX) -> Iterator[None]:
             "check that it is a model transformers/timm support (model_type / architecture in config.json)",
         ) from e
     except (OSError, ConnectionError) as e:  # includes huggingface_hub's LocalEntryNotFoundError
+        if remote and hub_id is not None:
+            if go_offline:
+                reason = "HF_HUB_OFFLINE is set" if told_offline else "the hub is not reachable"
+                line = hub_id.unfetchable(f"offline ({reason}) and is not in the local cache")
+            else:
+                line = hub_id.unfetchable(f"({_short(e)})")
+            raise InputError(line, hub_id.local_fix()) from e
         if remote:
             why = "the Hugging Face Hub is not reachable" if go_offline else _short(e)
             raise InputError(f"cannot fetch {what}: {why} and it is not in the local cache", fix) from e

@@ -1,17 +1,16 @@
 """MODEL spec → :class:`LoadedModel`: a model in eval mode, its adapter and its own preprocessing
 (docs/math.md#cli).
 
-MODEL may be a timm name (``vit_base_patch16_224``, ``timm:NAME``), a Hugging Face id (``hf:ID`` or an id
-with a slash), a local folder (HF layout: config.json with ``model_type``; timm layout: config.json with
-``architecture``, as ``timm.models.save_for_hf`` writes), a .safetensors file inside such a folder, the
-name of a shipped sample checkpoint, a GGUF file (``model.gguf``: :mod:`condcli.loading.gguf`), or the
-user's own code: ``path/to/file.py:factory`` or ``package.module:factory`` (:mod:`condcli.loading.factory`;
-naming a file runs it).
+MODEL may be a timm name (``vit_base_patch16_224``, ``timm:NAME``), a Hugging Face id (``hf:ID``,
+``org/name`` or a bare id), a local folder (HF layout: config.json with ``model_type``; timm layout:
+config.json with ``architecture``, as ``timm.models.save_for_hf`` writes), a .safetensors file inside such
+a folder, the name of a shipped sample checkpoint, a GGUF file (``model.gguf``: :mod:`condcli.loading.gguf`),
+or the user's own code: ``path/to/file.py:factory`` or ``package.module:factory``
+(:mod:`condcli.loading.factory`; naming a file runs it). :mod:`condcli.loading.names` decides which a name is.
 """
 
 from __future__ import annotations
 
-import difflib
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -45,21 +44,14 @@ from condcli.loading.big_model import (
 )
 from condcli.loading.checkpoints import load_into
 from condcli.loading.devices import resolve_device, resolve_dtype
-from condcli.loading.factory import (
-    FactorySpec,
-    build_factory,
-    check_file,
-    describe_call,
-    factory_preprocessing,
-    parse_factory,
-)
+from condcli.loading.factory import build_factory, describe_call, factory_preprocessing
 from condcli.loading.hf import analysed_module, hf_model, streams
 from condcli.loading.model_config import check_hf_config, check_raw_hf, check_timm_folder
 from condcli.loading.model_config import flavour as flavour_of
-from condcli.loading.samples import builtin_conditioning, sample_names, samples_dir
+from condcli.loading.names import ModelSpec, parse_spec, suggest
+from condcli.loading.samples import builtin_conditioning
+from condcli.loading.tensor_shapes import check_hf_folder
 from condcli.loading.weights_files import (
-    PICKLE_SUFFIXES,
-    SAFE_SUFFIXES,
     check_finite,
     check_folder_weights,
     check_real,
@@ -68,18 +60,6 @@ from condcli.loading.weights_files import (
 
 SourceKind = Literal["timm", "hf", "local"]
 Weights = Literal["pretrained", "random", "file"]
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """A parsed MODEL argument."""
-
-    text: str  # what the user typed
-    kind: Literal["timm", "hf", "local", "factory"]
-    target: str  # timm name, hub id, folder path, or the factory as typed
-    weights_file: Path | None = None  # MODEL was a weights file inside a model folder
-    factory: FactorySpec | None = None  # MODEL was file.py:factory or package.module:factory
-    gguf: Path | None = None  # MODEL was a GGUF file (target: its folder)
 
 
 @dataclass(frozen=True)
@@ -124,73 +104,6 @@ class LoadedModel:
         return len(self.adapter.layers)
 
 
-def parse_spec(text: str) -> ModelSpec:
-    """Decide what kind of MODEL ``text`` names (without loading anything)."""
-    import timm
-
-    raw = text.strip()
-    if not raw:
-        raise UsageError("MODEL is empty", "give a timm name, a Hugging Face id, a folder or a sample name")
-    if raw.startswith("timm:"):
-        return ModelSpec(raw, "timm", raw[len("timm:") :])
-    if raw.startswith("hf:"):
-        return ModelSpec(raw, "hf", raw[len("hf:") :])
-    factory = parse_factory(raw)
-    if factory is not None:
-        check_file(factory)
-        return ModelSpec(raw, "factory", raw, factory=factory)
-    path = Path(raw).expanduser()
-    if path.exists():
-        return _local_spec(raw, path)
-    if raw in sample_names():
-        return ModelSpec(raw, "local", str(samples_dir() / raw))
-    if raw.startswith((".", "/", "~")) or raw.endswith((".safetensors", ".pt", ".pth", ".bin", ".gguf")):
-        raise InputError(f"{raw}: no such file or folder", "check the path")
-    if "/" in raw:
-        return ModelSpec(raw, "hf", raw)
-    if timm.is_model(raw):
-        return ModelSpec(raw, "timm", raw)
-    raise InputError(f"unknown model {raw!r}", _suggest(raw))
-
-
-def _local_spec(raw: str, path: Path) -> ModelSpec:
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise InputError(
-                f"{raw} has no config.json, so it is not a Hugging Face or timm model folder",
-                "give a folder saved with save_pretrained / timm save_for_hf,"
-                " or a weights file with `checkpoint`",
-            )
-        return ModelSpec(raw, "local", str(path))
-    if path.suffix.lower() == ".gguf":
-        return ModelSpec(raw, "local", str(path.parent), gguf=path)
-    if path.suffix.lower() not in SAFE_SUFFIXES + PICKLE_SUFFIXES:
-        raise InputError(
-            f"{raw} is not a model folder, a weights file (.safetensors, .pt, .bin), a GGUF file"
-            " or a factory (file.py:name)",
-            "give a folder holding config.json, a timm name, a Hugging Face id or a sample name",
-        )
-    if (path.parent / "config.json").is_file():
-        return ModelSpec(raw, "local", str(path.parent), weights_file=path)
-    raise InputError(
-        f"{raw} is a weights file without a config.json beside it, so its architecture is unknown",
-        "give the architecture as MODEL and the file as `checkpoint`,"
-        f" e.g. vit_base_patch16_224 `checkpoint={raw}`",
-    )
-
-
-def _suggest(name: str) -> str:
-    import timm
-
-    pool = [*timm.list_models(), *sample_names()]
-    close = difflib.get_close_matches(name, pool, n=4, cutoff=0.6)
-    if not close:
-        close = sorted(timm.list_models(f"*{name.split('_')[0]}*"))[:4]
-    if close:
-        return "did you mean " + ", ".join(close) + "? ('condcli models' lists the samples)"
-    return "give a timm name (timm.list_models()), a Hugging Face id (hf:org/name), a folder or a sample name"
-
-
 @contextmanager
 def _seeded(seed: int) -> Iterator[None]:
     state = torch.random.get_rng_state()
@@ -206,7 +119,7 @@ def _timm_model(spec: ModelSpec, options: LoadOptions, pretrained: bool) -> nn.M
 
     name = spec.target if spec.kind == "timm" else f"local-dir:{spec.target}"
     if spec.kind == "timm" and not timm.is_model(name):
-        raise InputError(f"unknown timm model {name!r}", _suggest(name))
+        raise InputError(f"unknown timm model {name!r}", suggest(name))
     with _seeded(options.seed), hub.loading(spec.text, pretrained):
         model: nn.Module = timm.create_model(name, pretrained=pretrained)
     return model
@@ -215,7 +128,8 @@ def _timm_model(spec: ModelSpec, options: LoadOptions, pretrained: bool) -> nn.M
 def _hf_config(spec: ModelSpec, options: LoadOptions) -> Any:
     from transformers import AutoConfig
 
-    with hub.loading(f"the config of {spec.text}", spec.kind == "hf", hub.CONFIG_FIX):
+    hub_id = hub.HubId(spec.target, spec.unprefixed_hub) if spec.kind == "hf" else None
+    with hub.loading(f"the config of {spec.text}", spec.kind == "hf", hub.CONFIG_FIX, hub_id):
         return AutoConfig.from_pretrained(spec.target, trust_remote_code=options.trust_remote_code)
 
 
@@ -323,7 +237,7 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
     weights: Weights = "file" if from_file else choice
     pretrained = choice == "pretrained" and not from_file
     source: str | None = spec.target if spec.kind not in ("timm", "factory") else None
-    notes: list[str] = []
+    notes: list[str] = [] if spec.note is None else [spec.note]
     loaded_from = spec.text  # where the weights come from, for an error about them
     not_real: dict[str, str] = {}  # a folder's tensors that are not real floating point
     shards: dict[str, str] = {}  # a sharded folder's tensor name → file
@@ -362,6 +276,8 @@ def load(text: str, options: LoadOptions | None = None) -> LoadedModel:
         if folder is not None and pretrained:
             found = check_folder_weights(folder, flavour)
             loaded_from, not_real, shards = found.source, found.not_real, found.shards
+            if flavour == "hf":  # each stored tensor against the model's own, as `weights` checks it
+                check_hf_folder(config, options.trust_remote_code, found.tensors)
         if flavour == "timm":
             model = _timm_model(spec, options, pretrained)
             pre = timm_preprocessing(model)
