@@ -99,6 +99,36 @@ class NonFiniteInputError(InputError):
         return NonFiniteInputError(self.sample, self.bad_entries, self.total_samples, self.offset + offset)
 
 
+class OutOfMemory(CondcliError):
+    """The run needed more memory than there is (or than the address-space limit allows) while ``doing``
+    something; not a bug, and the input was not wrong, but too much at once: exit 2. The CLI adds the
+    options of the command that ask for less (:attr:`hint` None here)."""
+
+    exit_code = 2
+
+    def __init__(self, doing: str, hint: str | None = None) -> None:
+        self.doing = doing
+        super().__init__(f"out of memory while {doing}", hint)
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` says memory ran out: a MemoryError, torch's OutOfMemoryError (CUDA), its CPU
+    allocator's failure, an OSError ENOMEM, or a shared library that could not be mapped (the address
+    space is full)."""
+    import errno
+
+    if isinstance(error, (MemoryError, OutOfMemory)) or type(error).__name__ == "OutOfMemoryError":
+        return True
+    if isinstance(error, OSError) and error.errno == errno.ENOMEM:
+        return True
+    text = str(error)
+    if isinstance(error, RuntimeError) and "can't allocate memory" in text:
+        return True
+    return isinstance(error, ImportError) and (
+        "failed to map segment" in text or "cannot allocate memory" in text.lower()
+    )
+
+
 class InternalError(CondcliError):
     """A bug in condcli: the CLI adds how to get the traceback and asks the user to report it."""
 

@@ -21,13 +21,15 @@ ROOT = Path(__file__).resolve().parent.parent / "condcli"
 # (docs/design.md#layers). Each layer is a folder of condcli, but for the few top-level modules named here
 # (the test below names any module that is in no layer).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # one call per command on a MODEL or an nn.Module, and the report views (it writes files through the
-    # CLI's output folder, so it sits above it)
+    # one call per command on a MODEL or an nn.Module; it never imports the CLI
     ("api", ("condcli.api",)),
     ("cli", ("condcli.__main__", "condcli.cli")),
     ("monitor", ("condcli.monitor",)),  # drives the analysis from inside a training loop
     ("gate", ("condcli.gate",)),  # check and compare: a library call that runs the analysis, then reads it
     ("analysis", ("condcli.analysis",)),
+    # the one writer of a report's files (--out, --csv, report.save(), report.plot()) and the output folder
+    # it writes into, below the API and the CLI that both call it
+    ("writing", ("condcli.writing",)),
     ("readers of reports", ("condcli.plots", "condcli.html", "condcli.figures")),
     ("pipeline", ("condcli.loading", "condcli.inputs", "condcli.capture")),
     ("adapters", ("condcli.adapters",)),
@@ -196,3 +198,16 @@ def test_the_folders_are_the_layers() -> None:
     folders = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
     named = {m.split(".")[1] for _, ms in LAYERS for m in ms if m.count(".") == 1}
     assert folders <= named, sorted(folders - named)
+
+
+def test_the_api_never_imports_the_cli() -> None:
+    """Both call the library and the one writer of report files (condcli.writing); neither leans on the
+    other (issue 40: the API wrote files through the CLI's output folder)."""
+    back = sorted(
+        f"{name} imports {target}"
+        for name, targets in graph().items()
+        if name == "condcli.api" or name.startswith("condcli.api.")
+        for target in targets
+        if target == "condcli.cli" or target.startswith("condcli.cli.")
+    )
+    assert not back, "\n".join(back)

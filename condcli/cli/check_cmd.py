@@ -51,7 +51,7 @@ def check_command(
     started = time.monotonic()  # JUnit's time: the whole run, loading the model included
     from condcli.cli.check_table import show
     from condcli.cli.gate_common import out_dir, warn
-    from condcli.cli.output import csv_dir, csv_writer, html_writer, json_writer, report_json
+    from condcli.cli.output import report_json
     from condcli.distributed import is_writer
     from condcli.gate import plan_check
     from condcli.gate.junit import check_junit, check_junit_path, write_junit
@@ -68,19 +68,14 @@ def check_command(
     )
     if junit is not None:  # before reading anything: never over what the run reads
         check_junit_path(junit, plan.reads)
-    target = out_dir(out, plan.reads, junit) if out is not None else None
-    tables = csv_dir(csv, plan.reads) if csv is not None else None
+    files = out_dir(out, csv, plan.reads, junit)  # before any work
     report = plan.run(o.watch(not run.as_json))
     written: list[Path] = []
     if is_writer():  # torchrun: rank 0 alone writes
         if junit is not None:
             write_junit(junit, check_junit(report, elapsed_s=time.monotonic() - started))
             written.append(junit)
-        saved = report.to_json()
-        if target is not None:
-            written += target.write(json_writer(saved), html_writer(saved))
-        if tables is not None:
-            written += tables.write(csv_writer(saved))
+        written += files.write(report.to_json())
     warn(report.warnings)
     if run.as_json:  # the report through the one writer of report texts; stdout holds nothing else
         print(report_json(report.to_json()))

@@ -29,22 +29,14 @@ def compare_command(
     """
     from condcli.cli.compare_table import render
     from condcli.cli.gate_common import warn
-    from condcli.cli.output import REPORT_FILES, OutputDir, csv_dir, emit
+    from condcli.cli.output import emit, outputs
     from condcli.cli.tables import stdout_console
     from condcli.gate import plan_compare
 
     plan = plan_compare(
         model_a, model_b, run=run, checkpoint_a=checkpoint_a, statistic=statistic, conditioned=conditioned
     )
-    target = OutputDir(out, REPORT_FILES, plan.reads) if out is not None else None  # before any work
-    tables = csv_dir(csv, plan.reads) if csv is not None else None
+    files = outputs("compare", out, csv, plan.reads)  # before any work
     report = plan.run(o.watch(not run.as_json))
     warn(report.warnings)
-    emit(
-        report.to_json(),
-        target,
-        lambda folder: [],
-        as_json=run.as_json,
-        render=lambda: render(stdout_console(), report),
-        tables=tables,
-    )
+    emit(report.to_json(), files, as_json=run.as_json, render=lambda: render(stdout_console(), report))

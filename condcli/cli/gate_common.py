@@ -13,8 +13,8 @@ from condcli.cli.help_format import ANALYSIS
 from condcli.cli.options import as_given
 
 if TYPE_CHECKING:
-    from condcli.cli.output import OutputDir
     from condcli.outpaths import Inputs
+    from condcli.writing.report_files import Outputs
 
 # ruff: noqa: UP045  (typer reads Optional[...] at run time on Python 3.10)
 
@@ -41,18 +41,20 @@ def warn(lines: Iterable[str]) -> None:
         err.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
 
 
-def out_dir(out: Path, read: Inputs, junit: Path | None) -> OutputDir:
-    """check's --out folder, checked before any work: never over what the run reads, nor the --junit file."""
-    from condcli.cli.output import REPORT_FILES, OutputDir
+def out_dir(out: Path | None, csv: Path | None, read: Inputs, junit: Path | None) -> Outputs:
+    """check's --out and --csv folders, checked before any work: never over what the run reads, nor the
+    --junit file."""
+    from condcli.cli.output import outputs
     from condcli.errors import UsageError
     from condcli.outpaths import clash, shown
 
-    target = OutputDir(out, REPORT_FILES, read)
+    files = outputs("check", out, csv, read)
     if junit is not None:
-        for name in target.names:
-            if clash(out / name, [("--junit", junit)]):
-                raise UsageError(
-                    f"--junit {shown(junit)} is {name} of --out {shown(out)}",
-                    "give --junit a path outside --out, or another name",
-                )
-    return target
+        for folder in files.folders:
+            for name in folder.names:
+                if clash(folder.path / name, [("--junit", junit)]):
+                    raise UsageError(
+                        f"--junit {shown(junit)} is {name} of {folder.what}",
+                        "give --junit a path outside that folder, or another name",
+                    )
+    return files

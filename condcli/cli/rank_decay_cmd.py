@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -60,7 +59,7 @@ def rank_decay_command(
     from condcli.analysis.common import check_lambda
     from condcli.analysis.rank_decay import RankDecayOptions, analyse_rank_decay
     from condcli.analysis.rank_layers import check_index
-    from condcli.cli.output import REPORT_FILES, OutputDir, csv_dir, emit
+    from condcli.cli.output import emit, outputs
     from condcli.cli.rank_table import render
     from condcli.cli.tables import stdout_console
     from condcli.errors import UsageError
@@ -78,9 +77,7 @@ def rank_decay_command(
             "give one λ: --conditioned λ sets both the conditioned forward and κ(X + λ·I_k)",
         )
     fmt = o.plot_format(fmt)
-    names = (*REPORT_FILES, f"rank_decay.{fmt}", f"rank_heatmap.{fmt}")
-    target = OutputDir(out, names, run.input_paths()) if out is not None else None  # before any work
-    tables = csv_dir(csv, run.input_paths()) if csv is not None else None
+    files = outputs("rank-decay", out, csv, run.input_paths(), fmt)  # before any work
     setup = o.setup_run(replace(run, lam=conditioned if conditioned is not None else lam))
     options = RankDecayOptions(
         lam=setup.lam,
@@ -91,12 +88,5 @@ def rank_decay_command(
         seed=run.seed,
     )
     report = setup.analyse("rank-decay", analyse_rank_decay, options)
-    data = report.to_json()
-
-    def plots(folder: Path) -> list[Path]:
-        from condcli.plots import rank_decay_plots
-
-        return rank_decay_plots(data, folder, fmt, title=title, style=style)
-
     table = functools.partial(render, stdout_console(), report)
-    emit(data, target, plots, as_json=run.as_json, render=table, tables=tables)
+    emit(report.to_json(), files, as_json=run.as_json, render=table, title=title, style=style)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -58,35 +57,24 @@ def spectrum_command(
 ) -> None:
     """Singular spectra and condition numbers of X and of every layer, plain and conditioned."""
     from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
-    from condcli.cli.output import REPORT_FILES, OutputDir, csv_dir, emit
+    from condcli.cli.output import emit, outputs
     from condcli.cli.spectrum_table import parse_columns, render
     from condcli.cli.tables import stdout_console
 
     chosen = run.layer_choice()
     fmt = o.plot_format(fmt)
     picked = parse_columns(columns, wide)  # before any work: a key that is no column fails now
-    names = (*REPORT_FILES, f"spectrum.{fmt}", f"layers.{fmt}", f"embedding_table.{fmt}")
-    target = OutputDir(out, names, run.input_paths()) if out is not None else None  # before any work
-    tables = csv_dir(csv, run.input_paths()) if csv is not None else None
+    files = outputs("spectrum", out, csv, run.input_paths(), fmt)  # before any work
     setup = o.setup_run(run)
     options = SpectrumOptions(
         lam=setup.lam, layers=chosen, heads=heads, conditioned=conditioned, seed=run.seed
     )
     report = setup.analyse("spectrum", analyse_spectrum, options)
-    data = report.to_json()
-
-    def plots(folder: Path) -> list[Path]:
-        from condcli.plots import spectrum_plots
-        from condcli.plots.embedding_table import embedding_table_plots
-
-        drawn = spectrum_plots(data, folder, fmt, title=title, style=style)
-        return drawn + embedding_table_plots(data, folder, fmt)
-
     emit(
-        data,
-        target,
-        plots,
+        report.to_json(),
+        files,
         as_json=run.as_json,
         render=lambda: render(stdout_console(), report, picked, wide=wide),
-        tables=tables,
+        title=title,
+        style=style,
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -93,7 +92,7 @@ def sweep_command(
 ) -> None:
     """κ(X + λ·I_k) over a grid of λ: median and p10–p90 over samples, bounds, and the recommended λ."""
     from condcli.analysis.sweep import SweepOptions, analyse_sweep, check_target, lambda_grid, sweep_layers
-    from condcli.cli.output import REPORT_FILES, OutputDir, csv_dir, emit
+    from condcli.cli.output import emit, outputs
     from condcli.cli.sweep_table import render
     from condcli.cli.tables import stdout_console
 
@@ -102,9 +101,7 @@ def sweep_command(
     target_value = check_target(target_kappa)
     chosen = run.layer_choice()
     fmt = o.plot_format(fmt)
-    names = (*REPORT_FILES, f"sweep.{fmt}")
-    target = OutputDir(out, names, run.input_paths()) if out is not None else None  # before any work
-    tables = csv_dir(csv, run.input_paths()) if csv is not None else None
+    files = outputs("sweep-lambda", out, csv, run.input_paths(), fmt)  # before any work
     setup = o.setup_run(run)
     chosen = sweep_layers(
         setup.loaded, chosen
@@ -113,12 +110,5 @@ def sweep_command(
         lambdas=grid, target_kappa=target_value, layers=chosen, seed=run.seed, lam=setup.lam
     )
     report = setup.analyse("sweep-lambda", analyse_sweep, options)
-    data = report.to_json()
-
-    def plots(folder: Path) -> list[Path]:
-        from condcli.plots import sweep_plots
-
-        return sweep_plots(data, folder, fmt, title=title, style=style)
-
     table = functools.partial(render, stdout_console(), report)
-    emit(data, target, plots, as_json=run.as_json, render=table, tables=tables)
+    emit(report.to_json(), files, as_json=run.as_json, render=table, title=title, style=style)

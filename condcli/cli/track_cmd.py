@@ -87,7 +87,7 @@ def track_command(
     from dataclasses import replace
 
     from condcli.analysis.track import TrackOptions, discover, probe_of, track
-    from condcli.cli.output import REPORT_FILES, OutputDir, csv_dir, emit
+    from condcli.cli.output import emit, outputs
     from condcli.cli.progress import progress_bar
     from condcli.cli.tables import stdout_console
     from condcli.cli.track_table import render
@@ -101,23 +101,14 @@ def track_command(
     found = discover(checkpoints)
     options = TrackOptions(lam=run.lam, layers=chosen, seed=run.seed, probe_batch_size=given_batch)
     probe = probe_of(found, spec, options)
-    names = (*REPORT_FILES, f"track.{fmt}")
     reads = [entry for c in found for entry in replace(run, model=str(c.path)).input_paths()]
     reads += [("the probe batch", probe)] if probe is not None else []
-    target = OutputDir(out, names, reads) if out is not None else None  # before any work
-    tables = csv_dir(csv, reads) if csv is not None else None
+    files = outputs("track", out, csv, reads, fmt)  # before any work
 
     def bar(label: str, total: int | None) -> AbstractContextManager[Callable[[int], None] | None]:
         return progress_bar(label, total, enabled=not run.as_json)
 
     report, notes = track(found, run.load_options(), spec, options, bar, given=checkpoints)
     o.input_notes(notes)
-    data = report.to_json()
-
-    def plots(folder: Path) -> list[Path]:
-        from condcli.plots.track import track_plots
-
-        return track_plots(data, folder, fmt, title=title, style=style)
-
     table = functools.partial(render, stdout_console(), report)
-    emit(data, target, plots, as_json=run.as_json, render=table, tables=tables)
+    emit(report.to_json(), files, as_json=run.as_json, render=table, title=title, style=style)

@@ -3,9 +3,7 @@ W_Q, W_K, W_V, W_O whole and per head, and μ(LA)'s weight factor — without in
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -30,51 +28,12 @@ def weights_command(
     """Weight-only condition numbers: the embedding table E, the output head, W_Q/W_K/W_V/W_O per layer and
     head. No inputs, no forward; a safetensors model folder is read tensor by tensor."""
     from condcli.analysis.weights import analyse_weights
-    from condcli.cli.output import REPORT_FILES, OutputDir, json_writer
+    from condcli.cli.output import emit, outputs
     from condcli.cli.tables import stdout_console
     from condcli.cli.weights_table import render
-    from condcli.distributed import is_writer
 
     run.layer_choice()  # `layers` checked before any work
     fmt = o.plot_format(fmt)
-    names = (*REPORT_FILES, f"embedding_table.{fmt}")
-    target = OutputDir(out, names, run.input_paths()) if out is not None else None
+    files = outputs("weights", out, None, run.input_paths(), fmt)  # before any work
     report = analyse_weights(run)
-    data = report.to_json()
-    if not is_writer():
-        return
-    written: list[Path] = []
-    if target is not None:
-        written = target.write(json_writer(data), _html(data), _plots(data, fmt))
-    if run.as_json:
-        import json
-
-        print(json.dumps(data, indent=2))
-    else:
-        render(stdout_console(), report, heads)
-    if written:
-        import sys
-
-        print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
-
-
-def _plots(data: dict[str, Any], fmt: str) -> Callable[[Path], list[Path]]:
-    def write(folder: Path) -> list[Path]:
-        from condcli.plots.embedding_table import embedding_table_plots
-
-        return embedding_table_plots(data, folder, fmt)
-
-    return write
-
-
-def _html(data: dict[str, Any]) -> Callable[[Path], list[Path]]:
-    """report.html: the weights page (:mod:`condcli.html.sections_weights`), through the page shell."""
-
-    def write(folder: Path) -> list[Path]:
-        from condcli.html.sections_weights import weights_page
-
-        path = folder / "report.html"
-        path.write_text(weights_page(data), encoding="utf-8")
-        return [path]
-
-    return write
+    emit(report.to_json(), files, as_json=run.as_json, render=lambda: render(stdout_console(), report, heads))

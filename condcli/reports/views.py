@@ -3,8 +3,9 @@
 :class:`ReportViews` is a base class of each command's report (spectrum, sweep-lambda, rank-decay, track,
 check, compare); :class:`SavedReport` gives the same methods to a report.json read back. The tables are
 :mod:`condcli.reports.frames`' (this layer). The page, the plots and the files are drawn by the layers above
-(:mod:`condcli.html`, :mod:`condcli.plots`), which this layer never imports: it asks
-:mod:`condcli.api.views` for them by name, as :mod:`condcli.html` finds a command's sections.
+(:mod:`condcli.html`, :mod:`condcli.plots`), which this layer never imports: it asks the one writer of
+report files, :mod:`condcli.writing.report_files`, for them by name, as :mod:`condcli.html` finds a
+command's sections.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from condcli.reports import frames
 
-VIEWS = "condcli.api.views"  # draws a report's page, figures and files (above this layer)
+VIEWS = "condcli.writing.report_files"  # draws a report's page, figures and files (above this layer)
 
 
 def _views() -> Any:
@@ -48,15 +49,16 @@ class ReportViews:
         return frames.to_pandas(self.to_json(), statistic)
 
     def save(self, folder: str | Path, fmt: str = "png") -> list[Path]:
-        """Write report.json, report.html and the plots into ``folder``, as ``--out`` does."""
-        return list(_views().save(self.to_json(), Path(folder), fmt))
+        """Write report.json, report.html and the plots into ``folder``: the files ``--out`` writes."""
+        return list(_views().save(self.to_json(), folder, fmt))
 
     def write_csv(self, folder: str | Path) -> list[Path]:
-        """Write every table as CSV into ``folder``, as ``--csv`` does."""
-        return list(_views().save_csv(self.to_json(), Path(folder)))
+        """Write every table as CSV into ``folder``: the files ``--csv`` writes."""
+        return list(_views().save_csv(self.to_json(), folder))
 
     def plot(self) -> dict[str, Any]:
-        """The report's matplotlib figures by name (spectrum, layers, sweep, rank_decay, …)."""
+        """The report's matplotlib figures by name (spectrum, layers, sweep, rank_decay, …): the plots
+        ``--out`` writes."""
         return dict(_views().figures(self.to_json()))
 
     def html(self) -> str:

@@ -1,0 +1,4 @@
+"""Writing a report's files: an output folder written whole or not at all (:mod:`.folder`) and the one
+writer of every command's files (:mod:`.report_files`), shared by the CLI (``--out``, ``--csv``) and the
+Python API (``report.save()``, ``report.write_csv()``, ``report.plot()``). Below both; above the readers of
+reports (:mod:`condcli.plots`, :mod:`condcli.html`) it draws with."""
