@@ -29,7 +29,7 @@ def models_command(as_json: o.Json = False) -> None:
     from rich.table import Table
 
     from condcli.loading.project_config import DEFAULT_SAMPLE
-    from condcli.loading.samples import list_samples, samples_dir
+    from condcli.loading.samples import list_samples, restore_hint, samples_dir
     from condcli.reports.spectrum import envelope
 
     samples = list_samples()
@@ -45,7 +45,7 @@ def models_command(as_json: o.Json = False) -> None:
     if not out.is_terminal:
         out = Console(soft_wrap=True, width=160)
     if not samples:
-        out.print(f"no sample checkpoints in {samples_dir()} — rebuild them with 'make samples'")
+        out.print(f"no sample checkpoints in {samples_dir()} — {restore_hint()}")
         return
     table = Table("name", "architecture", "task", "held-out", "conditioning", "size")
     for s in samples:

@@ -1,13 +1,16 @@
-"""The shipped sample checkpoints (``sample_checkpoints/``): where they are, what their metadata says.
+"""The shipped sample checkpoints (``condcli/sample_checkpoints/``, package data installed with condcli):
+where they are, what their metadata says.
 
 A sample is a normal model folder (timm ``save_for_hf`` or HF ``save_pretrained`` layout) with a
-``metadata.json`` that says how it was trained (``make samples``), its held-out metric, its seed and the
-condcli version. A sample trained with conditioned tokens records ``conditioning: {lambda, mode}``; loading
-it re-applies X + λ·I_k at its embedding point, because the shift has no weights to save.
+``metadata.json`` that says how it was trained (``python -m samplegen.build`` in a clone), its held-out
+metric, its seed and the condcli version. A sample trained with conditioned tokens records
+``conditioning: {lambda, mode}``; loading it re-applies X + λ·I_k at its embedding point, because the shift
+has no weights to save.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +24,22 @@ METADATA = "metadata.json"
 
 
 def samples_dir() -> Path:
-    """Where the shipped sample checkpoints live (``$CONDCLI_SAMPLES`` overrides)."""
+    """Where the sample checkpoints live: beside the installed package, unless ``$CONDCLI_SAMPLES`` names
+    another folder (e.g. samples rebuilt elsewhere)."""
     env = os.environ.get(SAMPLES_ENV)
     return Path(env) if env else Path(__file__).resolve().parents[1] / "sample_checkpoints"
+
+
+def restore_hint() -> str:
+    """What a user can do when the samples are missing or damaged: unset ``$CONDCLI_SAMPLES`` if it points
+    elsewhere; rebuild them where ``samplegen`` exists (a clone); else reinstall condcli (a pip install)."""
+    if os.environ.get(SAMPLES_ENV):
+        return (
+            f"unset {SAMPLES_ENV} to use the samples installed with condcli, or point it at a sample folder"
+        )
+    if importlib.util.find_spec("samplegen") is not None:
+        return "rebuild the samples with 'python -m samplegen.build'"
+    return "reinstall condcli: pip install --force-reinstall --no-deps condcli"
 
 
 def sample_names() -> list[str]:
@@ -39,10 +55,14 @@ def read_metadata(folder: Path) -> dict[str, Any] | None:
     file = folder / METADATA
     if not file.is_file():
         return None
-    data = read_json(file, str(file), "fix the file or rebuild the samples with 'make samples'")
+    data = read_json(file, str(file), _fix_hint())
     if not isinstance(data, dict):
-        raise InputError(f"{file} is not a JSON object", "rebuild the samples with 'make samples'")
+        raise InputError(f"{file} is not a JSON object", _fix_hint())
     return data
+
+
+def _fix_hint() -> str:
+    return f"fix the file, or if it is a shipped sample's, {restore_hint()}"
 
 
 def builtin_conditioning(folder: Path) -> tuple[float, str] | None:
@@ -59,7 +79,7 @@ def _conditioning(meta: dict[str, Any] | None, folder: Path) -> tuple[float, str
     if not isinstance(lam, (int, float)) or isinstance(lam, bool) or mode not in ("shift", "correction"):
         raise InputError(
             f'{folder / METADATA}: \'conditioning\' must be {{"lambda": number, "mode": "shift"}}',
-            "fix the file or rebuild the samples with 'make samples'",
+            _fix_hint(),
         )
     return float(lam), str(mode)
 
