@@ -9,6 +9,8 @@ them says which file and what to do, never a traceback or an internal error.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,8 +38,28 @@ def _why(error: BaseException) -> str:
     return f"it cannot be read ({text})"
 
 
+def regular_file(path: Path, what: str, hint: str) -> os.stat_result:
+    """``path``'s stat (symlinks followed), refused unless it is a regular file: looked at before any
+    ``open``, so no reader blocks on a FIFO or a socket, nor reads a device (/dev/zero never ends)."""
+    from condcli.outpaths import kind
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{what} does not exist", hint) from None
+    except (OSError, ValueError) as e:  # a symlink loop, a name too long, a path through a file
+        raise InputError(f"{what} cannot be read ({getattr(e, 'strerror', None) or e})", hint) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{what} is a folder, not a file", hint)
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{what} is {kind(st.st_mode)}, not a file: condcli reads only regular files", hint)
+    return st
+
+
 def read_text(path: Path, what: str, hint: str) -> str:
-    """The UTF-8 text of ``path``; ``what`` names the file in the error (e.g. "the baseline b.json")."""
+    """The UTF-8 text of ``path`` (a regular file, :func:`regular_file`); ``what`` names the file in the
+    error (e.g. "the baseline b.json")."""
+    regular_file(path, what, hint)
     try:
         return path.read_bytes().decode("utf-8")
     except IsADirectoryError:

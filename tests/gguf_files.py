@@ -74,10 +74,14 @@ def write_llama(
     architecture: str = "llama",
     drop: str | None = None,
     block_count: int | None = None,
+    head_count: int | None = None,
+    rms_eps: float | None = None,
+    rope_base: float | None = None,
 ) -> Path:
     """``model`` as a GGUF file: its matrices stored as ``quantize`` (F32, Q8_0, …), vectors as F32;
     ``architecture``: what general.architecture says; ``drop``: a GGUF tensor name left out;
-    ``block_count``: the layer count the metadata claims (else the model's)."""
+    ``block_count``, ``head_count``, ``rms_eps``, ``rope_base``: what the metadata claims (else the
+    model's)."""
     import gguf
 
     cfg = model.config
@@ -89,10 +93,10 @@ def write_llama(
     w.add_embedding_length(cfg.hidden_size)
     w.add_block_count(cfg.num_hidden_layers if block_count is None else block_count)
     w.add_feed_forward_length(cfg.intermediate_size)
-    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count(cfg.num_attention_heads if head_count is None else head_count)
     w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps if rms_eps is None else rms_eps)
+    w.add_rope_freq_base(cfg.rope_parameters["rope_theta"] if rope_base is None else rope_base)
     w.add_rope_dimension_count(cfg.hidden_size // cfg.num_attention_heads)
     w.add_vocab_size(cfg.vocab_size)
     w.add_file_type(gguf.LlamaFileType.ALL_F32 if quantize == "F32" else gguf.LlamaFileType.MOSTLY_Q8_0)
@@ -141,3 +145,14 @@ def architecture_kv(name: str = "llama") -> bytes:
 
 def tensor_entry(name: str, dims: tuple[int, ...], ggml_type: int, offset: int) -> bytes:
     return string(name) + struct.pack(f"<I{len(dims)}QIQ", len(dims), *dims, ggml_type, offset)
+
+
+def same_offsets(path: Path) -> None:
+    """Every tensor of the GGUF file ``path`` pointed at offset 0 of its data: all of them overlap."""
+    from gguf import GGUFReader
+
+    raw = bytearray(path.read_bytes())
+    for t in GGUFReader(str(path)).tensors:
+        at = raw.index(string(t.name)) + 8 + len(t.name.encode()) + 4 + 8 * len(t.shape) + 4
+        raw[at : at + 8] = struct.pack("<Q", 0)
+    path.write_bytes(bytes(raw))

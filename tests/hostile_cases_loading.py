@@ -403,7 +403,7 @@ CASES: list[Hostile] = [
         "load-hf-shape-mismatch",
         _spectrum("{tmp}/m"),
         2,
-        "other shapes than its config.json",
+        "has shape [32, 128], the model expects [32, 64]",
         setup=_then(_hf(), lambda tmp: lf.edit_config(tmp / "m", lambda c: c.update(n_inner=64))),
     ),
     Hostile(

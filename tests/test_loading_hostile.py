@@ -212,9 +212,12 @@ def test_weights_of_other_shapes_and_a_text_file_as_model(tmp_path: Path) -> Non
     from safetensors.torch import load_file
 
     sd = load_file(str(file))
-    sd[lf.first_matrix(file)] = torch.zeros(3, 3)
+    name = lf.first_matrix(file)
+    expected = list(sd[name].shape)
+    sd[name] = torch.zeros(3, 3)
     save_file(sd, str(file), metadata={"format": "pt"})
-    assert "other shapes than its config.json describes" in _error(str(folder)).message
+    said = f"weight '{name}' in {file} has shape [3, 3], the model expects {expected}"
+    assert _error(str(folder)).message == said  # issue 38: the file, the tensor and both shapes
     text = tmp_path / "notes.txt"
     text.write_text("hello")
     assert "is not a model folder, a weights file" in _error(str(text)).message

@@ -31,6 +31,7 @@ from condcli.analysis.output_projection import find_output_projection, output_he
 from condcli.analysis.runs import RunOptions
 from condcli.analysis.weights_stream import StreamedModel, on_meta, safetensors_files, skeleton
 from condcli.errors import InputError
+from condcli.loading.tensor_shapes import check_model, check_stored
 from condcli.reports.spectrum import ModelInfo
 from condcli.reports.table import EmbeddingTableReport
 from condcli.reports.weights import LayerWeights, WeightsReport
@@ -67,7 +68,7 @@ def _hub_snapshot(repo: str) -> Path | None:
 def _streamable(run: RunOptions, text: str) -> tuple[Path, list[Path]] | None:
     """(folder, safetensors files) where MODEL ``text`` can be read tensor by tensor, else None."""
     from condcli.loading.model_config import flavour
-    from condcli.loading.sources import parse_spec
+    from condcli.loading.names import parse_spec
 
     spec = parse_spec(text)
     if run.weights == "random" or run.checkpoint is not None or spec.factory is not None or run.model_args:
@@ -113,6 +114,7 @@ def _streamed_source(
     with hub.loading(f"the config of {text}", False, hub.CONFIG_FIX):
         config = AutoConfig.from_pretrained(str(folder), trust_remote_code=run.trust_remote_code)
     top = skeleton(config, run.trust_remote_code)
+    check_model(top, tensors.tensors)  # every stored tensor against the model's own, before any number
     analysed, _ = analysed_module(top)
     adapter = adapter_for(analysed, run.adapter)
     info = ModelInfo(
@@ -168,13 +170,8 @@ def _embedding_table(src: WeightsSource, method: Method) -> EmbeddingTableReport
             raise InputError(
                 f"weight '{name}' is not in the weights files", "re-export the model (save_pretrained)"
             )
+        check_stored(key, streamed.files.tensors[key], w)
         shape = (int(w.shape[0]), int(w.shape[1]))
-        stored = streamed.files.tensors[key].shape
-        if stored != shape:
-            raise InputError(
-                f"weight '{key}' is {list(stored)} in the file, the model expects {list(shape)}",
-                "re-export the model (save_pretrained)",
-            )
         return spectrum_report(lambda a, b: streamed.files.rows(key, a, b), shape, key, method)
 
     e = report(*table)

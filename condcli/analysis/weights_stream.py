@@ -9,7 +9,6 @@ the whole attention module's parameters are read instead.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +21,9 @@ from torch.utils._pytree import tree_leaves
 
 from condcli.errors import InputError
 from condcli.loading.safetensors_stream import TensorFiles
+from condcli.loading.tensor_shapes import check_stored, prefixes_of, skeleton
+
+__all__ = ["StreamedModel", "on_meta", "safetensors_files", "skeleton"]
 
 T = TypeVar("T")
 
@@ -43,36 +45,13 @@ class _Touched(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def skeleton(config: Any, trust: bool) -> nn.Module:
-    """The whole model ``config`` describes (its config class, else AutoModel), on the meta device, tied."""
-    from accelerate import init_empty_weights
-    from transformers import AutoModel
-
-    from condcli.loading.hf import config_class
-
-    cls: Any = config_class(config)
-    with init_empty_weights(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model: nn.Module = (
-            cls._from_config(config)
-            if cls is not None
-            else AutoModel.from_config(config, trust_remote_code=trust)
-        )
-    tie = getattr(model, "tie_weights", None)
-    if callable(tie):
-        tie()  # under init_empty_weights transformers leaves the tied head its own meta tensor
-    return model.eval()
-
-
 class StreamedModel:
     """A meta skeleton and the safetensors files of its weights."""
 
     def __init__(self, model: nn.Module, files: TensorFiles) -> None:
         self.model = model
         self.files = files
-        prefix = getattr(model, "base_model_prefix", "") or ""
-        # a folder saved from the base model (keys without "model.") or from a task model (keys with it)
-        self.prefixes = {f"{prefix}.": "", "": f"{prefix}."} if prefix else {}
+        self.prefixes = prefixes_of(model)
         self.names: dict[int, list[str]] = {}
         for name, p in model.named_parameters(remove_duplicate=False):
             self.names.setdefault(id(p), []).append(name)
@@ -103,6 +82,8 @@ class StreamedModel:
                 if key is None:
                     missing.append(name)
                     continue
+                param = self.model.get_parameter(name)
+                check_stored(key, self.files.tensors[key], param)  # before a byte of it is read
                 tensor = self.files.read(key)
                 if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
                     bad = int((~torch.isfinite(tensor)).sum())
@@ -111,7 +92,6 @@ class StreamedModel:
                         f"(from {self.files.tensors[key].file})",
                         "the weights file is damaged: re-export or replace it",
                     )
-                param = self.model.get_parameter(name)
                 real = nn.Parameter(tensor, requires_grad=False)
                 for alias in self.names[id(param)]:
                     owner_path, _, leaf = alias.rpartition(".")

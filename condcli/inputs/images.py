@@ -11,6 +11,8 @@ file is judged here, and a skipped file is named in the run's notes.
 
 from __future__ import annotations
 
+import os
+import stat
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ import numpy as np
 import torch
 
 from condcli.errors import InputError, one_line
+from condcli.outpaths import kind
 
 HIGH_DEPTH = ("I;16", "I;16L", "I;16B", "I;16N")  # 16-bit grey
 EXAMPLES = 3  # skipped files named in notes and hints
@@ -78,6 +81,12 @@ def read_image(path: Path) -> tuple[Any, str]:
 
     limit = Image.MAX_IMAGE_PIXELS
     try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        return None, f"unreadable: {e.strerror or e}"
+    if not stat.S_ISREG(mode):  # looked at before it is opened: a FIFO would block, a device never end
+        return None, f"{kind(mode)}, not a file"
+    try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with Image.open(path) as im:
@@ -103,9 +112,9 @@ def folder_images(folder: Path, max_samples: int | None, skipped: Skipped) -> It
     taken = 0
     if max_samples is not None and max_samples < 1:
         return
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() or (p.is_symlink() and not p.exists())):
+    for path in sorted(p for p in folder.rglob("*") if not p.is_dir()):
         name = str(path.relative_to(folder))
-        image, why = read_image(path) if path.is_file() else (None, "a broken symbolic link")
+        image, why = read_image(path) if path.exists() else (None, "a broken symbolic link")
         if image is None:
             skipped.add(name, why)
             continue

@@ -4,19 +4,24 @@ GGUF (llama.cpp's format) is a header of key-value metadata and a tensor table, 
 counts and lengths are 64-bit numbers that readers trust: the ``gguf`` package's ``GGUFReader`` and
 transformers both size lists by them. Here every count is checked against the bytes left in the file and
 against a ceiling far above any real model's before anything is built from it, each string is read only
-where its length fits, and every tensor must lie inside the data section. Only the values condcli needs
-are kept (architecture, name, file type, tokenizer kind); arrays are walked, not stored. Any way the header
-is wrong is one :class:`InputError` naming the file.
+where its length fits, and every tensor must lie inside the data section, no two of them sharing bytes. Only
+the values condcli needs are kept (architecture, name, file type, tokenizer kind); arrays are walked, not
+stored. The model's sizes that transformers divides by or takes as a norm's epsilon or rope's base
+(:data:`POSITIVE`, :data:`NON_NEGATIVE`) must be sane numbers. Any way the header is wrong is one
+:class:`InputError` naming the file; the file is looked at before it is opened (a FIFO is never read).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from condcli.errors import InputError
+from condcli.parsing import regular_file
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # v1 counts in 32 bits; neither transformers nor llama.cpp still reads it
@@ -31,6 +36,10 @@ STRING, ARRAY = 8, 9
 TEXT_KEYS = ("general.architecture", "general.name", "tokenizer.ggml.model")
 NUMBER_KEYS = ("general.file_type", "general.alignment")
 INTEGERS = (0, 1, 2, 3, 4, 5, 10, 11)
+REALS = (6, 12)
+# a model's sizes and constants, by the end of their key ("llama.attention.head_count"): what each must be
+POSITIVE = (".attention.head_count", ".attention.head_count_kv", ".embedding_length", ".rope.freq_base")
+NON_NEGATIVE = (".attention.layer_norm_rms_epsilon", ".attention.layer_norm_epsilon", ".block_count")
 REEXPORT = "convert the model again (llama.cpp's convert_hf_to_gguf.py), or download the file again"
 # the smallest encodings: a key-value pair (empty key, a u8 value) and a tensor entry (empty name, 1 dim)
 MIN_KV_BYTES = 8 + 4 + 1
@@ -173,7 +182,23 @@ def _metadata(r: _Reader, count: int) -> dict[str, Any]:
             if kind != STRING if key in TEXT_KEYS else kind not in INTEGERS:
                 raise r.fail(f"{key!r} has value type {kind}, not the type GGUF gives it")
             kept[key] = value
+        _check_constant(r, key, kind, value)
     return kept
+
+
+def _check_constant(r: _Reader, key: str, kind: int, value: Any) -> None:
+    """A size or constant of the model (:data:`POSITIVE`, :data:`NON_NEGATIVE`) that is a number, finite,
+    and above zero (at least zero); an array (one value per layer) is not looked into."""
+    positive = key.endswith(POSITIVE)
+    if kind == ARRAY or not (positive or key.endswith(NON_NEGATIVE)):
+        return
+    if kind not in INTEGERS + REALS:
+        raise r.fail(f"{key} has value type {kind}, not a number")
+    if math.isnan(value) or math.isinf(value):
+        raise r.fail(f"{key} is {value}, not a finite number")
+    if value < 0 or (positive and value == 0):
+        need = "above 0" if positive else "at least 0"
+        raise r.fail(f"{key} is {value:g}; it must be {need}")
 
 
 def _tensors(r: _Reader, count: int, sizes: dict[int, tuple[int, int]]) -> list[TensorEntry]:
@@ -209,8 +234,8 @@ def _alignment(r: _Reader, kept: dict[str, Any]) -> int:
 def read_header(path: Path, sizes: dict[int, tuple[int, int]]) -> GgufHeader:
     """The header of the GGUF file ``path``, checked (module docstring); ``sizes``: ggml type → (elements,
     bytes) per block, the ``gguf`` package's ``GGML_QUANT_SIZES``."""
+    size = regular_file(path, str(path), "give a GGUF file").st_size
     try:
-        size = path.stat().st_size
         stream = path.open("rb")
     except OSError as e:
         raise InputError(
@@ -242,4 +267,8 @@ def read_header(path: Path, sizes: dict[int, tuple[int, int]]) -> GgufHeader:
                 f"tensor {t.name!r} ({t.nbytes} bytes at offset {t.offset}) lies past the end of the file"
                 f" (its data section holds {max(data, 0)} bytes)"
             )
+    spans = sorted((t.offset, t.offset + t.nbytes, t.name) for t in tensors if t.nbytes)
+    for (_, end, before), (start, _, name) in itertools.pairwise(spans):
+        if start < end:
+            raise r.fail(f"tensors {before!r} and {name!r} share bytes {start}…{end} of its data section")
     return GgufHeader(path, version, kept, tuple(tensors), data_start)

@@ -17,14 +17,17 @@ import warnings
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from condcli.errors import InputError
-from condcli.parsing import read_json
+from condcli.parsing import read_json, regular_file
+
+if TYPE_CHECKING:
+    from condcli.loading.safetensors_stream import TensorInfo
 
 SAFE_SUFFIXES = (".safetensors",)
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".tar")
@@ -88,8 +91,9 @@ def _check_path(path: Path, label: str) -> str:
             else "give the path of a .safetensors or .pt file"
         )
         raise InputError(f"{label} is a folder, not a weights file", hint)
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"{label}: no such file", "give the path of a .safetensors or .pt file")
+    regular_file(path, label, "give the path of a .safetensors or .pt file")  # never open a FIFO
     suffix = _suffix(path)
     if suffix is None:
         raise InputError(
@@ -105,9 +109,13 @@ def _suffix(path: Path) -> str | None:
 
 
 def _open_safetensors(path: Path, label: str) -> dict[str, str]:
-    """A safetensors file's tensors (name → dtype, e.g. F32); its header (size, JSON, offsets) checked."""
+    """A safetensors file's tensors (name → dtype, e.g. F32); its header (size, JSON, offsets) checked by
+    condcli's own reader (:func:`condcli.loading.safetensors_stream.read_header`), then by the library's."""
     from safetensors import SafetensorError, safe_open
 
+    from condcli.loading.safetensors_stream import read_header
+
+    read_header(path, label)
     try:
         with safe_open(str(path), framework="pt", device="cpu") as fh:
             return {k: str(fh.get_slice(k).get_dtype()) for k in fh.keys()}
@@ -222,8 +230,27 @@ def folder_weights(folder: Path, flavour: str) -> tuple[list[Path], dict[str, st
         shards = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(shards, dict) or not all(isinstance(v, str) for v in shards.values()):
             raise InputError(f"{found} has no 'weight_map' of tensor names to files", REEXPORT)
-        return [folder / name for name in sorted(set(shards.values()))], shards
+        return [inside(folder, name, found) for name in sorted(set(shards.values()))], shards
     return [found], {}
+
+
+def inside(folder: Path, name: str, index: Path) -> Path:
+    """``folder / name`` for a file ``index`` names, refused unless it lies in ``folder``: a relative path
+    without ``..`` whose folders (symlinks resolved) stay inside. The file itself may be a symlink, as
+    every file of a hub snapshot is (into the cache's blob store)."""
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    escapes = not parts or PurePosixPath(name).is_absolute() or ".." in parts or ":" in parts[0]
+    if not escapes:
+        root = folder.resolve()
+        parent = (folder / name).parent.resolve()
+        escapes = parent != root and root not in parent.parents
+    if escapes:
+        raise InputError(
+            f"{index} names {name[:200]!r}, which is not a file inside {folder}",
+            "an index may name only files in its model folder: move the shards there and name them"
+            " relative to it",
+        )
+    return folder / name
 
 
 @dataclass(frozen=True)
@@ -233,18 +260,26 @@ class FolderWeights:
     source: str  # the file, or the folder's files
     not_real: dict[str, str]  # tensors that are not real floating point: name → "dtype in file"
     shards: dict[str, str]  # a sharded folder's tensor name → its file
+    tensors: dict[str, TensorInfo]  # every tensor of its safetensors files, from their checked headers
 
 
 def check_folder_weights(folder: Path, flavour: str) -> FolderWeights:
-    """Check the weights files a folder's library would read (see :func:`folder_weights`)."""
+    """Check the weights files a folder's library would read (see :func:`folder_weights`); a safetensors
+    file's header is then read by condcli's own reader too, whose tensors the model is checked against
+    (:mod:`condcli.loading.tensor_shapes`)."""
+    from condcli.loading.safetensors_stream import read_header
+
     files, shards = folder_weights(folder, flavour)
     index = next((folder / n for n in HF_FILES if n.endswith(".index.json") and (folder / n).is_file()), None)
     not_real: dict[str, str] = {}
+    tensors: dict[str, TensorInfo] = {}
     for file in files:
         label = f"{file} (named in {index})" if shards else str(file)
         not_real.update({k: f"{d} in {file}" for k, d in check_weights_file(file, label).items()})
+        if _suffix(file) in SAFE_SUFFIXES:
+            tensors.update(read_header(file, label))
     source = str(files[0]) if len(files) == 1 else f"the weights files of {folder}"
-    return FolderWeights(source, not_real, {k: str(folder / v) for k, v in shards.items()})
+    return FolderWeights(source, not_real, {k: str(folder / v) for k, v in shards.items()}, tensors)
 
 
 def _matching(name: str, keys: Mapping[str, str]) -> str | None:
