@@ -48,6 +48,9 @@ from condcli.spectra.core import MEASURE_RTOL
 POWER_STEPS = 32  # most Collatz–Wielandt steps for σ_1 (the bound holds after any number; 4 to 20 make it
 # tight to 1e-4 for attention probabilities: σ_2/σ_1 ≈ 0.3 for ViT-B's P, 0.72 for a causal P)
 INVERSE_STEPS = 1  # inverse-iteration steps after x = P⁻¹b, for a floor's x: the bound holds after any number
+SOLVE_SCALE = (
+    2.0**-900
+)  # right-hand sides of the floor proof's solves are scaled by this (exact: a power of 2)
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,11 @@ def bound_terms(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tens
     lo = torch.zeros_like(fro2)
     hi = torch.full_like(fro2, torch.inf)
     if bool((x.triu(1) == 0).all()):
+        from condcli.spectra import causal  # it builds on this module
+
+        if causal.applies(x):  # attention probabilities: Lanczos brackets, O(n²) a step
+            _, _, s1, lo, hi = causal.brackets(x, capture_dtype).unbind(-1)
+            return torch.stack([fro2, lo, hi, s1], -1)
         hi = _sigma_k_above(x, fro2)
         s1 = _sigma_1_above(x, None)
         rest = ~_floored(hi, _tolerance(fro2, s1, n, u))
@@ -131,14 +139,31 @@ def _sigma_1_above(x: torch.Tensor, gram: torch.Tensor | None) -> torch.Tensor:
 def _sigma_k_above(x: torch.Tensor, fro2: torch.Tensor) -> torch.Tensor:
     """An upper bound on σ_k of lower-triangular matrices, from x = P⁻¹b and a step of inverse iteration
     (triangular solves): σ_k ≤ ‖fl(Px)‖/‖x‖ + γ_n‖P‖_F whatever the solves' own error, and σ_k ≤ min|P_ii|
-    (an eigenvalue) where they overflow (the module docstring)."""
+    (an eigenvalue) where they overflow (the module docstring). Where they overflow, the same on trailing
+    blocks P[j:, j:] of n/2, n/4, … rows down to 8: σ_k(P) ≤ σ_min(P[j:, j:]), since P maps [0; z] to
+    [0; P[j:, j:]z] (a previous-token head's P⁻¹ grows like (P_{i,i−1}/P_ii)^n and overflows float64)."""
+    n = x.shape[-1]
+    bound = _inverse_iteration_bound(x, fro2)
+    m = n // 2
+    while m >= 8 and not bool(torch.isfinite(bound).all()):
+        open_ = ~torch.isfinite(bound)
+        bound[open_] = _inverse_iteration_bound(x[open_][..., n - m :, n - m :], fro2[open_])
+        m //= 2
+    return torch.minimum(bound, x.diagonal(dim1=-2, dim2=-1).abs().amin(-1))
+
+
+def _inverse_iteration_bound(x: torch.Tensor, fro2: torch.Tensor) -> torch.Tensor:
+    """σ_k ≤ ‖fl(Px)‖/‖x‖ + γ_n‖P‖_F for x from the solves (``fro2``: ‖P‖_F² of the whole matrix, at least
+    x's own); inf where they overflow."""
     n = x.shape[-1]
     sign = torch.Generator().manual_seed(0)
     b = (torch.randint(0, 2, (n, 1), generator=sign) * 2 - 1).to(x.dtype).to(x.device)
 
     def solve(r: torch.Tensor, adjoint: bool) -> torch.Tensor:
         """P⁻¹r (or P⁻ᵀr), scaled to a largest entry of 1 so that the next solve does not overflow."""
-        out = torch.linalg.solve_triangular(x.mT if adjoint else x, r, upper=adjoint)
+        # r is scaled down first: far below float64's resolution (σ_k ≈ 1e-20) a solve's intermediate
+        # values can grow far beyond the solution's and overflow; every finite x still gives a bound
+        out = torch.linalg.solve_triangular(x.mT if adjoint else x, r * SOLVE_SCALE, upper=adjoint)
         scaled: torch.Tensor = out / out.abs().amax(-2, keepdim=True)
         return scaled
 
@@ -148,8 +173,7 @@ def _sigma_k_above(x: torch.Tensor, fro2: torch.Tensor) -> torch.Tensor:
     norm_v = torch.linalg.vector_norm(v, dim=(-2, -1))
     norm_pv = torch.linalg.vector_norm(x @ v, dim=(-2, -1))
     bound = norm_pv / norm_v * (1 + 4 * n * EPS64) + (n + 1) * EPS64 * fro2.sqrt()
-    bound = torch.where(torch.isfinite(bound) & (norm_v > 0), bound, torch.full_like(bound, torch.inf))
-    return torch.minimum(bound, x.diagonal(dim1=-2, dim2=-1).abs().amin(-1))
+    return torch.where(torch.isfinite(bound) & (norm_v > 0), bound, torch.full_like(bound, torch.inf))
 
 
 def kappa_bounds(terms: torch.Tensor, n: int, capture_dtype: torch.dtype | str) -> KappaBounds:

@@ -1,0 +1,270 @@
+"""κ(P) of causal attention in O(n²) a step: Lanczos brackets on σ_1 and σ_n, no n × n decomposition.
+
+Causal attention (and sliding-window or block-causal attention: banded) gives a lower-triangular P ≥ 0 with
+a positive diagonal: invertible, with σ_n(P) = 1/‖P⁻¹‖₂, and products with P, Pᵀ, P⁻¹ and P⁻ᵀ each cost
+O(n²). For one such n × n matrix (float64, upcast exactly from the capture; u_64 = eps64/2, γ_n = n·u_64/
+(1 − n·u_64), every product of P with a vector z off by at most γ_n·|P||z| entry-wise, Higham Thm 3.5):
+
+- **σ_1, both sides, proven.** Lanczos on PᵀP (two products a step) from the all-ones vector gives a Ritz
+  vector y; v = |y| (floored at 1e-30 of its largest entry) and two power steps make it positive and close to
+  the Perron vector entry-wise. Then σ_1 ≥ ‖fl(Pv)‖(1 − γ_n)/‖v‖ (any vector gives a lower bound), and
+  σ_1² ≤ maxᵢ (PᵀPv)ᵢ/vᵢ (Collatz–Wielandt: PᵀP ≥ 0, v > 0), with the products of non-negative numbers within
+  γ_{2n} each.
+- **σ_n from above, proven** (this proves floors). The floor proof of :mod:`condcli.spectra.certify` (x =
+  P⁻¹b and a step of inverse iteration), and σ_n ≤ ‖P v̄‖ for the unit right vector v̄ below, with its
+  rounding added.
+- **σ_n from below.** Lanczos on (PPᵀ)⁻¹ = P⁻ᵀP⁻¹ (two triangular solves a step) from a fixed Gaussian
+  vector gives its two largest Ritz values θ_1 ≥ θ_2 and the Ritz vector ū of θ_1 (≈ P's left singular vector
+  of σ_n). With v̄ = Pᵀū/‖Pᵀū‖, ρ = ūᵀPv̄ and ε² = (‖Pv̄ − ρū‖² + ‖Pᵀū − ρv̄‖²)/2 (the residual of the
+  Rayleigh quotient of [[0, P], [Pᵀ, 0]] at [ū; v̄]/√2, whose eigenvalues are ±σ_i), the Kato–Temple
+  inequality on the interval (0, β) gives σ_n ≥ ρ − ε²/(β − ρ) for any β ≤ σ_{n−1} with β > ρ. β is
+  (θ_2 + r_2)^{-1/2} less a margin (r_2 the residual estimate of θ_2). Products, norms and dots add at most
+  δ = γ_n(‖P|v̄|‖ + ‖Pᵀ|ū|‖) + 4(n + 2)·u_64·(‖Pv̄‖ + ‖Pᵀū‖), taken against the bound.
+  **What rests on the Krylov space**: that no eigenvalue of (PPᵀ)⁻¹ other than λ_1 lies above θ_2 + r_2,
+  i.e. that Lanczos from a random vector has not missed an eigenvalue larger than the two it found. That is
+  the only part of the certificate that is not a proof: a start vector misses a dominant eigenvalue only if
+  it is nearly orthogonal to its eigenvector, and Kuczyński–Woźniakowski (1992) bound the chance that k
+  steps underestimate λ_1 by a factor 1 − ε by 1.648·√n·e^{−√ε(2k−1)}. Floors never rest on it.
+
+A matrix is **decided** here where its SVD path's verdict is proven (σ_n > tol or σ_n ≤ tol certainly, with
+tol's own bounds and the SVD's σ̂ slack: :func:`condcli.spectra.certify.kappa_bounds`) and the value is tight:
+a measurement's κ bracket [σ_1⁻/σ_n⁺, σ_1⁺/σ_n⁻] and a floor's σ_1 bracket within :data:`RTOL` relative (or,
+where float64 SVD's own error bound 4n·eps64·κ is wider, within that and :data:`MEASURE_RTOL`/4: an SVD would
+not tell it better). Every other matrix goes to the SVD path, and :func:`counts` says how many did.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from condcli.spectra._tensor import EPS64, machine_eps
+from condcli.spectra.certify import _floored, _resolved, _sigma_k_above, _tolerance
+from condcli.spectra.core import MEASURE_RTOL, SpectrumSummary, floor_kappa, summarize, upcast
+from condcli.spectra.lanczos import top_ritz
+from condcli.spectra.strategies import run_grouped
+
+RTOL = 1e-8  # the stated relative error of a κ decided here (half the width of its proven bracket)
+MIN_TOKENS = 96  # below this an n × n SVD costs less than the Lanczos steps' Python overhead
+TOP_STEPS = 40  # most Lanczos steps on PᵀP (σ_1: σ_2/σ_1 ≈ 0.3 to 0.8 for attention, a few dozen suffice)
+INVERSE_STEPS = 60  # most Lanczos steps on (PPᵀ)⁻¹ (σ_n)
+POWER_STEPS = 2  # power steps on PᵀP after the Ritz vector, before Collatz–Wielandt
+_U = EPS64 / 2
+
+_counts = {"decided": 0, "svd": 0}
+_lock = threading.Lock()
+
+
+def counts() -> dict[str, int]:
+    """How many matrices :func:`summarize_causal` decided in O(n²) and how many went to the SVD path since
+    :func:`reset_counts` (the bench prints the share)."""
+    with _lock:
+        return dict(_counts)
+
+
+def reset_counts() -> None:
+    """Zero :func:`counts`."""
+    with _lock:
+        for key in _counts:
+            _counts[key] = 0
+
+
+def applies(x: torch.Tensor) -> bool:
+    """Whether ``x`` (..., n, n) is a stack this path takes: square, n ≥ :data:`MIN_TOKENS`, lower triangular
+    (exact zeros above the diagonal: causal, sliding-window or block-causal attention) and non-negative
+    (attention probabilities). A zero on the diagonal (a query whose own key's weight underflowed) makes P
+    exactly singular: the floor proof's σ_n ≤ min|P_ii| = 0 settles it."""
+    if x.dim() < 2 or x.shape[-1] != x.shape[-2] or x.shape[-1] < MIN_TOKENS or x.numel() == 0:
+        return False
+    return bool((x.triu(1) == 0).all()) and bool((x >= 0).all())
+
+
+def brackets(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tensor:
+    """``x`` (..., n, n) float64 lower triangular, non-negative, positive diagonal, captured in
+    ``capture_dtype`` → (..., 5): ‖x‖_F², and proven bounds σ_1⁻, σ_1⁺, σ_n⁻ (Krylov-certified: the module
+    docstring; 0 where none), σ_n⁺. The floor proof comes first; σ_n's Lanczos runs only where it proves no
+    floor. A batchable op: one matrix or a stack."""
+    lead = x.shape[:-2]
+    n = int(x.shape[-1])
+    flat = x.reshape(-1, n, n)
+    fro2 = torch.linalg.vector_norm(flat, dim=(-2, -1)).square()
+    s1_lo, s1_hi = _sigma_1(flat)
+    sn_hi = _sigma_k_above(flat, fro2)
+    sn_lo = torch.zeros_like(sn_hi)
+    rest = ~_floored(sn_hi, _tolerance(fro2, s1_hi, n, machine_eps(capture_dtype) / 2))
+    if bool(rest.any()):
+        lo, hi = _sigma_n(flat[rest], fro2[rest])
+        sn_lo[rest] = lo
+        sn_hi[rest] = torch.minimum(sn_hi[rest], hi)
+    out = torch.stack([fro2, s1_lo, s1_hi, sn_lo, sn_hi], -1)
+    return out.reshape(*lead, 5)
+
+
+def _sigma_1(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(lower, upper) bounds on σ_1 of non-negative matrices (B, n, n) (the module docstring)."""
+    n = x.shape[-1]
+
+    def gram(v: torch.Tensor) -> torch.Tensor:
+        return x.mT @ (x @ v)
+
+    start = torch.ones(x.shape[0], n, 1, dtype=x.dtype, device=x.device)
+    ritz = top_ritz(gram, start, TOP_STEPS, (1e-8, 1e-2))
+    y = ritz.vectors[:, :, :1]
+    y = y * torch.where(y.sum((-2, -1), keepdim=True) < 0, -1.0, 1.0)
+    pair = _pair(x, x @ y, y)  # u = Py damps y's error along v_j by σ_j/σ_1
+    # Collatz–Wielandt from |y| and power steps (proven), and Kato–Temple on (α, ∞), α ≥ σ_2 (Krylov)
+    v = y.clamp_min(0)
+    v = v.clamp_min(1e-30 * v.amax(-2, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny))
+    for _ in range(POWER_STEPS):
+        v = gram(v)
+        v = v / v.amax(-2, keepdim=True)
+    w = gram(v)
+    collatz = ((w / v).amax((-2, -1)) * (1 + 2 * (2 * n + 2) * _U)).sqrt() * (1 + EPS64)
+    alpha = (ritz.values[:, 1] + ritz.residuals[:, 1]).clamp_min(0).sqrt() * (1 + 1e-6)
+    if n == 1:
+        alpha = torch.zeros_like(alpha)
+    gap = pair.rho - pair.delta - alpha
+    temple = pair.rho + pair.delta + (pair.eps + pair.delta).square() / gap
+    temple = torch.where((gap > 0) & torch.isfinite(temple), temple, torch.inf)
+    upper = torch.minimum(collatz, temple)
+    lower = torch.maximum(pair.norm_p, pair.norm_pt) - pair.delta
+    good = torch.isfinite(upper) & torch.isfinite(lower)
+    return torch.where(good, lower, 0.0), torch.where(good, upper, torch.inf)
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """A pair of unit vectors ū, v̄ (left, right) and what the certificate takes from them, each (B,)."""
+
+    rho: torch.Tensor  # ūᵀPv̄
+    eps: torch.Tensor  # ((‖Pv̄ − ρū‖² + ‖Pᵀū − ρv̄‖²)/2)^½
+    norm_p: torch.Tensor  # ‖Pv̄‖
+    norm_pt: torch.Tensor  # ‖Pᵀū‖
+    delta: torch.Tensor  # the rounding of all of these, at most
+
+
+def _pair(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> _Pair:
+    """The certificate's quantities for the left and right vectors ``u``, ``v`` (B, n, 1), normalised here
+    (the module docstring)."""
+    n = x.shape[-1]
+    u = u / torch.linalg.vector_norm(u, dim=(-2, -1), keepdim=True)
+    v = v / torch.linalg.vector_norm(v, dim=(-2, -1), keepdim=True)
+    a, b = x @ v, x.mT @ u
+    rho = (u * a).sum((-2, -1))
+    r1 = torch.linalg.vector_norm(a - rho[:, None, None] * u, dim=(-2, -1))
+    r2 = torch.linalg.vector_norm(b - rho[:, None, None] * v, dim=(-2, -1))
+    norm_a = torch.linalg.vector_norm(a, dim=(-2, -1))
+    norm_b = torch.linalg.vector_norm(b, dim=(-2, -1))
+    gamma = n * _U / (1 - n * _U)
+    spread = torch.linalg.vector_norm(x @ v.abs(), dim=(-2, -1)) + torch.linalg.vector_norm(
+        x.mT @ u.abs(), dim=(-2, -1)
+    )
+    delta = gamma * spread + 4 * (n + 2) * _U * (norm_a + norm_b)
+    return _Pair(rho, ((r1.square() + r2.square()) / 2).sqrt(), norm_a, norm_b, delta)
+
+
+def _sigma_n(x: torch.Tensor, fro2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(lower, upper) bounds on σ_n of lower-triangular matrices (B, n, n) with a positive diagonal (the
+    module docstring): the lower one Krylov-certified (0 where the bracket does not apply), the upper one
+    proven (inf where none)."""
+    batch, n, _ = x.shape
+    gen = torch.Generator().manual_seed(0)
+    start = torch.randn(n, 1, generator=gen, dtype=x.dtype).to(x.device).expand(batch, n, 1).clone()
+
+    def inverse_gram(v: torch.Tensor) -> torch.Tensor:  # (PPᵀ)⁻¹v = P⁻ᵀ(P⁻¹v)
+        w = torch.linalg.solve_triangular(x, v, upper=False)
+        out: torch.Tensor = torch.linalg.solve_triangular(x.mT, w, upper=True)
+        return out
+
+    zero = torch.zeros(batch, dtype=x.dtype, device=x.device)
+    inf = torch.full_like(zero, torch.inf)
+    ritz = top_ritz(inverse_gram, start, INVERSE_STEPS, (1e-10, 1e-2))
+    if not bool(torch.isfinite(ritz.values).all()):
+        return zero, inf
+    u = ritz.vectors[:, :, :1]
+    # v = P⁻¹u damps u's error along u_j by σ_n/σ_j, and u = P⁻ᵀv once more
+    v = torch.linalg.solve_triangular(x, u, upper=False)
+    v = v / torch.linalg.vector_norm(v, dim=(-2, -1), keepdim=True)
+    pair = _pair(x, torch.linalg.solve_triangular(x.mT, v, upper=True), v)
+    upper = torch.minimum(pair.norm_p, pair.norm_pt) + pair.delta
+    theta2 = ritz.values[:, 1] + ritz.residuals[:, 1]
+    # β ≤ σ_{n−1}: the second Ritz value (the Krylov assumption), less a margin for the solves' backward error
+    gamma = n * _U / (1 - n * _U)
+    beta = (1 - 1e-6) * theta2.clamp_min(torch.finfo(x.dtype).tiny).rsqrt() - 2 * gamma * fro2.sqrt()
+    if n == 1 or ritz.steps < 2:
+        beta = inf
+    gap = beta - pair.rho - pair.delta
+    lower = pair.rho - pair.delta - (pair.eps + pair.delta).square() / gap
+    ok = (gap > 0) & torch.isfinite(lower) & (lower > 0)
+    return torch.where(ok, lower, zero), torch.where(torch.isfinite(upper), upper, inf)
+
+
+@dataclass(frozen=True)
+class Decided:
+    """Per matrix (...,): what the SVD path would report, where :attr:`ok` (the module docstring)."""
+
+    ok: torch.Tensor  # bool: decided here; elsewhere the other fields are meaningless
+    below: torch.Tensor  # bool: a floor (σ_n ≤ tol proven)
+    reported: torch.Tensor  # the measured κ, or the floor σ_1/tol
+    sigma: torch.Tensor  # (..., 2): σ_1 and σ_n (for a floor, σ_n's upper bound)
+    tolerance: torch.Tensor  # tol = max(u·‖P‖_F, n·eps64·σ_1), as the SVD path computes it
+
+
+def decide(terms: torch.Tensor, n: int, capture_dtype: torch.dtype | str) -> Decided:
+    """:class:`Decided` from :func:`brackets` of n × n matrices captured in ``capture_dtype``."""
+    fro2, s1_lo, s1_hi, sn_lo, sn_hi = terms.unbind(-1)
+    u = machine_eps(capture_dtype) / 2
+    bounds = _tolerance(fro2, s1_hi, n, u)
+    resolved = _resolved(sn_lo, bounds)
+    floor = _floored(sn_hi, bounds) & ~resolved
+    s1 = (s1_lo + s1_hi) / 2
+    sn = torch.where(resolved, (sn_lo + sn_hi) / 2, sn_hi)
+    tol = torch.maximum(u * fro2.sqrt(), n * EPS64 * s1)
+    kappa = s1 / sn
+    allowed = torch.clamp(4 * n * EPS64 * kappa, RTOL, MEASURE_RTOL / 4).clamp_min(RTOL)
+    kappa_width = (s1_hi / sn_lo.clamp_min(torch.finfo(sn_lo.dtype).tiny)) / (s1_lo / sn_hi) - 1
+    measured = resolved & (kappa_width <= 2 * allowed)
+    floored = floor & (s1_hi / s1_lo - 1 <= 2 * RTOL)
+    reported = torch.where(floor, floor_kappa(s1, tol), kappa)
+    return Decided(measured | floored, floor, reported, torch.stack([s1, sn], -1), tol)
+
+
+def summarize_causal(x: torch.Tensor, capture_dtype: torch.dtype | str) -> SpectrumSummary:
+    """:func:`~condcli.spectra.core.summarize` (floors, no exact spectrum of a floor) of a stack that
+    :func:`applies`, with every matrix decided here kept and the rest from the SVD path. The summary's
+    ``sigma`` holds (σ_1, σ_n) per matrix only (σ_n's upper bound for a floor decided here), its
+    ``numerical_rank`` is n for a measurement and, for a floor decided here, n − 1 (an upper bound: σ_n ≤
+    tol): the callers that take this path use κ, the flag and σ_n alone."""
+    f, _ = upcast(x)  # float32/16 captures are in the safe band: no rescale
+    n = int(f.shape[-1])
+    decided = decide(run_grouped(lambda m: brackets(m, capture_dtype), f), n, capture_dtype)
+    ok = decided.ok
+    sigma, tol, below = decided.sigma, decided.tolerance, decided.below
+    rank = torch.where(below, n - 1, n).to(torch.int64)
+    kappa = decided.reported  # for a floor, the floor itself (as a Gram-decided floor's)
+    redo = ~ok
+    if bool(redo.any()):
+        s = summarize(x[redo], capture_dtype, method="svd", floors=True, exact_spectrum=False)
+        sigma = sigma.clone()
+        sigma[redo] = s.sigma[..., [0, -1]].to(sigma.dtype)
+        tol, below, kappa, rank = tol.clone(), below.clone(), kappa.clone(), rank.clone()
+        tol[redo], below[redo], kappa[redo], rank[redo] = (
+            s.tolerance,
+            s.below_precision,
+            s.kappa,
+            s.numerical_rank,
+        )
+    with _lock:
+        _counts["decided"] += int(ok.sum())
+        _counts["svd"] += int(redo.sum())
+    name = capture_dtype if isinstance(capture_dtype, str) else str(capture_dtype).removeprefix("torch.")
+    return SpectrumSummary(
+        sigma=sigma,
+        kappa=kappa,
+        numerical_rank=rank,
+        below_precision=below,
+        tolerance=tol,
+        capture_dtype=name,
+    )
