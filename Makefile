@@ -36,7 +36,8 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.bench_weights
 	$(BIN)/python -m bench.bench_startup
 
-# Rebuild sample_checkpoints/ from scratch on CPU (deterministic; about 13 minutes on 2 cores).
+# Rebuild condcli/sample_checkpoints/ (package data: the wheel carries them) from scratch on CPU
+# (deterministic; about 13 minutes on 2 cores).
 samples: $(STAMP)
 	$(BIN)/python -m samplegen.build
 
