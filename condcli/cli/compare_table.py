@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from condcli.cli.flags import as_flags
 from condcli.cli.tables import header
 from condcli.gate.matching import SEEN
 from condcli.gate.report import CompareReport, CompareRow, fmt
@@ -107,13 +110,32 @@ def layer_tables(report: CompareReport) -> list[Table]:
     return [t for t in tables if t is not None]
 
 
-def render(out: Console, report: CompareReport) -> None:
-    for side, r, data in zip("AB", report.spectra, (report.a, report.b), strict=True):
+def saved_header(out: Console, data: dict[str, Any], path: str | None) -> None:
+    """The header of a saved report's side: what :func:`header` prints of a run, from its JSON."""
+    model, inputs = data.get("model") or {}, data.get("inputs") or {}
+    where = f"saved report {path}" if path else "saved report"
+    label = model.get("weights_label") or model.get("weights")
+    out.print(
+        f"[bold]{escape(str(model.get('spec')))}[/] ({escape(where)}): {escape(str(model.get('family')))}, "
+        f"{escape(str(model.get('source')))}, {escape(str(label))}, {model.get('num_layers')} layers"
+    )
+    if inputs:
+        shape = f"up to {inputs.get('tokens')} tokens × d {inputs.get('dim')}"
+        described = as_flags(str(inputs.get("description")))
+        out.print(escape(f"inputs: {inputs.get('count')} samples — {described}; {shape}"))
+
+
+def render(
+    out: Console, report: CompareReport, saved_from: tuple[str | None, str | None] = (None, None)
+) -> None:
+    """The tables; ``saved_from``: the file each saved report side was read from."""
+    sides = zip("AB", report.spectra, (report.a, report.b), saved_from, strict=True)
+    for side, r, data, path in sides:
         out.print(f"[bold]{side}[/] ", end="")
         if r is not None:
             header(out, r.model, r.inputs)
-        else:  # a saved report: its model's name
-            out.print(escape(str(data["model"]["spec"])))
+        else:
+            saved_header(out, data, path)
     out.print(embedding_table(report))
     for table in layer_tables(report):
         out.print(table)

@@ -128,15 +128,18 @@ ModelA = Annotated[
     Optional[str],
     typer.Argument(
         metavar="MODEL_A",
-        help="Model A, the reference (any MODEL form, see 'spectrum'). Given alone, the one model is B and "
-        "A is \\[tool.condcli] model in ./pyproject.toml (else the shipped sample ViT).",
+        help="Model A, the reference (any MODEL form, see 'spectrum'), or a saved report FILE.json. Given "
+        "alone, the one model is B and A is \\[tool.condcli] model in ./pyproject.toml (else the shipped "
+        "sample ViT).",
         show_default=False,
     ),
 ]
 ModelB = Annotated[
     Optional[str],
     typer.Argument(
-        metavar="MODEL_B", help="Model B, compared against A (ratios are B/A).", show_default=False
+        metavar="MODEL_B",
+        help="Model B, compared against A (ratios are B/A), or a saved report FILE.json.",
+        show_default=False,
     ),
 ]
 CheckpointA = Annotated[

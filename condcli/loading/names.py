@@ -94,7 +94,7 @@ def _exists(path: Path) -> bool:
 
 def is_hub_id(name: str) -> bool:
     """Whether ``name`` is a syntactically valid Hugging Face repository id (``name`` or ``org/name``)."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
+    from huggingface_hub.utils import HFValidationError, validate_repo_id  # type: ignore[attr-defined]
 
     try:
         validate_repo_id(name)

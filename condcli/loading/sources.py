@@ -48,7 +48,8 @@ from condcli.loading.factory import build_factory, describe_call, factory_prepro
 from condcli.loading.hf import analysed_module, hf_model, streams
 from condcli.loading.model_config import check_hf_config, check_raw_hf, check_timm_folder
 from condcli.loading.model_config import flavour as flavour_of
-from condcli.loading.names import ModelSpec, parse_spec, suggest
+from condcli.loading.names import ModelSpec, suggest
+from condcli.loading.names import parse_spec as parse_spec  # where callers have always found it
 from condcli.loading.samples import builtin_conditioning
 from condcli.loading.tensor_shapes import check_hf_folder
 from condcli.loading.weights_files import (
