@@ -194,6 +194,11 @@ HOSTILE: list[tuple[str, Callable[[dict[str, Path], Path], list[str]], str]] = [
         "does not match condcli's report schema: ['embedding']['kappa']['median']",
     ),
     (
+        "B's weights beside a report B",
+        lambda s, t: ["vit-plain", str(s["b"]), "--checkpoint", str(t / "w.safetensors")],
+        "--checkpoint gives B's weights, and that side is a saved report — drop it",
+    ),
+    (
         "an option of a run beside two reports",
         lambda s, t: [str(s["a"]), str(s["b"]), "--max-samples", "4"],
         "--max-samples is an option of a run, and both sides are saved reports — drop it",

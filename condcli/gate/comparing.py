@@ -60,6 +60,13 @@ def _sides(
     for side, where, from_file in ((a, where_a, file_a), (b, where_b, file_b)):
         if isinstance(side, Mapping) and from_file:  # its version and command first: the clearer line
             check_schema(spectrum_report(side, where, "report"), where)
+    for side, weights, label in ((a, checkpoint_a, "checkpoint_a"), (b, run.checkpoint, "checkpoint")):
+        if isinstance(side, Mapping) and weights is not None:
+            raise UsageError(
+                f"`{label}` gives {'A' if label == 'checkpoint_a' else 'B'}'s weights, and that side is a "
+                "saved report",
+                "drop it (a saved report runs no model)",
+            )
     sides: list[Side] = [
         saved_analysis(a, "model_a", {})
         if isinstance(a, Mapping)
