@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from bench import long_mix
 from bench.bench_spectrum import Verdict, forward, machine, print_verdicts, ratio, replay
 from condcli.analysis.common import release_memory
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
@@ -62,9 +63,11 @@ class Llama:
 TINY = Llama(hidden=64, layers=2, heads=4, kv_heads=2, mlp=128, vocab=1000, tokens=64)
 
 
-def build(shape: Llama, folder: Path, device: str, dtype: str | None = None) -> LoadedModel:
+def build(
+    shape: Llama, folder: Path, device: str, dtype: str | None = None, *, bias: bool = False
+) -> LoadedModel:
     """config.json of a LlamaModel in ``folder``, loaded through condcli (random init, seed 0; ``dtype``:
-    the model's own when None)."""
+    the model's own when None; ``bias``: q/k/v/o biases, as ``--mix`` needs for its sink heads)."""
     from transformers import LlamaConfig
 
     config = LlamaConfig(
@@ -75,6 +78,7 @@ def build(shape: Llama, folder: Path, device: str, dtype: str | None = None) -> 
         intermediate_size=shape.mlp,
         vocab_size=shape.vocab,
         max_position_embeddings=max(shape.tokens, 2048),
+        attention_bias=bias,
         architectures=["LlamaModel"],
     )
     config.save_pretrained(folder)
@@ -217,6 +221,13 @@ def main(argv: Sequence[str] | None = None) -> list[Verdict]:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--tiny", action="store_true", help="smoke run: d 64, 2 layers, 64 tokens")
     parser.add_argument("--threads", type=int, default=None, help="torch threads [torch's default]")
+    parser.add_argument(
+        "--mix",
+        action="store_true",
+        help="heads that are not all floors (bench/long_mix.py): sdpa, eager returning attentions and "
+        "spectrum side by side at --lengths, and the share of κ(P) decided in O(n²)",
+    )
+    parser.add_argument("--lengths", default="512,2048", help="--mix: prompt lengths [512,2048]")
     args = parser.parse_args(argv)
     base = TINY if args.tiny else Llama()
     shape = replace(base, tokens=args.tokens or base.tokens, layers=args.layers or base.layers)
@@ -226,7 +237,11 @@ def main(argv: Sequence[str] | None = None) -> list[Verdict]:
     try:
         print((__doc__ or "").splitlines()[0])
         print(f"{machine()}\nmedian of {args.repeats} interleaved run(s)")
-        verdicts = run(shape, args.repeats)
+        if args.mix:
+            lengths = [args.tokens] if args.tokens else long_mix.parse_lengths(args.lengths)
+            verdicts = long_mix.side_by_side(shape, lengths, args.repeats)
+        else:
+            verdicts = run(shape, args.repeats)
         print_verdicts(verdicts)
         return verdicts
     finally:

@@ -20,8 +20,12 @@ O(n²). For one such n × n matrix (float64, upcast exactly from the capture; u_
   inequality on the interval (0, β) gives σ_n ≥ ρ − ε²/(β − ρ) for any β ≤ σ_{n−1} with β > ρ. β is
   (θ_2 + r_2)^{-1/2} less a margin (r_2 the residual estimate of θ_2). Products, norms and dots add at most
   δ = γ_n(‖P|v̄|‖ + ‖Pᵀ|ū|‖) + 4(n + 2)·u_64·(‖Pv̄‖ + ‖Pᵀū‖), taken against the bound.
-  **What rests on the Krylov space**: that no eigenvalue of (PPᵀ)⁻¹ other than λ_1 lies above θ_2 + r_2,
-  i.e. that Lanczos from a random vector has not missed an eigenvalue larger than the two it found. That is
+  Where β ≤ ρ (σ_{n−1} too close to σ_n), the first-order σ_n ≥ (θ_1 + r_1)^{−1/2} stands instead (r_1 the
+  residual estimate of θ_1): too wide to report a κ from, narrow enough to spare a head its SVD where only a
+  layer's maximum is wanted (:mod:`condcli.analysis.headmax`).
+  **What rests on the Krylov space**: that λ_1 ≤ θ_1 + r_1 and that no eigenvalue of (PPᵀ)⁻¹ other than
+  λ_1 lies above θ_2 + r_2, i.e. that Lanczos from a random vector has not missed an eigenvalue larger than
+  the two it found. That is
   the only part of the certificate that is not a proof: a start vector misses a dominant eigenvalue only if
   it is nearly orthogonal to its eigenvector, and Kuczyński–Woźniakowski (1992) bound the chance that k
   steps underestimate λ_1 by a factor 1 − ε by 1.648·√n·e^{−√ε(2k−1)}. Floors never rest on it.
@@ -95,7 +99,7 @@ def brackets(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tensor:
     sn_lo = torch.zeros_like(sn_hi)
     rest = ~_floored(sn_hi, _tolerance(fro2, s1_hi, n, machine_eps(capture_dtype) / 2))
     if bool(rest.any()):
-        lo, hi = _sigma_n(flat[rest], fro2[rest])
+        lo, hi = _sigma_n(flat if bool(rest.all()) else flat[rest], fro2[rest])  # no copy of one matrix
         sn_lo[rest] = lo
         sn_hi[rest] = torch.minimum(sn_hi[rest], hi)
     out = torch.stack([fro2, s1_lo, s1_hi, sn_lo, sn_hi], -1)
@@ -189,15 +193,24 @@ def _sigma_n(x: torch.Tensor, fro2: torch.Tensor) -> tuple[torch.Tensor, torch.T
     v = v / torch.linalg.vector_norm(v, dim=(-2, -1), keepdim=True)
     pair = _pair(x, torch.linalg.solve_triangular(x.mT, v, upper=True), v)
     upper = torch.minimum(pair.norm_p, pair.norm_pt) + pair.delta
-    theta2 = ritz.values[:, 1] + ritz.residuals[:, 1]
-    # β ≤ σ_{n−1}: the second Ritz value (the Krylov assumption), less a margin for the solves' backward error
     gamma = n * _U / (1 - n * _U)
-    beta = (1 - 1e-6) * theta2.clamp_min(torch.finfo(x.dtype).tiny).rsqrt() - 2 * gamma * fro2.sqrt()
+    tiny = torch.finfo(x.dtype).tiny
+
+    def below(theta: torch.Tensor) -> torch.Tensor:
+        """σ ≥ this where λ ≤ ``theta`` (the Krylov assumption), less the solves' backward error."""
+        return (1 - 1e-6) * theta.clamp_min(tiny).rsqrt() - 2 * gamma * fro2.sqrt()
+
+    beta = below(ritz.values[:, 1] + ritz.residuals[:, 1])  # β ≤ σ_{n−1}
     if n == 1 or ritz.steps < 2:
         beta = inf
     gap = beta - pair.rho - pair.delta
-    lower = pair.rho - pair.delta - (pair.eps + pair.delta).square() / gap
-    ok = (gap > 0) & torch.isfinite(lower) & (lower > 0)
+    temple = pair.rho - pair.delta - (pair.eps + pair.delta).square() / gap
+    temple = torch.where((gap > 0) & torch.isfinite(temple), temple, zero)
+    # where σ_{n−1} is too close for Kato–Temple (a sink head's smallest σ lie within 1e-4 of each other), the
+    # first-order σ_n ≥ (θ_1 + r_1)^(−1/2): too wide to report, narrow enough to spare a head its SVD when
+    # only a layer's maximum is wanted (condcli.analysis.headmax)
+    lower = torch.maximum(temple, below(ritz.values[:, 0] + ritz.residuals[:, 0]))
+    ok = torch.isfinite(lower) & (lower > 0)
     return torch.where(ok, lower, zero), torch.where(torch.isfinite(upper), upper, inf)
 
 
