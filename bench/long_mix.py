@@ -60,7 +60,8 @@ def temper(model: torch.nn.Module, heads: int) -> None:
     """Scale each query head's W_Q (broad to sharp) and make head 0 of every layer a sink on token ids
     :func:`first_token` (the prompt's first token)."""
     scales = torch.logspace(LOW, HIGH, heads)
-    d = int(model.config.hidden_size)  # type: ignore[union-attr]
+    config: Any = model.config
+    d = int(config.hidden_size)
     with torch.no_grad():
         emb = model.get_input_embeddings().weight  # type: ignore[operator]
         emb[:, 0] = 0
@@ -84,7 +85,8 @@ FIRST = 1  # the token id every mixed prompt starts with (the sink's key)
 
 def mixed_prompt(loaded: LoadedModel, tokens: int) -> Batch:
     """``tokens`` random ids (seed 0) after :data:`FIRST`, which occurs only there, no padding."""
-    vocab = int(loaded.model.config.vocab_size)  # type: ignore[union-attr]
+    config: Any = loaded.model.config
+    vocab = int(config.vocab_size)
     ids = torch.randint(FIRST + 1, vocab, (1, tokens), generator=torch.Generator().manual_seed(0))
     ids[0, 0] = FIRST
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
@@ -121,7 +123,7 @@ def side_by_side(shape: Any, lengths: list[int], repeats: int) -> list[Verdict]:
     with tempfile.TemporaryDirectory(prefix="condcli-bench-mix-") as folder:
         loaded, what = mixed_model(shape, Path(folder))
         params = sum(p.numel() for p in loaded.model.parameters())
-        cfg = loaded.model.config  # type: ignore[union-attr]
+        cfg: Any = loaded.model.config
         print(
             f"\n=== cpu: {what}; {params / 1e6:.1f}M parameters (d {cfg.hidden_size}, "
             f"{cfg.num_hidden_layers} layers, {cfg.num_attention_heads} heads / "
