@@ -18,6 +18,8 @@ allocation included (torch, LAPACK workspaces, Python). Memory that grows with d
 layer's P kept after its analysis would add at least one P per layer; what remains (≈ 0.1 P per layer,
 measured here) is glibc keeping freed heap pages between layers: on a 4-layer Llama (d 256) at 2,048
 tokens it went with MALLOC_MMAP_THRESHOLD_=1048576 (289 → 349 MiB for 1 → 4 layers; 280 → 281 MiB).
+Every head of this random-init Llama is a floor; ``--mix`` runs the issue-43 workload instead, whose heads
+are not (bench/long_mix.py: sdpa, eager returning every attention and spectrum at 512 and 2,048 tokens).
 """
 
 from __future__ import annotations
