@@ -14,13 +14,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import torch
 from torch import nn
 
 from condcli.conditioning import Conditioning
+from condcli.errors import CondcliError
 from condcli.layout import Layout
+from condcli.reports.refusal import Refused
 
 # take(args, kwargs, output, batch_size) -> tensor; output is None for a pre-forward probe, and what the tap
 # saw for a tapped one. A probe may return None where the module call carries nothing to take (e.g. an
@@ -315,10 +318,30 @@ class Adapter:
     builtin: Conditioning | None = None  # the model's own conditioning at X (trained with conditioned tokens)
 
     def run(self, inputs: dict[str, torch.Tensor]) -> Any:
-        """One forward pass of the model on a batch's inputs."""
-        if self.forward is not None:
-            return self.forward(inputs)
-        return self.model(**inputs)
+        """One forward pass of the model on a batch's inputs. Where the model's own code rejects them (it
+        raises, from its own frames, not condcli's), the run stops with an ``inputs`` refusal that says what
+        the model said it needs (issue 42)."""
+        try:
+            if self.forward is not None:
+                return self.forward(inputs)
+            return self.model(**inputs)
+        except (ValueError, TypeError, AttributeError, IndexError, KeyError, RuntimeError) as e:
+            oom = type(e).__name__ == "OutOfMemoryError" or any(
+                w in str(e) for w in ("out of memory", "allocate memory")
+            )
+            if oom or isinstance(e, CondcliError) or _raised_by_condcli(e):
+                raise
+            given = ", ".join(
+                f"{k} {tuple(v.shape)}" for k, v in inputs.items() if isinstance(v, torch.Tensor)
+            )
+            said = " ".join(str(e).split())[:300] or type(e).__name__
+            raise Refused(
+                "inputs",
+                f"{type(self.model).__name__} rejected the inputs condcli gave it ({given}): "
+                f"{type(e).__name__}: {said}",
+                "this model needs inputs condcli does not make; describe them with `adapter` "
+                "(docs/guides/your-own-model.md) or run it through the Python API with your own batch",
+            ) from e
 
     @contextmanager
     def eager_attention(self) -> Iterator[None]:
@@ -342,6 +365,19 @@ class Adapter:
                 self.model.config._attn_implementation = hf_impl  # type: ignore[union-attr]
             elif hf_impl is not None and hf_impl != "eager":
                 self.model.set_attn_implementation(hf_impl)  # type: ignore[operator]
+
+
+def _raised_by_condcli(error: BaseException) -> bool:
+    """Whether the innermost frame of ``error``'s traceback is condcli's own code (a hook, a probe)."""
+    tb = error.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return last is not None and last.startswith(_CONDCLI)
+
+
+_CONDCLI = str(Path(__file__).resolve().parents[1])
 
 
 def _hf_attn_impl(model: nn.Module) -> str | None:

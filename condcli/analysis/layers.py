@@ -15,6 +15,7 @@ import torch
 from condcli.adapters.base import HeadWeights, LayerSpec, Rotation, join_heads
 from condcli.analysis import headmax
 from condcli.analysis.persample import (
+    ShortenedSequence,
     distinct_summaries,
     head_chunks,
     summarize_heads,
@@ -22,7 +23,7 @@ from condcli.analysis.persample import (
     trim,
 )
 from condcli.capture import LayerCapture
-from condcli.errors import InternalError
+from condcli.errors import InputError, InternalError
 from condcli.reports.metrics import FLAGS, FORWARD, HEAD, MIXING_FLAG, ROW_FLAGS, WEIGHTS
 from condcli.reports.spectrum import ForwardStats, HeadReport, WeightKappas
 from condcli.spectra import (
@@ -145,6 +146,13 @@ class ForwardAccumulator:
         self.distinct = ScalarStream()  # X_l's distinct rows per sample
 
     def add(self, layer: LayerCapture, lengths: torch.Tensor | None) -> None:
+        try:
+            self._add(layer, lengths)
+        except ShortenedSequence as e:  # a pooled block or a chunk of keys, with padded samples (issue 42)
+            why = e.message.removeprefix("[inputs] ")
+            raise InputError(f"[inputs] layer {self.spec.name}: {why}", e.hint) from e
+
+    def _add(self, layer: LayerCapture, lengths: torch.Tensor | None) -> None:
         if layer.x_in is None or layer.attn_in is None:
             raise InternalError(
                 f"{self.spec.name}: X_l or A_l was not captured", "report it with the model name"

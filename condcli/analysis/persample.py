@@ -11,20 +11,47 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from condcli.errors import InputError
 from condcli.spectra import causal, summarize
 from condcli.spectra.core import Method
 from condcli.spectra.uncertainty import rel_of
 
 
+class ShortenedSequence(InputError):
+    """A token axis shorter than the samples (a block after pooling, a chunk of keys) while the samples are
+    padded to unequal lengths: which of its rows are padding cannot be told (issue 42)."""
+
+    def __init__(self, size: int, lengths: Sequence[int]) -> None:
+        self.size, self.lengths = size, tuple(lengths)
+        super().__init__(
+            f"[inputs] it runs at {size} tokens where the model was given {max(lengths)} (the sequence is "
+            f"shortened, pooled or chunked before it), and the samples are padded to unequal lengths "
+            f"({', '.join(map(str, lengths))}): which of its {size} rows are padding cannot be told",
+            "give samples of one length (e.g. `max_samples=1`, or texts that fill the model's length)",
+        )
+
+
 def trim(t: torch.Tensor, lengths: torch.Tensor | None, token_dims: Sequence[int]) -> list[torch.Tensor]:
-    """Split a batch (B, ...) into samples, cutting each ``token_dims`` axis (of the sample) to its length."""
+    """Split a batch (B, ...) into samples, cutting each ``token_dims`` axis (of the sample) to its length.
+
+    An axis shorter than the longest sample (a block whose sequence was shortened or pooled, P over a chunk
+    of keys) is kept at its own length where no sample is padded, and raises :class:`ShortenedSequence`
+    where samples are (its rows cannot be matched to tokens)."""
     if lengths is None:
         return list(t.unbind(0))
+    ns = [int(n) for n in lengths.tolist()]
+    dims = []
+    for dim in token_dims:
+        size = int(t.shape[dim + 1])
+        if size >= max(ns, default=0):
+            dims.append(dim)
+        elif len(set(ns)) > 1:
+            raise ShortenedSequence(size, ns)
     out = []
-    for b, n in enumerate(lengths.tolist()):
+    for b, n in enumerate(ns):
         m = t[b]
-        for dim in token_dims:
-            m = m.narrow(dim, 0, int(n))
+        for dim in dims:
+            m = m.narrow(dim, 0, n)
         out.append(m)
     return out
 

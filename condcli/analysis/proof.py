@@ -13,10 +13,10 @@ from dataclasses import replace
 
 from condcli.adapters.generic.verify import prove
 from condcli.capture import layer_set
-from condcli.errors import InputError
 from condcli.inputs.batches import Batch
 from condcli.loading.big_model import main_device
 from condcli.loading.sources import LoadedModel
+from condcli.reports.refusal import Refused, split
 
 
 def prove_first_batch(
@@ -40,9 +40,11 @@ def prove_first_batch(
     }
     proven, notes = prove(adapter, prepared, batch.size, chosen)
     if all(proven.layers[i].refused is not None for i in chosen):
-        raise InputError(
+        code, why = split(proven.layers[min(chosen)].refused or "")
+        raise Refused(
+            "qkv-unreadable" if code is None else code,  # type: ignore[arg-type]
             f"the generic reading of {type(model).__name__}'s Q/K/V could not be proven on its first batch: "
-            f"{proven.layers[min(chosen)].refused}",
+            f"{why}",
             "declare the model's layout in a TOML file passed as `adapter` (docs/guides/your-own-model.md)",
         )
     return replace(loaded, adapter=proven, notes=[*loaded.notes, *notes])

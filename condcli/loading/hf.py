@@ -12,6 +12,7 @@ Whisper) is analysed on its encoder alone (``get_encoder()``), which needs no de
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from torch import nn
@@ -69,8 +70,8 @@ def streams(config: Any) -> Any:
 def analysed_module(model: nn.Module) -> tuple[nn.Module, list[str]]:
     """The part of ``model`` condcli analyses (base model; the encoder of an encoder-decoder), with notes."""
     base = getattr(model, "base_model", model)
-    if not isinstance(base, nn.Module):
-        base = model
+    if not isinstance(base, nn.Module) or not _takes_inputs(base, model):
+        base = model  # an inner module with another signature (hidden_states): run the model given (issue 42)
     notes: list[str] = []
     if base is not model:
         notes.append(
@@ -87,9 +88,26 @@ def analysed_module(model: nn.Module) -> tuple[nn.Module, list[str]]:
         get_encoder = getattr(base, "get_encoder", None)
         found = get_encoder() if callable(get_encoder) else encoder
         encoder = found if isinstance(found, nn.Module) and found is not base else encoder
+        if not _takes_inputs(encoder, base):  # Funnel's encoder reads embeddings: the base model runs
+            return base, notes
         notes.append(
             f"analysed: the encoder {type(encoder).__name__} alone"
             " (encoder-decoder model; the decoder is not run)"
         )
         return encoder, notes
     return base, notes
+
+
+def _takes_inputs(part: nn.Module, model: nn.Module) -> bool:
+    """Whether ``part.forward`` takes ``model``'s main input (input_ids, pixel_values, …) by name, or any
+    keyword: an inner module that reads ``hidden_states`` or ``inputs_embeds`` instead cannot be run alone."""
+    if part is model:
+        return True
+    main = getattr(model, "main_input_name", None)
+    try:
+        params = inspect.signature(part.forward).parameters
+    except (TypeError, ValueError):
+        return True
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return True
+    return not isinstance(main, str) or main in params

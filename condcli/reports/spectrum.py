@@ -34,6 +34,7 @@ import torch
 
 from condcli import __version__
 from condcli.reports.metrics import EMBEDDING, FLAGS, FORWARD, HEAD, ROW_FLAGS, WEIGHTS, MetricDef, flag_of
+from condcli.reports.refusal import split as split_refusal
 from condcli.reports.table import EmbeddingTableReport
 from condcli.reports.views import ReportViews
 from condcli.spectra import COLLAPSED_HEAD, SINK_HEAD, SINK_SKIP, Aggregate, SpectrumBand, json_float
@@ -191,6 +192,23 @@ class EmbeddingReport:
         where = "" if self.after_position_encoding else "; X carries no positions (" + _positions(self) + ")"
         return f"{r} distinct of {n} rows: repeated tokens{where}"
 
+    def sigma_min_reason(self) -> str | None:
+        """Why σ_min is not a measurement in some samples (docs/math.md#spectra-below-resolution):
+        "exactly 0 in 1/1 samples: 10 distinct of 17 rows: repeated tokens", "< tol in 2/2 samples: below
+        float32 resolution (σ_k ≤ tol = u·‖X‖_F)"; None where every sample's σ_min is measured."""
+        a = self.values.get("sigma_min")
+        if a is None:
+            return None
+        parts = []
+        if a.zero_count:
+            parts.append(f"exactly 0 in {a.zero_count}/{a.count} samples: {self.repeated_reason()}")
+        if a.ceiling_count:
+            parts.append(
+                f"< tol in {a.ceiling_count}/{a.count} samples: below {self.resolution_dtype} resolution "
+                "(σ_k ≤ tol = u·‖X‖_F)"
+            )
+        return "; ".join(parts) or None
+
     def to_json(self) -> dict[str, Any]:
         v = self.values
         out: dict[str, Any] = {
@@ -211,6 +229,8 @@ class EmbeddingReport:
             "repeated_rows_reason": self.repeated_reason(),
             "weyl_bound": v["weyl_bound"].to_json(),
         }
+        if "sigma_min" in out:
+            out["sigma_min"]["reason"] = self.sigma_min_reason()
         if self.spectrum is not None and self.spectrum_conditioned is not None:
             out["spectrum"] = self.spectrum.to_json()
             out["spectrum_conditioned"] = self.spectrum_conditioned.to_json()
@@ -455,12 +475,22 @@ class SpectrumReport(ReportViews):
             "layers": [layer.to_json() for layer in self.layers],
             "conditioned_forward": self.conditioned_forward.to_json(),
             "notes": list(self.notes),
-            "layers_refused": [
-                {"index": i, "name": name, "qkv_source": "generic (unverified)", "refused": why}
-                for i, name, why in self.refused
-            ],
+            "layers_refused": [refused_json(i, name, why) for i, name, why in self.refused],
             **({} if self.embedding_table is None else {"embedding_table": self.embedding_table.to_json()}),
         }
+
+
+def refused_json(index: int, name: str, why: str) -> dict[str, Any]:
+    """One entry of ``layers_refused`` (SPEC §7): ``reason`` as {code, text}; ``refused`` keeps the sentence.
+    A reason without a code is the first batch's proof contradicting the Q/K/V reading: qkv-unreadable."""
+    code, text = split_refusal(why)
+    return {
+        "index": index,
+        "name": name,
+        "qkv_source": "generic (unverified)",
+        "refused": text,
+        "reason": {"code": code or "qkv-unreadable", "text": text},
+    }
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from condcli.adapters.base import (
     group_tokens,
 )
 from condcli.adapters.generic.attn import Reading, read
+from condcli.adapters.generic.diagnose import refusal
 from condcli.adapters.generic.gated import WORDS as GATED_WORDS
 from condcli.adapters.generic.gated import gated, gated_mixing, gated_probe
 from condcli.adapters.generic.heads import (
@@ -351,19 +352,8 @@ def _text_plan(model: nn.Module, inside: str | None) -> tuple[tuple[Entry, ...],
     blocks, each call of a shared block its own layer; X is the first block's input."""
     name = type(model).__name__
     found = _blocks(model)
-    if found is None and no_attention(model) is not None:
-        raise InputError(
-            f"{name} has no attention in any block: {no_attention(model)}; condcli analyses attention",
-            "pass a model with attention layers (a hybrid's attention blocks are analysed, the others named)",
-        )
-    if found is None:
-        raise InputError(
-            f"condcli does not know the family of {name} and found no stack of blocks with Q/K/V projections "
-            "(no attention in any block: MLP-only, convolution and state-space blocks are not analysed)",
-            "describe its embedding, blocks and attention in a TOML file passed as `adapter` "
-            "(docs/guides/your-own-model.md; the supported models: docs/commands/models.md), or open an "
-            "issue",
-        )
+    if found is None:  # why, from what one forward shows (no-attention, linear attention, unreadable q/k/v)
+        raise refusal(model, no_attention(model))
     path, blocks = found
     notes = [f"generic adapter: {name} is not a known family; blocks found at '{path}' ({len(blocks)})"]
     absolute = _absolute_position(model, path)

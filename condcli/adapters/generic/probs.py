@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from condcli.adapters.generic.layouts import Grouping, grouped
-from condcli.errors import InputError
+from condcli.reports.refusal import Refused
 
 Rows = Literal["one", "at most one"]  # what P's rows sum to: a softmax over the keys, or with a sink dropped
 
@@ -169,7 +169,17 @@ def returned_probs(
         p = _layout(t, batch, heads, grouping)
         if p is not None and stochastic(t, rows):
             return p
-    if any(_layout(t, batch, heads, grouping) is None for t in four):
+    x = args[0] if args and isinstance(args[0], torch.Tensor) else kwargs.get("hidden_states")
+    n = int(x.shape[-2]) if isinstance(x, torch.Tensor) and x.ndim == 3 else None
+    band = [t for t in four if n is not None and n in t.shape[1:-1] and int(t.shape[-1]) != n]
+    if band and all(rows_sum(t) is not None for t in band):  # weights, but not over the n tokens' keys
+        t = band[-1]
+        why = (
+            f"it returned attention weights of shape {tuple(t.shape)}: for each of the {n} queries, "
+            f"{int(t.shape[-1])} keys around it (local or chunked attention returned as a band), not a "
+            f"matrix over the {n} tokens' keys"
+        )
+    elif any(_layout(t, batch, heads, grouping) is None for t in four):
         why = (
             f"it returned attention weights of shape {tuple(four[-1].shape)}, a layout condcli cannot "
             f"tell apart ({heads} heads)"
@@ -181,7 +191,8 @@ def returned_probs(
         )
     else:
         why = "it returned no attention weights under eager attention, even with output_attentions"
-    raise InputError(
+    raise Refused(
+        "p-unobservable",
         f"layer {layer}: P cannot be observed: {why}",
         "run 'condcli inspect' to see what was found; describe the attention in a TOML file passed as "
         "`adapter` (docs/guides/your-own-model.md)",

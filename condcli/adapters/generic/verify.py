@@ -40,6 +40,7 @@ from condcli.adapters.generic.heads import PARAMS
 from condcli.adapters.generic.match import matches, probs_match, subset, tolerance
 from condcli.adapters.generic.watch import ROLES as WATCH_ROLES
 from condcli.adapters.generic.watch import Watch
+from condcli.reports.refusal import coded
 
 Tensor = torch.Tensor
 ROLES = WATCH_ROLES
@@ -306,7 +307,8 @@ def prove(
             continue
         if proof.contradicted:
             why = "; ".join(dict.fromkeys(proof.contradicted))
-            layers.append(replace(spec, qkv_source="generic (unverified)", refused=why))
+            said = coded("qkv-unreadable", f"the first batch contradicts the generic reading of Q/K/V: {why}")
+            layers.append(replace(spec, qkv_source="generic (unverified)", refused=said))
             refused.append(f"{spec.name} ({why})")
         elif proof.verified:
             if proof.chosen is not None:

@@ -1,0 +1,433 @@
+"""Breadth sweep (issue 42): every transformers model type that builds offline with a tiny random config, and
+~100 timm models across families with ``--weights random``, each run through
+``condcli spectrum --max-samples 2 --layers 0,-1 --json`` as a user would (the HF model saved by
+``save_pretrained`` into a temporary folder and loaded from there), each classified:
+
+- ``verified``: every analysed layer's Q/K/V reading is a family's, a declared one, or proven on the first
+  batch;
+- ``unverified``: an analysed layer's generic reading is unproven;
+- ``refused``: the run said why it yields no layer number, with the refusal code
+  (no-attention | linear-attention | qkv-unreadable | p-unobservable | inputs; ``uncoded`` where the run gave
+  none), from ``layers_refused[i].reason.code`` or the one-line error's ``[code]``;
+- ``crash``: exit 3 (an internal error); ``failed``: any other non-zero exit;
+- ``timeout``: past ``--timeout`` seconds;
+- ``not built``: the tiny config or its model cannot be built offline (counted apart, with the reason).
+
+Each case runs in a forked child (the heavy imports paid once in the parent) through condcli's own CLI runner
+(:func:`condcli.cli.main.main`), its stdout/stderr to files; ``--jobs`` children at a time. Output: a JSON of
+every case and a markdown table (``--out-md``, default docs/breadth.md).
+
+    nice -n 10 python bench/sweep_architectures.py --jobs 2 --out-json /tmp/breadth.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import random
+import re
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+SPECTRUM = ["spectrum", "--max-samples", "2", "--layers", "0,-1", "--json"]
+CODES = ("no-attention", "linear-attention", "qkv-unreadable", "p-unobservable", "inputs")
+CODE_IN_LINE = re.compile(r"\[(" + "|".join(CODES) + r")\]")
+
+# tiny sizes: every attribute a config has among these is set so (lists: each entry)
+SCALARS = {
+    "hidden_size": 64,
+    "d_model": 64,
+    "n_embd": 64,
+    "embed_dim": 64,
+    "dim": 64,
+    "num_hidden_layers": 2,
+    "n_layer": 2,
+    "n_layers": 2,
+    "num_layers": 2,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "num_attention_heads": 4,
+    "n_head": 4,
+    "n_heads": 4,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "intermediate_size": 128,
+    "ffn_dim": 128,
+    "encoder_ffn_dim": 128,
+    "decoder_ffn_dim": 128,
+    "n_inner": 128,
+    "d_ff": 128,
+    "d_kv": 16,
+    "num_experts": 4,
+    "num_local_experts": 4,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32,
+    "kv_lora_rank": 16,
+    "q_lora_rank": 32,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 8,
+    "v_head_dim": 16,
+}
+LIST_DEPTHS = ("depths", "num_layers_per_stage", "layer_depths", "block_sizes", "block_repeats")
+# the second try, where the tiny widths do not build: only the depths (the widths as the config has them)
+DEPTH_ONLY = {
+    k: v
+    for k, v in SCALARS.items()
+    if "layers" in k or k in ("n_layer", "num_experts", "num_local_experts", "n_routed_experts")
+}
+
+
+def shrink(config: Any, sizes: dict[str, int], depth: int = 0) -> None:
+    """Set ``sizes`` on ``config`` and on every sub-config it holds (in place)."""
+    from transformers import PretrainedConfig
+
+    for key, value in sizes.items():
+        current = getattr(config, key, None)
+        if isinstance(current, int) and not isinstance(current, bool) and current > value:
+            try:
+                setattr(config, key, value)
+            except Exception:  # a read-only property
+                pass
+    for key in LIST_DEPTHS:
+        current = getattr(config, key, None)
+        if isinstance(current, list | tuple) and all(isinstance(v, int) for v in current):
+            try:
+                setattr(config, key, [min(1, v) if v else v for v in current])
+            except Exception:
+                pass
+    if depth > 2:
+        return
+    for key in list(vars(config)):
+        sub = getattr(config, key, None)
+        if isinstance(sub, PretrainedConfig):
+            shrink(sub, sizes, depth + 1)
+
+
+def build_hf(model_type: str, folder: Path) -> str:
+    """Save a tiny random model of ``model_type`` into ``folder``; its base class name."""
+    import torch
+    import transformers
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    names = MODEL_MAPPING_NAMES[model_type]
+    cls = getattr(transformers, names[0] if isinstance(names, list | tuple) else names)
+    first: BaseException | None = None
+    for sizes in (SCALARS, DEPTH_ONLY):
+        try:
+            torch.manual_seed(0)
+            config = AutoConfig.for_model(model_type)
+            shrink(config, sizes)
+            with torch.device("meta"):
+                meta = cls._from_config(config)
+            params = sum(p.numel() for p in meta.parameters())
+            if params > 150_000_000:
+                raise RuntimeError(f"the tiny config still has {params / 1e6:.0f}M parameters")
+            model = cls._from_config(config)
+            model.save_pretrained(folder)
+            return type(model).__name__ + ("" if sizes is SCALARS else " (default widths)")
+        except Exception as e:
+            first = first or e
+    assert first is not None
+    raise first
+
+
+def child(kind: str, name: str, workdir: str, timeout: float) -> None:
+    """Build and run one case in this (forked) process; write result.json into ``workdir``."""
+    import torch
+
+    torch.set_num_threads(1)
+    out = Path(workdir)
+    result: dict[str, Any] = {"kind": kind, "name": name}
+    fd_out = os.open(out / "stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    fd_err = os.open(out / "stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd_out, 1)
+    os.dup2(fd_err, 2)
+    try:
+        if kind == "hf":
+            folder = out / "model"
+            result["class"] = build_hf(name, folder)
+            argv = [*SPECTRUM[:1], str(folder), *SPECTRUM[1:]]
+        else:
+            argv = [*SPECTRUM[:1], name, "--weights", "random", *SPECTRUM[1:]]
+    except BaseException as e:
+        result["built"] = False
+        result["why"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+        (out / "result.json").write_text(json.dumps(result))
+        os._exit(0)
+    result["built"] = True
+    (out / "result.json").write_text(json.dumps(result))
+    from condcli.cli.main import main
+
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 3
+    except BaseException:
+        traceback.print_exc()
+        code = 99
+    sys.stdout.flush()
+    sys.stderr.flush()
+    result["rc"] = code
+    (out / "result.json").write_text(json.dumps(result))
+    os._exit(0)
+
+
+def classify(workdir: Path, timed_out: bool, kind: str, name: str) -> dict[str, Any]:
+    """The class of one finished case, from its result.json, stdout and stderr."""
+    path = workdir / "result.json"
+    result: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"kind": kind, "name": name}
+    err = (workdir / "stderr").read_text(errors="replace") if (workdir / "stderr").exists() else ""
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    result["error"] = lines[-1][:400] if lines else ""
+    if timed_out:
+        result["class"] = "timeout" if result.get("built") else "not built"
+        result.setdefault("why", "build past the timeout")
+        return result
+    if not result.get("built", False):
+        result["class"] = "not built"
+        return result
+    rc = result.get("rc")
+    if rc is None:
+        result["class"] = "crash"
+        result["error"] = result["error"] or (err.strip().splitlines() or ["killed"])[-1][:400]
+        return result
+    if rc == 0:
+        try:
+            report = json.loads((workdir / "stdout").read_text())
+        except ValueError:
+            result["class"] = "crash"
+            result["error"] = "stdout is not JSON"
+            return result
+        layers = report.get("layers", [])
+        refused = report.get("layers_refused", [])
+        result["family"] = report.get("model", {}).get("family")
+        result["layers"] = len(layers)
+        result["refused_layers"] = len(refused)
+        result["sources"] = sorted({str(layer.get("qkv_source")) for layer in layers})
+        codes = []
+        for r in refused:
+            reason = r.get("reason")
+            code = reason.get("code") if isinstance(reason, dict) else None
+            codes.append(code or "uncoded")
+        text = [
+            (r.get("reason") or {}).get("text") if isinstance(r.get("reason"), dict) else r.get("refused")
+            for r in refused
+        ]
+        if layers and any(s == "generic (unverified)" for s in result["sources"]):
+            result["class"] = "unverified"
+        elif layers:
+            result["class"] = "verified"
+        elif refused:
+            result["class"] = "refused"
+        else:
+            result["class"] = "refused"
+            codes = ["uncoded"]
+            text = ["no layer analysed and none refused"]
+        if codes:
+            result["code"] = codes[0]
+            result["reason"] = str(text[0])[:400]
+        return result
+    if rc == 2:
+        match = CODE_IN_LINE.search(result["error"])
+        result["class"] = "refused"
+        result["code"] = match.group(1) if match else "uncoded"
+        result["reason"] = result["error"]
+        return result
+    result["class"] = "crash" if rc in (3, 99) else "failed"
+    if rc == 99 and not result["error"]:
+        result["error"] = (err.strip().splitlines() or [""])[-1][:400]
+    return result
+
+
+def hf_cases() -> list[str]:
+    """Every model type with a base model class (AutoModel)."""
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    return sorted(t for t in CONFIG_MAPPING.keys() if t in MODEL_MAPPING_NAMES)
+
+
+SMALL = ("atto", "femto", "pico", "nano", "tiny", "xxs", "xs", "small", "s0", "b0", "_t", "mobile")
+
+
+def timm_cases(count: int) -> list[str]:
+    """``count`` timm models across families: the smallest-named model of each module first, then a second."""
+    import timm
+
+    picks: list[list[str]] = []
+    for module in sorted(timm.list_modules()):
+        names = [n for n in timm.list_models(module=module) if "test" not in n]
+        if not names:
+            continue
+
+        def rank(n: str) -> tuple[int, int, str]:
+            small = next((i for i, s in enumerate(SMALL) if s in n), len(SMALL))
+            return (small, len(n), n)
+
+        picks.append(sorted(names, key=rank)[:3])
+    chosen: list[str] = []
+    for round_ in range(3):
+        for names in picks:
+            if len(names) > round_ and len(chosen) < count:
+                chosen.append(names[round_])
+    return sorted(chosen)
+
+
+def warm_up(tmp: Path) -> None:
+    """One run in this process before forking, so that every child starts with condcli's lazy imports done
+    (they cost more than a tiny model's analysis)."""
+    from condcli.cli.main import main as cli
+
+    folder = tmp / "warm"
+    build_hf("bert", folder)
+    saved = os.dup(1), os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    try:
+        cli([*SPECTRUM[:1], str(folder), *SPECTRUM[1:]])
+        cli([*SPECTRUM[:1], "vit_tiny_patch16_224", "--weights", "random", *SPECTRUM[1:]])
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+
+
+def run_all(
+    cases: list[tuple[str, str]], jobs: int, timeout: float, root: Path, log: Path | None = None
+) -> list[dict[str, Any]]:
+    """Every case in a forked child, ``jobs`` at a time; each result also appended to ``log`` (JSON lines) as
+    it comes."""
+    ctx = mp.get_context("fork")
+    pending = list(enumerate(cases))
+    running: dict[int, tuple[Any, float, Path, str, str]] = {}
+    results: list[dict[str, Any]] = []
+    while pending or running:
+        while pending and len(running) < jobs:
+            i, (kind, name) = pending.pop(0)
+            work = root / f"{i:04d}"
+            work.mkdir()
+            proc = ctx.Process(target=child, args=(kind, name, str(work), timeout))
+            proc.start()
+            running[i] = (proc, time.monotonic(), work, kind, name)
+        time.sleep(0.2)
+        for i, (proc, start, work, kind, name) in list(running.items()):
+            late = time.monotonic() - start > timeout
+            if proc.is_alive() and not late:
+                continue
+            if proc.is_alive():
+                proc.kill()
+            proc.join()
+            del running[i]
+            res = classify(work, late, kind, name)
+            res["seconds"] = round(time.monotonic() - start, 1)
+            results.append(res)
+            if log is not None:
+                with log.open("a") as f:
+                    f.write(json.dumps(res) + "\n")
+            tag = res.get("code") or res.get("why", "")
+            print(f"[{len(results)}/{len(cases)}] {kind} {name}: {res['class']} {tag}"[:200], flush=True)
+    return sorted(results, key=lambda r: (r["kind"], r["name"]))
+
+
+def table(results: list[dict[str, Any]], header: str) -> str:
+    """The markdown page: counts per class and kind, then one row per case."""
+    lines = [header, ""]
+    for kind, label in (("hf", "transformers model types"), ("timm", "timm models")):
+        rows = [r for r in results if r["kind"] == kind]
+        counts = Counter(r["class"] for r in rows)
+        codes = Counter(r.get("code", "uncoded") for r in rows if r["class"] == "refused")
+        lines.append(
+            f"**{label}** ({len(rows)}): "
+            + ", ".join(f"{c} {counts[c]}" for c in sorted(counts))
+            + (
+                ""
+                if not codes
+                else " — refused by code: " + ", ".join(f"{c} {n}" for c, n in sorted(codes.items()))
+            )
+        )
+        lines.append("")
+    lines += [
+        "| kind | model | class | code | layers (analysed/refused) | what was said |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        said = r.get("reason") or r.get("error") or r.get("why") or ""
+        said = said.replace("|", "\\|").replace("\n", " ")[:220]
+        counts = f"{r.get('layers', '')}/{r.get('refused_layers', '')}" if "layers" in r else ""
+        lines.append(
+            f"| {r['kind']} | {r['name']} | {r['class']} | {r.get('code', '')} | {counts} | {said} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=180.0)
+    parser.add_argument("--timm", type=int, default=100, help="how many timm models (0: none)")
+    parser.add_argument("--no-hf", action="store_true")
+    parser.add_argument(
+        "--only", nargs="*", default=None, help="run only these names (hf types / timm names)"
+    )
+    parser.add_argument("--out-json", type=Path, default=Path("docs/breadth.json"))
+    parser.add_argument("--out-md", type=Path, default=Path("docs/breadth.md"))
+    parser.add_argument("--shuffle", action="store_true", help="run the cases in a seeded random order")
+    parser.add_argument("--limit", type=int, default=0, help="run only the first N cases (after --shuffle)")
+    parser.add_argument("--label", default="", help="a line under the title (the commit swept)")
+    parser.add_argument(
+        "--condcli", type=Path, default=None, help="sweep the condcli of this checkout instead"
+    )
+    args = parser.parse_args()
+    if (
+        args.condcli is not None
+    ):  # another checkout (the starting commit): ahead of the editable install's finder
+        sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in getattr(f, "__module__", "")]
+        sys.path.insert(0, str(args.condcli.resolve()))
+    import timm  # noqa: F401
+    import transformers  # noqa: F401
+
+    import condcli.cli.main  # noqa: F401  the heavy imports, once, before forking
+
+    cases: list[tuple[str, str]] = []
+    if not args.no_hf:
+        cases += [("hf", t) for t in hf_cases()]
+    if args.timm:
+        cases += [("timm", n) for n in timm_cases(args.timm)]
+    if (
+        args.shuffle
+    ):  # any prefix of the run is then a sample of all families (a run cut short still says something)
+        random.Random(0).shuffle(cases)
+    if args.limit:
+        cases = cases[: args.limit]
+    if args.only:
+        cases = [c for c in cases if c[1] in args.only] or [
+            ("timm" if "_" in n and n not in dict(cases) else "hf", n) for n in args.only
+        ]
+    with tempfile.TemporaryDirectory(prefix="condcli-sweep-") as tmp:
+        warm_up(Path(tmp))
+        results = run_all(cases, args.jobs, args.timeout, Path(tmp), args.out_json.with_suffix(".jsonl"))
+    args.out_json.parent.mkdir(parents=True, exist_ok=True)
+    args.out_json.write_text(json.dumps(results, indent=1) + "\n")
+    header = (
+        "# Breadth: condcli spectrum over tiny random models\n\n"
+        "Made by `bench/sweep_architectures.py` (issue 42): `condcli spectrum --max-samples 2 --layers 0,-1 "
+        "--json` on every transformers model type that builds offline with a tiny random config, and timm "
+        "models across families with `--weights random`. " + args.label
+    )
+    args.out_md.write_text(table(results, header))
+    print(json.dumps(Counter(f"{r['kind']}:{r['class']}" for r in results), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,268 @@
+"""Why the generic path finds no attention to read, from what one forward of the model shows (issue 42).
+
+Where no stack of blocks with Q/K/V projections is found, the model is run once on a probe batch (its own
+``dummy_inputs``, or images of the size its config names) under a :class:`~torch.overrides.TorchFunctionMode`
+that sees every softmax, every product and every ``scaled_dot_product_attention``, with the modules
+running at that moment. The refusal's code (:mod:`condcli.reports.refusal`) follows from it:
+
+- a softmax whose output is a factor of a product (P·V), or an SDPA call: attention ran, so its q/k/v are
+  what the path cannot read → ``qkv-unreadable``, naming the attention module and what it holds between X
+  and q/k/v (convolutions, norms, experts, low-rank projections, parameters used in einsum);
+- no such softmax, but a module named an attention ran → ``linear-attention`` (no P exists);
+- neither → ``no-attention``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from condcli.reports.refusal import Refused
+
+ATTENTION_NAME = re.compile(r"attention|attn|selfatt|multihead|\bmha\b|mhsa|\bsa\b", re.IGNORECASE)
+SOFTMAX = {torch.softmax, F.softmax, torch.Tensor.softmax, torch.nn.functional.softmax}
+PRODUCTS = {
+    torch.matmul,
+    torch.bmm,
+    torch.baddbmm,
+    torch.einsum,
+    torch.Tensor.matmul,
+    torch.Tensor.__matmul__,
+    torch.Tensor.__rmatmul__,
+    torch.Tensor.bmm,
+}
+SDPA = F.scaled_dot_product_attention
+# a submodule name on the way to q, k or v (a norm elsewhere in the attention, e.g. its output's, is not)
+QKV_PART = re.compile(
+    r"(^|[._])(q|k|v|qk|kv|qkv|query|key|value|projection|proj)([._0-9]|$)|_(q|k|v)([._]|$)"
+)
+
+
+@dataclass
+class Seen:
+    """What one forward showed: where attention (P·V or SDPA) ran, where a softmax ran that multiplied
+    nothing, which attention-named modules ran, and where einsum was called."""
+
+    attention: list[str] = field(default_factory=list)  # module paths where P·V or SDPA ran
+    lone_softmax: list[str] = field(default_factory=list)  # softmaxes whose output multiplied nothing
+    attention_modules: list[str] = field(default_factory=list)  # attention-named modules that ran
+    einsum: set[str] = field(default_factory=set)  # module paths where einsum ran
+
+
+class _Watch(TorchFunctionMode):
+    def __init__(self, stack: list[str], seen: Seen) -> None:
+        super().__init__()
+        self.stack, self.seen = stack, seen
+        self.probs: dict[int, str] = {}  # id of a softmax output (or what carries it on) → where it ran
+        self.used: set[str] = set()
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        where = self.stack[-1] if self.stack else ""
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if func in SOFTMAX and isinstance(out, torch.Tensor):
+            self.probs[id(out)] = where
+        elif func is SDPA:
+            self.seen.attention.append(where)
+        elif func in PRODUCTS or func is torch.einsum:
+            if func is torch.einsum:
+                self.seen.einsum.add(where)
+            operands = [t for a in args for t in (a if isinstance(a, list | tuple) else [a])]
+            for t in operands:
+                if isinstance(t, torch.Tensor) and id(t) in self.probs:
+                    self.seen.attention.append(self.probs[id(t)])
+                    self.used.add(self.probs[id(t)])
+        elif tensors and id(tensors[0]) in self.probs and isinstance(out, torch.Tensor):
+            if out.shape == tensors[0].shape:  # dropout, a mask, a cast: still P
+                self.probs[id(out)] = self.probs[id(tensors[0])]
+        return out
+
+    def lone(self) -> list[str]:
+        return [w for w in dict.fromkeys(self.probs.values()) if w not in self.used]
+
+
+def probe_inputs(model: nn.Module) -> dict[str, torch.Tensor] | None:
+    """A small batch the model takes: its own ``dummy_inputs`` (HF), or images of its config's size."""
+    config = getattr(model, "config", None)
+    main = getattr(model, "main_input_name", None)
+    if main == "pixel_values" or (config is None and hasattr(model, "pretrained_cfg")):
+        size = (
+            getattr(config, "image_size", None)
+            or (getattr(model, "pretrained_cfg", {}) or {}).get("input_size", (3, 224, 224))[-1]
+        )
+        size = size[-1] if isinstance(size, list | tuple) else size
+        channels = getattr(config, "num_channels", 3) if config is not None else 3
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(1, int(channels), int(size), int(size), generator=g)
+        return {"pixel_values": x}
+    dummy = getattr(model, "dummy_inputs", None)
+    if isinstance(dummy, dict) and dummy:
+        return {k: v for k, v in dummy.items() if isinstance(v, torch.Tensor)}
+    return None
+
+
+def observe(model: nn.Module, inputs: dict[str, torch.Tensor]) -> Seen | None:
+    """Run ``model`` once on ``inputs`` and record what :class:`Seen` holds; None where it cannot run."""
+    names = {id(m): n for n, m in model.named_modules()}
+    stack: list[str] = []
+    seen = Seen()
+
+    def enter(module: nn.Module, args: Any) -> None:
+        name = names.get(id(module))
+        if name is not None:
+            stack.append(name)
+            named = ATTENTION_NAME.search(type(module).__name__) or ATTENTION_NAME.search(
+                name.rsplit(".", 1)[-1]
+            )
+            if named and not type(module).__module__.startswith("torch.nn"):  # not a Dropout called attn_drop
+                seen.attention_modules.append(name)
+
+    def leave(module: nn.Module, args: Any, output: Any) -> None:
+        if id(module) in names and stack:
+            stack.pop()
+
+    handles = [nn.modules.module.register_module_forward_pre_hook(enter)]
+    handles.append(nn.modules.module.register_module_forward_hook(leave))
+    watch = _Watch(stack, seen)
+    try:
+        with torch.no_grad(), watch:
+            if set(inputs) == {"pixel_values"} and getattr(model, "config", None) is None:
+                model(inputs["pixel_values"])
+            else:
+                model(**inputs)
+    except Exception:
+        return None
+    finally:
+        for h in handles:
+            h.remove()
+    seen.lone_softmax = watch.lone()
+    return seen
+
+
+def _between(model: nn.Module, path: str, seen: Seen) -> str:
+    """What an attention module holds between X and q/k/v, in words."""
+    attn = model.get_submodule(path) if path else model
+    found: list[str] = []
+    kinds = [(n, type(m).__name__) for n, m in attn.named_modules() if n]
+    convs = sorted({c for _, c in kinds if "conv" in c.lower()})
+    if convs:
+        found.append(f"convolutions ({', '.join(convs[:3])})")
+    norms = sorted({c for n, c in kinds if "norm" in c.lower() and QKV_PART.search(n.lower())})
+    if norms:
+        found.append(f"norms ({', '.join(norms[:3])})")
+    if any("expert" in n.lower() or "expert" in c.lower() or "router" in n.lower() for n, c in kinds):
+        found.append("router-chosen experts")
+    latent = [
+        n for n, _ in kinds if re.search(r"lora|_a_proj|_b_proj|kv_a|q_a|compress|down_proj", n.lower())
+    ]
+    if latent:
+        found.append(f"low-rank (latent) projections ({', '.join(latent[:3])})")
+    params = [n for n, p in attn.named_parameters(recurse=False) if p.ndim >= 2]
+    if params and path in seen.einsum:
+        found.append(f"parameters used in einsum ({', '.join(params[:4])})")
+    elif params:
+        found.append(f"parameters of its own ({', '.join(params[:4])})")
+    lists = [n for n, m in attn.named_children() if isinstance(m, nn.ModuleList)]
+    if lists:
+        found.append(f"per-head lists of projections ({', '.join(lists[:2])})")
+    if not found:
+        children = ", ".join(f"{n} ({type(m).__name__})" for n, m in list(attn.named_children())[:5])
+        found.append(f"projections not named or shaped as Q/K/V ({children or 'no submodules'})")
+    return "; ".join(found)
+
+
+def _where(path: str) -> str:
+    return path or "the model itself"
+
+
+def refusal(model: nn.Module, static: str | None = None) -> Refused:
+    """The refusal for a model whose attention the generic path cannot read, from one probe forward.
+
+    ``static``: what the path found without running it (mixers that compute no softmax), said beside."""
+    name = type(model).__name__
+    hint = (
+        "describe its embedding, blocks and attention in a TOML file passed as `adapter` "
+        "(docs/guides/your-own-model.md; the supported models: docs/commands/models.md)"
+    )
+    inputs = probe_inputs(model)
+    seen = observe(model, inputs) if inputs is not None else None
+    if seen is None:
+        return _unrun(model, static, hint)
+    batch = ", ".join(f"{k} {tuple(v.shape)}" for k, v in inputs.items()) if inputs else ""
+    if seen.attention:
+        path = _innermost_attention(seen.attention, seen.attention_modules)
+        return Refused(
+            "qkv-unreadable",
+            f"attention ran in {_where(path)} ({type(model.get_submodule(path)).__name__ if path else name}: "
+            f"a softmax over the keys multiplied the values on a probe batch of {batch}), but its Q/K/V "
+            f"are not the projections condcli reads: between X and q/k/v stand {_between(model, path, seen)}",
+            hint,
+        )
+    ran = list(dict.fromkeys(seen.attention_modules))
+    if ran:
+        classes = sorted({type(model.get_submodule(p)).__name__ for p in ran})
+        lone = (
+            f"; the softmax it computes (in {seen.lone_softmax[0]}) multiplies no values"
+            if seen.lone_softmax
+            else ""
+        )
+        return Refused(
+            "linear-attention",
+            f"linear attention: its attention modules ({', '.join(classes[:3])}) ran on a probe batch of "
+            f"{batch} and computed no softmax over the keys{lone}: no softmax P exists",
+            "condcli analyses softmax attention",
+        )
+    mixers = f"; {static}" if static else ""
+    return Refused(
+        "no-attention",
+        f"condcli found no stack of blocks with Q/K/V projections in {name}: no attention in any block (on "
+        f"a probe batch of {batch} no softmax over keys was computed and no attention module ran{mixers})",
+        "condcli analyses softmax attention (a hybrid's attention blocks are analysed, the others named)",
+    )
+
+
+def _unrun(model: nn.Module, static: str | None, hint: str) -> Refused:
+    """The refusal where no probe forward can be run (a plain module whose inputs are unknown): from its
+    modules alone, an attention-named module or a softmax module is attention, else there is none."""
+    name = type(model).__name__
+    held = [
+        f"{n} ({type(m).__name__})"
+        for n, m in model.named_modules()
+        if n
+        and not type(m).__module__.startswith("torch.nn")
+        and (ATTENTION_NAME.search(type(m).__name__) or ATTENTION_NAME.search(n.rsplit(".", 1)[-1]))
+    ]
+    softmax = [n for n, m in model.named_modules() if isinstance(m, nn.Softmax | nn.MultiheadAttention)]
+    if held or softmax:
+        where = (held or softmax)[0]
+        return Refused(
+            "qkv-unreadable",
+            f"condcli found no stack of blocks with Q/K/V projections in {name}, though it holds attention "
+            f"({where}); its inputs are unknown, so no forward could show what stands between X and q/k/v",
+            hint,
+        )
+    mixers = f"; {static}" if static else ""
+    return Refused(
+        "no-attention",
+        f"condcli found no stack of blocks with Q/K/V projections in {name}: no attention in any block (no "
+        f"module named an attention, no softmax module{mixers})",
+        "condcli analyses softmax attention (a hybrid's attention blocks are analysed, the others named)",
+    )
+
+
+def _innermost_attention(where: list[str], attention_modules: list[str]) -> str:
+    """The attention-named module nearest the first place attention ran (that place where none holds it)."""
+    first = where[0]
+    holders = [m for m in attention_modules if first == m or first.startswith(f"{m}.")]
+    return max(holders, key=len) if holders else first
+
+
+Diagnose = Callable[[nn.Module, str | None], Refused]
