@@ -52,7 +52,9 @@ def test_offline_pretrained_is_one_clear_error_naming_the_ways_out() -> None:
     assert "--" not in line  # a Python caller reads its parameters; the CLI maps them to flags
     with pytest.raises(InputError) as e:
         load("hf:bert-base-uncased", RANDOM)  # even random weights need the hub config
-    assert e.value.line().startswith("bert-base-uncased is a Hugging Face hub id that cannot be fetched offline")
+    assert e.value.line().startswith(
+        "bert-base-uncased is a Hugging Face hub id that cannot be fetched offline"
+    )
     assert "--local-dir DIR" in e.value.line()
 
 
