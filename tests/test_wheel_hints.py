@@ -21,7 +21,7 @@ def _no_samplegen(monkeypatch: pytest.MonkeyPatch) -> None:
     """As after `pip install condcli`: samplegen is not importable (it is not in the wheel)."""
     find = importlib.util.find_spec
     monkeypatch.setattr(
-        samples.importlib.util, "find_spec", lambda name, *a: None if name == "samplegen" else find(name, *a)
+        samples, "find_spec", lambda name, *a: None if name == "samplegen" else find(name, *a)
     )
 
 

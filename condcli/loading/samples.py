@@ -10,9 +10,9 @@ has no weights to save.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ def restore_hint() -> str:
         return (
             f"unset {SAMPLES_ENV} to use the samples installed with condcli, or point it at a sample folder"
         )
-    if importlib.util.find_spec("samplegen") is not None:
+    if find_spec("samplegen") is not None:
         return "rebuild the samples with 'python -m samplegen.build'"
     return "reinstall condcli: pip install --force-reinstall --no-deps condcli"
 
