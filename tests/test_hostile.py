@@ -1,8 +1,8 @@
 """Fuzz-style: condcli over a table of hostile and careless inputs (tests/hostile_harness.py says what each
 case must do: exit code, one stderr line, no traceback, no file that existed before touched).
 
-The tables live beside the code they exercise: tests/hostile_cases_{outputs,inputs,loading,numbers,process}.py
-each export ``CASES``.
+The tables live beside the code they exercise:
+tests/hostile_cases_{outputs,inputs,loading,numbers,process,readers}.py each export ``CASES``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from tests.hostile_cases_loading import CASES as LOADING
 from tests.hostile_cases_numbers import CASES as NUMBERS
 from tests.hostile_cases_outputs import CASES as OUTPUTS
 from tests.hostile_cases_process import CASES as PROCESS
+from tests.hostile_cases_readers import CASES as READERS
 from tests.hostile_harness import Hostile, check
 
-ALL: list[Hostile] = [*OUTPUTS, *INPUTS, *LOADING, *NUMBERS, *PROCESS]
+ALL: list[Hostile] = [*OUTPUTS, *INPUTS, *LOADING, *NUMBERS, *PROCESS, *READERS]
 
 
 def test_ids_are_unique() -> None:

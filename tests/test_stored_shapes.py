@@ -68,8 +68,8 @@ def test_the_check_passes_the_files_save_pretrained_writes(tmp_path: Path) -> No
     κ(W_Q) is that of the stored matrix."""
     import torch
 
-    model = tiny_llama(tmp_path / "m", tie_word_embeddings=True)
-    model.model.save_pretrained(tmp_path / "base")  # type: ignore[operator]
+    model: Any = tiny_llama(tmp_path / "m", tie_word_embeddings=True)
+    model.model.save_pretrained(tmp_path / "base")
     for folder in ("m", "base"):
         report = condcli.weights(str(tmp_path / folder), layers=[0])
         wq = model.model.layers[0].self_attn.q_proj.weight.detach().double()
