@@ -132,10 +132,11 @@ def test_tiny_llama_tied_and_untied(tied: bool) -> None:
         assert report.lm_head is not None and report.lm_head.name == "lm_head.weight"
         agree(report.lm_head, model.lm_head.weight.detach().double().numpy())
     data = json.loads(json.dumps(report.to_json()))
-    assert set(data) == {"shape", "kappa", "sigma_max", "sigma_min", "spectrum", "tied", "lm_head"}
+    marks = {"resolution", "unresolved_from", "unresolved_count", "sigma_min_ceiling"}  # issue 44
+    assert set(data) == {"shape", "kappa", "sigma_max", "sigma_min", "spectrum", "tied", "lm_head", *marks}
     assert data["shape"] == [96, 32] and data["tied"] is tied and len(data["spectrum"]) == 32
     if not tied:
-        assert set(data["lm_head"]) == {"shape", "kappa", "sigma_max", "sigma_min", "spectrum"}
+        assert set(data["lm_head"]) == {"shape", "kappa", "sigma_max", "sigma_min", "spectrum", *marks}
     # the base model alone has no output head: tied is unknown (None), not False
     base = et.embedding_table_of(model.model)
     assert base is not None and base.tied is None and base.lm_head is None and base.kappa == report.kappa

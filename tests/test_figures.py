@@ -130,7 +130,7 @@ def test_spectrum_legends_are_one_list(spectrum: Report) -> None:
     spectrum_legend, kappa, mu = (
         entries for case in spectrum_cases(spectrum) for entries in assert_same_legends(spectrum, case)
     )
-    assert spectrum_legend[0] == "X: p10–p90" and spectrum_legend[1].startswith("X (median κ = ")
+    assert spectrum_legend[0] == "σ_i(X): p10–p90" and spectrum_legend[1].startswith("σ_i(X) (median κ = ")
     assert kappa == ["κ(X_l)", "κ(A_l)", "κ(X_l), conditioned", "κ(A_l), conditioned"]
     assert mu == ["μ(LA)", "μ(LA), conditioned"]
 

@@ -123,7 +123,7 @@ def test_spectrum_figure_points_are_the_report_spectrum(spectrum: Report) -> Non
     svg = page.by_id("chart-spectrum")
     emb = spectrum["embedding"]
     got = series(svg)
-    for key, prefix in (("spectrum", "X ("), ("spectrum_conditioned", shown("X + λ·I_k"))):
+    for key, prefix in (("spectrum", shown("σ_i(X) (")), ("spectrum_conditioned", shown("σ_i(X + λ·I_k)"))):
         g = next(v for k, v in got.items() if k.startswith(prefix))
         median = [jf(v) for v in emb[key]["median"]]
         assert_line(svg, g, [float(i) for i in range(1, len(median) + 1)], median)

@@ -249,7 +249,7 @@ def test_spectrum_figure_masks_non_positive_sigma(tmp_path: Path) -> None:
     spec["median"][-1] = 0.0
     spec["p10"][-1] = -1e-20
     fig = plots.spectrum_figure(report)
-    red = line(fig.axes[0], "X (", PLAIN)
+    red = line(fig.axes[0], "σ_i(X) (", PLAIN)
     y = np.asarray(red.get_ydata(), dtype=np.float64)
     assert np.isnan(y[-1])
     np.testing.assert_allclose(y[:-1], spec["median"][:-1])

@@ -87,7 +87,20 @@ def check_layer(layer: RankLayer, P: np.ndarray, m: int) -> None:
     assert (layer.rank90.min, layer.rank90.max) == (np_rank90(c).min(), np_rank90(c).max())
     np.testing.assert_allclose(layer.erank.median, np.median(np_erank(P)), rtol=1e-9)
     s = np.linalg.svd(P, compute_uv=False).reshape(-1, P.shape[-1])
-    np.testing.assert_allclose(layer.sigma.median, np.median(s, 0), rtol=1e-9, atol=1e-13)
+    # σ at or below the resolution (the largest tol = u·‖P‖_F of float32 P) are not measurements: a
+    # percentile is NumPy's where both values it lies between are measured, NaN (JSON null) otherwise
+    # (docs/math.md#spectra-below-resolution, issue 44)
+    eps64 = np.finfo(np.float64).eps
+    tol = np.maximum(
+        np.finfo(np.float32).eps / 2 * np.sqrt((s**2).sum(1)), max(P.shape[-2:]) * eps64 * s[:, 0]
+    )
+    res = float(tol.max())
+    assert layer.sigma.resolution == pytest.approx(res, rel=1e-9)
+    for q, got in ((50, layer.sigma.median), (10, layer.sigma.p10), (90, layer.sigma.p90)):
+        lo = int(np.floor((s.shape[0] - 1) * q / 100))
+        want = [float(np.percentile(col, q)) if lo >= int((col <= res).sum()) else np.nan for col in s.T]
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-13)
+        assert all(np.isnan(v) or v > res for v in got)
 
 
 @pytest.fixture(scope="module")

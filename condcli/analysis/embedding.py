@@ -9,12 +9,25 @@ from typing import Any
 import torch
 
 from condcli.adapters.base import Adapter
-from condcli.analysis.persample import distinct_summaries, summarize_samples
+from condcli.analysis.persample import distinct_rows, distinct_summaries, summarize_samples
 from condcli.errors import InternalError
 from condcli.reports.metrics import EMBEDDING
 from condcli.reports.spectrum import EMBEDDING_KEYS, EmbeddingReport
 from condcli.spectra import ScalarStream, SpectrumStream, corrected_kappa_from_sigma, shift, weyl_bound
 from condcli.spectra.aggregate import ShardOrder, check_fields
+from condcli.spectra.core import precision_tolerance
+
+
+def _tolerances(
+    sigma: Sequence[torch.Tensor], mats: Sequence[torch.Tensor], resolution: torch.dtype
+) -> torch.Tensor:
+    """Each sample's tol = u·‖X‖_F at ``resolution`` (docs/math.md#spectra), from its float64 spectrum."""
+    return torch.stack(
+        [
+            precision_tolerance(v.cpu(), (int(m.shape[-2]), int(m.shape[-1])), resolution)
+            for v, m in zip(sigma, mats, strict=True)
+        ]
+    )
 
 
 class EmbeddingAccumulator:
@@ -28,7 +41,9 @@ class EmbeddingAccumulator:
         self.keep_spectra = spectra
         # a metric with a flag keeps per-sample floor marks: σ_1/tol where X is below the capture's resolution
         flagged = {m.key for m in EMBEDDING if m.flag is not None}
-        self.streams = {key: ScalarStream(floors=key in flagged) for key in EMBEDDING_KEYS}
+        self.streams = {
+            key: ScalarStream(floors=key in flagged, ceilings=key == "sigma_min") for key in EMBEDDING_KEYS
+        }
         self.spectrum, self.spectrum_conditioned = SpectrumStream(), SpectrumStream()
         self.below: list[int] = []  # samples whose X is below resolution
         self.repeated: list[int] = []  # samples whose X has fewer distinct rows than k: κ(X) = inf exactly
@@ -49,8 +64,14 @@ class EmbeddingAccumulator:
         s = summarize_samples(mats, resolution, repeats=True)
         assert s.distinct is not None and s.repeated is not None
         distinct = distinct_summaries(mats, resolution, s)
-        shifted = summarize_samples([shift(m, self.lam) for m in mats], resolution)
+        shifted_mats = [shift(m, self.lam) for m in mats]
+        shifted = summarize_samples(shifted_mats, resolution)
         sigma_max = torch.stack([v[0] for v in s.sigma]).cpu()
+        tol = _tolerances(s.sigma, mats, resolution)
+        k = torch.tensor([min(m.shape[-2:]) for m in mats])
+        zero = s.distinct < k  # repeated rows force σ_k (and all past the distinct rows) to exactly 0
+        sigma_k = torch.stack([v[-1] for v in s.sigma]).cpu()
+        ceiling = s.below  # below resolution (not repeated rows): σ_min < tol is all the capture tells
         put = self.streams
         put["kappa"].extend(s.reported, s.below, s.uncertainty)
         put["kappa_distinct"].extend(distinct.reported, distinct.below, distinct.uncertainty)
@@ -59,12 +80,17 @@ class EmbeddingAccumulator:
         put["kappa_conditioned"].extend(shifted.kappa)
         put["kappa_corrected"].extend(torch.stack([corrected_kappa_from_sigma(v) for v in s.sigma]).cpu())
         put["sigma_max"].extend(sigma_max)
-        put["sigma_min"].extend(torch.stack([v[-1] for v in s.sigma]).cpu())
+        sigma_min = torch.where(zero, torch.zeros_like(sigma_k), torch.where(ceiling, tol, sigma_k))
+        put["sigma_min"].extend(sigma_min, ceilings=ceiling, zeros=zero)
         put["numerical_rank"].extend(s.rank)
         put["weyl_bound"].extend(weyl_bound(sigma_max, self.lam))
         if self.keep_spectra:
-            self.spectrum.extend([v.cpu() for v in s.sigma])
-            self.spectrum_conditioned.extend([v.cpu() for v in shifted.sigma])
+            self.spectrum.extend([v.cpu() for v in s.sigma], tol.tolist(), s.distinct.tolist())
+            self.spectrum_conditioned.extend(
+                [v.cpu() for v in shifted.sigma],
+                _tolerances(shifted.sigma, shifted_mats, resolution).tolist(),
+                [int(distinct_rows(m)) for m in shifted_mats],
+            )
         self.below.extend(self.seen + i for i in torch.nonzero(s.below).flatten().tolist())
         self.repeated.extend(self.seen + i for i in torch.nonzero(s.repeated).flatten().tolist())
         self.seen += len(mats)
@@ -103,6 +129,15 @@ class EmbeddingAccumulator:
         self.capture_dtype = next((p["capture_dtype"] for p in parts if p["capture_dtype"]), "")
         self.exact_lookup = all(p["exact_lookup"] for p in parts)
 
+    def _zeros_reason(self) -> str | None:
+        """What forces the spectrum's exact zeros: the first repeated sample's distinct rows."""
+        if not self.repeated:
+            return None
+        i = self.repeated[0]
+        rows = self.streams["rows"].result().per_sample
+        r, n = int(self.streams["distinct_rows"].result().per_sample[i]), int(rows[i])
+        return f"{r} distinct of {n} rows: repeated tokens"
+
     def result(self, adapter: Adapter) -> EmbeddingReport:
         """The report section, labelled with where ``adapter`` takes X and the model's own conditioning."""
         point = adapter.embedding
@@ -119,6 +154,6 @@ class EmbeddingAccumulator:
             values={key: stream.result() for key, stream in self.streams.items()},
             below_precision_samples=tuple(self.below),
             repeated_rows_samples=tuple(self.repeated),
-            spectrum=self.spectrum.result() if self.keep_spectra else None,
+            spectrum=self.spectrum.result(self._zeros_reason()) if self.keep_spectra else None,
             spectrum_conditioned=self.spectrum_conditioned.result() if self.keep_spectra else None,
         )

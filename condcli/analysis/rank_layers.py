@@ -24,9 +24,11 @@ from condcli.spectra import (
     SpectrumBand,
     cumulative_spectrum,
     effective_rank_of_spectrum,
+    precision_tolerance,
     rank_at_fraction,
     singular_values,
 )
+from condcli.spectra.aggregate import resolved_band
 
 
 def default_index(n: int) -> int:
@@ -93,6 +95,11 @@ def _band(table: np.ndarray, count: np.ndarray) -> SpectrumBand:
     return SpectrumBand(tuple(med.tolist()), tuple(p10.tolist()), tuple(p90.tolist()), tuple(count.tolist()))
 
 
+def tolerances(sigma: torch.Tensor, shape: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
+    """tol = u·‖P‖_F of each P (docs/math.md#spectra) at its capture ``dtype``, from its spectra (..., r)."""
+    return precision_tolerance(sigma, shape, dtype)
+
+
 class RankAccumulator:
     """One layer of one forward: ``add`` each batch's captured P, then ``result``."""
 
@@ -100,6 +107,7 @@ class RankAccumulator:
         self.spec = spec
         self.per_head = per_head
         self.sigma: list[torch.Tensor] = []  # per sample (G, H, r) descending float64
+        self.tol: list[torch.Tensor] = []  # per sample (G, H): each P's resolution u·‖P‖_F
 
     @property
     def n(self) -> int:
@@ -113,15 +121,19 @@ class RankAccumulator:
 
     def add(self, probs: torch.Tensor, lengths: torch.Tensor | None) -> None:
         """``probs`` (B, G, H, q, k); padding tokens are cut from q and k per sample."""
-        self.sigma.extend(sample_spectra(trim(probs, lengths, (2, 3))))
+        mats = trim(probs, lengths, (2, 3))
+        for m, sigma in zip(mats, sample_spectra(mats), strict=True):
+            self.sigma.append(sigma)
+            self.tol.append(tolerances(sigma, (int(m.shape[-2]), int(m.shape[-1])), probs.dtype))
 
-    def export_shard(self) -> list[torch.Tensor]:
-        """This rank's per-sample spectra (torchrun: :mod:`condcli.analysis.gather`)."""
-        return list(self.sigma)
+    def export_shard(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """This rank's per-sample spectra and resolutions (torchrun: :mod:`condcli.analysis.gather`)."""
+        return list(zip(self.sigma, self.tol, strict=True))
 
-    def absorb_shards(self, parts: Sequence[list[torch.Tensor]], order: Order) -> None:
+    def absorb_shards(self, parts: Sequence[list[tuple[torch.Tensor, torch.Tensor]]], order: Order) -> None:
         """Every rank's :meth:`export_shard`, in sample order."""
-        self.sigma = order.rows(parts, f"layer {self.spec.index} P spectra")
+        rows = order.rows(parts, f"layer {self.spec.index} P spectra")
+        self.sigma, self.tol = [s for s, _ in rows], [t for _, t in rows]
 
     def result(self, index: int | None) -> RankLayer:
         n = self.n
@@ -166,7 +178,7 @@ class RankAccumulator:
             index_m=m,
             samples=len(self.sigma),
             cumulative=_band(table, np.full(n, table.shape[0])),
-            sigma=_band(sig, (~np.isnan(sig)).sum(0)),
+            sigma=resolved_band(sig, float(max(float(t.max()) for t in self.tol))),
             at_m=_matrix_aggregate(at_m),
             heads_at_m=heads_at_m,
             rank90=_matrix_aggregate(rank90),

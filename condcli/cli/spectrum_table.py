@@ -51,7 +51,10 @@ def embedding_table(report: SpectrumReport) -> Table:
     _row(table, f"κ(X + {s.lam:g}·I_k)", e.kappa_conditioned, own)
     _row(table, "κ(X + C)", e.kappa_corrected, "Theorem 4.4 correction, ≤ 2")
     _row(table, "σ_max", e.sigma_max)
-    _row(table, "σ_min", e.sigma_min)
+    sigma_min = e.sigma_min
+    table.add_row(
+        "σ_min", *(sigma_stat(sigma_min, q) for q in ("median", "min", "max")), e.sigma_min_reason() or ""
+    )
     short = len({*e.below_precision_samples, *e.repeated_rows_samples})
     rank_note = (
         f"full (k = min(N, d)) in every sample, at {e.resolution_dtype} resolution"
@@ -62,6 +65,17 @@ def embedding_table(report: SpectrumReport) -> Table:
     bound = "(σ_1+λ)/(λ−σ_1); inf: none, λ ≤ σ_1" if e.weyl_bound.inf_count else "(σ_1+λ)/(λ−σ_1)"
     _row(table, f"Weyl bound on κ(X + {s.lam:g}·I_k)", e.weyl_bound, bound)
     return table
+
+
+def sigma_stat(a: Aggregate, statistic: str) -> str:
+    """A statistic of σ_min (docs/math.md#spectra-below-resolution): "0" where repeated rows force it to
+    exactly 0, "< 5.3e-15" where it is below the capture's resolution (only a ceiling), else the value."""
+    v = float(getattr(a, statistic))
+    if a.is_ceiling(statistic):
+        return f"< {num(v, 2)}"
+    if v == 0 and a.zero_count:
+        return "0"
+    return stat(a, statistic)
 
 
 def _differs(a: Aggregate | None, b: Aggregate | None) -> bool:

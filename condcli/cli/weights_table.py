@@ -22,11 +22,16 @@ def kappa_text(t: TableSpectrum) -> str:
     return measured(t.kappa, t.rel_uncertainty)
 
 
+def sigma_k_text(t: TableSpectrum) -> str:
+    """σ_k, or "< resolution" where it is at or below float64's (docs/math.md#spectra-below-resolution)."""
+    return f"< {num(t.resolution, 2)}" if t.sigma_min_ceiling else num(t.sigma_min)
+
+
 def _matrix_line(label: str, t: TableSpectrum) -> str:
     v, d = t.shape
     return (
         f"{label} {t.name} {v} × {d}: κ = {kappa_text(t)} "
-        f"(σ_1 {num(t.sigma_max)}, σ_k {num(t.sigma_min)}; {t.method})"
+        f"(σ_1 {num(t.sigma_max)}, σ_k {sigma_k_text(t)}; {t.method})"
     )
 
 

@@ -21,8 +21,22 @@ def _shape(part: object) -> str:
     return " × ".join(str(v) for v in shape) if isinstance(shape, list) else "?"
 
 
+def _tail(part: object, what: str, color: str) -> list[Ref]:
+    """A vertical line where a table's σ fall to or below float64 resolution, named with their count (the
+    JSON gives them as null: docs/math.md#spectra-below-resolution); none where every σ is above it."""
+    start = to_float(as_map(part).get("unresolved_from"))
+    if start is None:
+        return []
+    i = int(start)
+    count = len(floats(as_map(part).get("spectrum"))) - i
+    name = f"{what}, i ≥ {i + 1}: {count} below resolution"
+    return [Ref(i + 0.5, name, color, "x", "dotted", annotate=True)]
+
+
 def embedding_table(report: Report) -> Figure | None:
-    """σ_i of E (and of the untied output head) by index i, log y; None where the report has no table."""
+    """σ_i of E (and of the untied output head) by index i = 1 … k, log y, only the σ above float64's
+    resolution (drawn as a line); where some are not, a line where they start, named with their count.
+    None where the report has no table."""
     table = report.get("embedding_table")
     if not isinstance(table, dict):
         return None
@@ -39,13 +53,17 @@ def embedding_table(report: Report) -> Figure | None:
         series.append(Series(name, xs, head_sigma, "conditioned", dash="dashed", group="lm_head"))
     refs = []
     shape = table.get("shape")
-    if sigma and isinstance(shape, list) and all(isinstance(v, int) for v in shape):
-        floor = max(shape) * EPS64 * sigma[0]
-        refs.append(Ref(floor, "float64 resolution of E (max(V, d)·eps·σ_1)", "bound"))
+    resolution = to_float(table.get("resolution"))
+    if sigma and resolution is None and isinstance(shape, list) and all(isinstance(v, int) for v in shape):
+        resolution = max(shape) * EPS64 * sigma[0]  # a report from before the resolution was written
+    if sigma and resolution is not None:
+        refs.append(Ref(resolution, "float64 resolution of E (max(V, d)·eps·σ_1)", "bound"))
+    for part, what, color in ((table, "E", "plain"), (as_map(head), "output head", "conditioned")):
+        refs += _tail(part, what, color)
     tied = table.get("tied")
     head_words = {True: "output head tied to E", False: "output head untied", None: "no output head"}
     title = f"{TITLE}\n{as_map(report.get('model')).get('spec', '')}; {head_words.get(tied, '')}"
-    panel = Panel(
-        TITLE, Axis("singular value index i"), Axis("σ_i", "log"), series, refs, missing="the spectrum of E"
-    )
+    k = max(len(sigma), len(head_sigma), 2)
+    index = Axis("singular value index i", range=(1.0, float(k)), integer=True)
+    panel = Panel(TITLE, index, Axis("σ_i", "log"), series, refs, missing="the spectrum of E")
     return Figure(title, [panel], (7.0, 4.5))

@@ -13,7 +13,7 @@ from condcli.figures import spectrum as described_spectrum
 from condcli.figures.labels import html_text
 from condcli.html.controls import picker, toggles
 from condcli.html.described import chart, heat
-from condcli.html.numbers import floats, to_float
+from condcli.html.numbers import floats, num, to_float
 from condcli.html.section import (
     Report,
     Section,
@@ -71,11 +71,27 @@ def embedding_table(report: Report) -> str:
         agg = emb.get(key)
         if not isinstance(agg, Mapping):
             continue
+        if key == "sigma_min":
+            reason = agg.get("reason")
+            rows.append([label, *(sigma_cell(agg, s) for s in ("median", "min", "max")), str(reason or "")])
+            continue
         rows.append([label, *(agg_cell(agg, s) for s in ("median", "min", "max")), note])
     if not rows:
         return missing("the statistics of X")
     where = emb.get("description") or emb.get("where") or ""
     return table(["quantity", "median", "min", "max", "note"], rows, f"X = {where}", "table-embedding")
+
+
+def sigma_cell(agg: Mapping[str, Any], statistic: str) -> Cell:
+    """A statistic of σ_min as the CLI prints it (docs/math.md#spectra-below-resolution): "0" where repeated
+    rows force it, "< 5.3e-15" where it is only a ceiling (below the capture's resolution)."""
+    v = to_float(agg.get(statistic))
+    marks = agg.get("ceiling")
+    if v is not None and isinstance(marks, Mapping) and marks.get(statistic) is True:
+        return Cell(f"< {num(v, 2)}", v, title="below the capture's resolution: σ_min < tol = u·‖X‖_F")
+    if v == 0 and (to_float(agg.get("zero_count")) or 0) > 0:
+        return Cell("0", v)
+    return agg_cell(agg, statistic)
 
 
 def spectrum_chart(report: Report) -> str:

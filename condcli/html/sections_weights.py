@@ -27,7 +27,7 @@ def _matrix_pairs(label: str, part: Mapping[str, Any]) -> list[tuple[str, Any]]:
         (f"{label}: shape", " × ".join(str(v) for v in shape) if isinstance(shape, list) else None),
         (f"κ({label})", num(_f(part.get("kappa")))),
         ("σ_1", num(_f(part.get("sigma_max")))),
-        ("σ_k", num(_f(part.get("sigma_min")))),
+        ("σ_k", ("< " if part.get("sigma_min_ceiling") is True else "") + num(_f(part.get("sigma_min")))),
     ]
 
 

@@ -40,13 +40,32 @@ class TableSpectrum:
         """How many σ_i are above float64 resolution."""
         return sum(s > self.resolution for s in self.spectrum)
 
+    @property
+    def unresolved_from(self) -> int | None:
+        """The list offset (0-based) of the first σ at or below :attr:`resolution`; None where all are above
+        (docs/math.md#spectra-below-resolution)."""
+        return next((i for i, v in enumerate(self.spectrum) if not v > self.resolution), None)
+
+    @property
+    def sigma_min_ceiling(self) -> bool:
+        """Whether σ_k is below float64 resolution: the report gives the resolution, "σ_k < it"."""
+        return not self.sigma_min > self.resolution
+
     def to_json(self) -> dict[str, Any]:
+        """Every σ above the resolution as measured, null at or below it; σ_min the resolution where it is
+        below (``sigma_min_ceiling``: the true σ_min is at most it)."""
+        tail = self.unresolved_from
+        shown = self.spectrum if tail is None else self.spectrum[:tail]
         return {
             "shape": list(self.shape),
             "kappa": json_float(self.kappa),
             "sigma_max": json_float(self.sigma_max),
-            "sigma_min": json_float(self.sigma_min),
-            "spectrum": [json_float(v) for v in self.spectrum],
+            "sigma_min": json_float(self.resolution if self.sigma_min_ceiling else self.sigma_min),
+            "spectrum": [json_float(v) for v in shown] + [None] * (len(self.spectrum) - len(shown)),
+            "resolution": json_float(self.resolution),
+            "unresolved_from": tail,
+            "unresolved_count": len(self.spectrum) - len(shown),
+            "sigma_min_ceiling": self.sigma_min_ceiling,
         }
 
 

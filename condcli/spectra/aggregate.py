@@ -75,6 +75,14 @@ class Aggregate:
     # per sample, the relative uncertainty r of the value from the capture's rounding (tol/σ_k by Weyl, see
     # condcli.spectra.uncertainty; inf for a floor); None where it is not tracked. JSON: "rel_uncertainty".
     per_sample_uncertainty: tuple[float, ...] | None = None
+    # per sample, whether the value is only a ceiling: the quantity is below the capture's resolution and the
+    # value is that resolution (σ_min ≤ tol = u·‖X‖_F, printed "< tol"); None for quantities never ceilings.
+    # JSON then adds "ceiling_count", "per_sample_ceiling" and "ceiling" (per statistic).
+    per_sample_ceiling: tuple[bool, ...] | None = None
+    # per sample, whether the value is exactly 0 by structure (σ_min of a matrix with fewer distinct rows than
+    # k: repeated rows force it), not by measurement; None where not tracked. JSON: "zero_count",
+    # "per_sample_zero".
+    per_sample_zero: tuple[bool, ...] | None = None
 
     @property
     def count(self) -> int:
@@ -83,6 +91,34 @@ class Aggregate:
     @property
     def floor_count(self) -> int:
         return sum(self.per_sample_floor or ())
+
+    @property
+    def ceiling_count(self) -> int:
+        return sum(self.per_sample_ceiling or ())
+
+    @property
+    def zero_count(self) -> int:
+        return sum(self.per_sample_zero or ())
+
+    def is_ceiling(self, statistic: str) -> bool:
+        """Whether ``statistic`` is itself only a ceiling (the true value is at most it, "< x"): lowering the
+        ceiling samples to their unknown true values (each in [0, its value]) could lower it.
+
+        mean and min: a ceiling above 0. max: some ceiling is at or above the largest measurement. median:
+        some ceiling is at or above the lower middle value."""
+        marks = self.per_sample_ceiling
+        if not marks or not any(marks):
+            return False
+        v = np.asarray(self.per_sample)
+        c = np.asarray(marks, dtype=bool)
+        if statistic in ("mean", "min"):
+            return bool((v[c] > 0).any()) and (statistic == "mean" or float(v.min()) > 0)
+        if statistic == "max":
+            return bool(c.all()) or float(v[c].max()) >= float(v[~c].max())
+        if statistic == "median":
+            lower = float(np.sort(v)[(v.size - 1) // 2])
+            return bool((v[c] >= lower).any())
+        raise InternalError(f"unknown statistic {statistic!r}", "report this as a bug")
 
     def is_floor(self, statistic: str) -> bool:
         """Whether ``statistic`` (median, mean, min, max) is itself only a floor: raising the floor samples
@@ -135,6 +171,13 @@ class Aggregate:
             rel: dict[str, Any] = {s: json_float(self.uncertainty(s) or 0.0) for s in STATISTICS}
             rel["per_sample"] = [json_float(r) for r in self.per_sample_uncertainty]
             out["rel_uncertainty"] = rel
+        if self.per_sample_ceiling is not None:
+            out["ceiling_count"] = self.ceiling_count
+            out["ceiling"] = {s: self.is_ceiling(s) for s in ("median", "mean", "min", "max")}
+            out["per_sample_ceiling"] = list(self.per_sample_ceiling)
+        if self.per_sample_zero is not None:
+            out["zero_count"] = self.zero_count
+            out["per_sample_zero"] = list(self.per_sample_zero)
         return out
 
 
@@ -142,10 +185,15 @@ def aggregate(
     values: torch.Tensor | np.ndarray[Any, Any] | Sequence[float],
     floors: torch.Tensor | np.ndarray[Any, Any] | Sequence[bool] | None = None,
     uncertainty: torch.Tensor | np.ndarray[Any, Any] | Sequence[float] | None = None,
+    *,
+    ceilings: torch.Tensor | np.ndarray[Any, Any] | Sequence[bool] | None = None,
+    zeros: torch.Tensor | np.ndarray[Any, Any] | Sequence[bool] | None = None,
 ) -> Aggregate:
     """Median, mean (exactly rounded, ``math.fsum``), min, max, the list and the count of ``inf`` values;
     ``floors`` (per sample, optional) marks the values that are only floors (:attr:`Aggregate.is_floor`),
-    ``uncertainty`` (per sample, optional) their relative uncertainties (:meth:`Aggregate.uncertainty`)."""
+    ``uncertainty`` (per sample, optional) their relative uncertainties (:meth:`Aggregate.uncertainty`),
+    ``ceilings`` those only ceilings (:meth:`Aggregate.is_ceiling`), ``zeros`` those exactly 0
+    by structure."""
     v = _floats(values)
     if v.size == 0:
         raise InputError("no samples to aggregate", "give at least one input sample")
@@ -160,6 +208,8 @@ def aggregate(
         inf_count=int(np.isinf(v).sum()),
         per_sample_floor=None if floors is None else tuple(bool(b) for b in _bools(floors, v.size)),
         per_sample_uncertainty=None if uncertainty is None else _relative(uncertainty, v.size),
+        per_sample_ceiling=None if ceilings is None else tuple(_bools(ceilings, v.size)),
+        per_sample_zero=None if zeros is None else tuple(_bools(zeros, v.size)),
     )
 
 
@@ -185,56 +235,167 @@ class SpectrumBand:
 
     Samples may have different k (text of different lengths): index i aggregates the samples that have an
     i-th singular value, and ``count[i]`` says how many that was.
+
+    Where the band knows its ``resolution`` (docs/math.md#spectra-below-resolution), every entry is a
+    measurement (above the resolution), exactly 0 (the samples' repeated rows force it) or NaN (not resolved:
+    below the resolution, or between a resolved sample and one that is not). ``resolution`` None: the spectra
+    were not judged (every entry is a number as computed).
     """
 
     median: tuple[float, ...]
     p10: tuple[float, ...]
     p90: tuple[float, ...]
     count: tuple[int, ...]
+    resolution: float | None = None  # tol = u·‖X‖_F, the largest over the samples
+    reason: str | None = None  # what forces the exact zeros ("10 distinct of 17 rows: repeated tokens")
+
+    def statistics(self) -> dict[str, tuple[float, ...]]:
+        return {"median": self.median, "p10": self.p10, "p90": self.p90}
+
+    @property
+    def unresolved_from(self) -> int | None:
+        """The list offset (0-based) of the first median entry that is not a measurement (0 or NaN), which is
+        the number of measured values before it; None where every entry is measured or none was judged."""
+        if self.resolution is None:
+            return None
+        return next((i for i, v in enumerate(self.median) if not v > 0), None)
+
+    @property
+    def zero_from(self) -> int | None:
+        """The list offset of the first median entry that is exactly 0; None where there is none."""
+        if self.resolution is None:
+            return None
+        return next((i for i, v in enumerate(self.median) if v == 0), None)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "median": [json_float(v) for v in self.median],
-            "p10": [json_float(v) for v in self.p10],
-            "p90": [json_float(v) for v in self.p90],
+        if self.resolution is None:
+            return {q: [json_float(v) for v in values] for q, values in self.statistics().items()}
+        out: dict[str, Any] = {
+            q: [None if math.isnan(v) else json_float(v) for v in values]
+            for q, values in self.statistics().items()
         }
+        out["resolution"] = json_float(self.resolution)
+        out["unresolved_from"] = self.unresolved_from
+        out["zero_from"] = self.zero_from
+        out["unresolved_count"] = {q: sum(not v > 0 for v in vs) for q, vs in self.statistics().items()}
+        out["zero_count"] = {q: sum(v == 0 for v in vs) for q, vs in self.statistics().items()}
+        out["unresolved_reason"] = self.unresolved_reason()
+        return out
+
+    def unresolved_reason(self) -> str | None:
+        """What the median's unresolved entries are, e.g. "7 exactly 0 (10 distinct of 17 rows: repeated
+        tokens)" or "3 below resolution (σ_i ≤ 2.3e-15)"; None where every entry is measured."""
+        if self.resolution is None:
+            return None
+        zeros = sum(v == 0 for v in self.median)
+        below = sum(math.isnan(v) for v in self.median)
+        parts = []
+        if zeros:
+            parts.append(f"{zeros} exactly 0 ({self.reason or 'the rank the repeated rows allow'})")
+        if below:
+            parts.append(f"{below} below resolution (σ_i ≤ {self.resolution:.2g})")
+        return "; ".join(parts) or None
 
 
-def spectrum_band(spectra: Iterable[torch.Tensor | np.ndarray[Any, Any] | Sequence[float]]) -> SpectrumBand:
-    """Per-index median, p10 and p90 of descending spectra (ragged lengths allowed)."""
-    rows = [_floats(s) for s in spectra]
-    if not rows:
-        raise InputError("no spectra to aggregate", "give at least one input sample")
+def _table(rows: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
     k = max(r.size for r in rows)
     table = np.full((len(rows), k), np.nan)
     for i, r in enumerate(rows):
         table[i, : r.size] = r
-    count = (~np.isnan(table)).sum(0)
-    med, p10, p90 = np.nanpercentile(table, [50, 10, 90], axis=0)
-    return SpectrumBand(tuple(med.tolist()), tuple(p10.tolist()), tuple(p90.tolist()), tuple(count.tolist()))
+    return table
+
+
+def resolved_band(
+    table: np.ndarray[Any, Any],
+    resolution: float | None = None,
+    zero: np.ndarray[Any, Any] | None = None,
+    reason: str | None = None,
+) -> SpectrumBand:
+    """The per-index median, p10 and p90 of ``table`` (samples × index, NaN past a shorter sample's end).
+
+    With a ``resolution``, an entry of a sample is measured where it exceeds the resolution, exactly 0 where
+    ``zero`` (same shape, bool) marks it, and not resolved otherwise. A percentile is measured where both
+    samples it interpolates between are (then it is numpy's linear percentile of the measurements, as if
+    nothing were judged), 0 where both are exact zeros, and NaN otherwise: zeros rank below the unresolved,
+    and both below every measurement (docs/math.md#aggregation)."""
+    present = ~np.isnan(table)
+    count = present.sum(0)
+    if resolution is None:
+        med, p10, p90 = np.nanpercentile(table, [50, 10, 90], axis=0)
+        return SpectrumBand(
+            tuple(med.tolist()), tuple(p10.tolist()), tuple(p90.tolist()), tuple(count.tolist())
+        )
+    zeros = np.zeros(table.shape, bool) if zero is None else (zero & present)
+    measured = present & ~zeros & (np.nan_to_num(table, nan=0.0) > resolution)
+    keyed = np.where(measured, table, np.where(zeros, -2.0, -1.0))
+    keyed[~present] = np.nan
+    stats = np.nanpercentile(keyed, [50, 10, 90], axis=0)
+    out = []
+    for q, values in zip((50, 10, 90), stats, strict=True):
+        h = (count - 1) * q / 100
+        lo, hi = np.floor(h), np.ceil(h)
+        unresolved = (~measured & present).sum(0)
+        exact = zeros.sum(0)
+        v = np.where(lo >= unresolved, values, np.where(hi < exact, 0.0, np.nan))
+        out.append(tuple(v.tolist()))
+    return SpectrumBand(*out, tuple(count.tolist()), float(resolution), reason)
+
+
+def spectrum_band(
+    spectra: Iterable[torch.Tensor | np.ndarray[Any, Any] | Sequence[float]],
+    tolerances: Sequence[float] | None = None,
+    ranks: Sequence[int] | None = None,
+    reason: str | None = None,
+) -> SpectrumBand:
+    """Per-index median, p10 and p90 of descending spectra (ragged lengths allowed). With ``tolerances`` (one
+    tol per sample), the band's resolution is the largest and values at or below it are not resolved; with
+    ``ranks`` (per sample, the rank its structure allows: its distinct rows), σ_i past that rank are exactly
+    0 (:func:`resolved_band`)."""
+    rows = [_floats(s) for s in spectra]
+    if not rows:
+        raise InputError("no spectra to aggregate", "give at least one input sample")
+    table = _table(rows)
+    if tolerances is None:
+        return resolved_band(table)
+    zero = None
+    if ranks is not None:
+        zero = np.arange(table.shape[1])[None, :] >= np.asarray(ranks, dtype=np.int64)[:, None]
+    return resolved_band(table, float(max(tolerances)), zero, reason)
 
 
 class ScalarStream:
     """Collects one per-sample quantity batch by batch; :meth:`result` aggregates it."""
 
-    def __init__(self, *, floors: bool = False) -> None:
+    def __init__(self, *, floors: bool = False, ceilings: bool = False) -> None:
         self._chunks: list[np.ndarray[Any, Any]] = []
         self._floors: list[np.ndarray[Any, Any]] | None = [] if floors else None
         # relative uncertainties, kept while every batch gives them (streams with floors); None once one
         # batch does not
         self._uncertainty: list[np.ndarray[Any, Any]] | None = [] if floors else None
+        # ceiling and exact-zero marks (σ_min: "< tol", or 0 where repeated rows force it)
+        self._ceilings: list[np.ndarray[Any, Any]] | None = [] if ceilings else None
+        self._zeros: list[np.ndarray[Any, Any]] | None = [] if ceilings else None
 
     def extend(
         self,
         batch: torch.Tensor | np.ndarray[Any, Any] | Sequence[float],
         floors: torch.Tensor | np.ndarray[Any, Any] | Sequence[bool] | None = None,
         uncertainty: torch.Tensor | np.ndarray[Any, Any] | Sequence[float] | None = None,
+        *,
+        ceilings: torch.Tensor | np.ndarray[Any, Any] | Sequence[bool] | None = None,
+        zeros: torch.Tensor | np.ndarray[Any, Any] | Sequence[bool] | None = None,
     ) -> None:
         """Append values; on a stream made with ``floors=True``, ``floors`` marks those only floors
         (default: none of them) and ``uncertainty`` gives their relative uncertainties (a batch without
-        them ends the stream's tracking: its aggregate then has none)."""
+        them ends the stream's tracking: its aggregate then has none); on one made with ``ceilings=True``,
+        ``ceilings`` and ``zeros`` mark the values only ceilings and those exactly 0 (default: none)."""
         values = _floats(batch)
         self._chunks.append(values)
+        for marks, given in ((self._ceilings, ceilings), (self._zeros, zeros)):
+            if marks is not None:
+                marks.append(
+                    np.zeros(values.size, bool) if given is None else np.asarray(_bools(given, values.size))
+                )
         if self._floors is not None:
             marks = np.zeros(values.size, bool) if floors is None else np.asarray(_bools(floors, values.size))
             self._floors.append(marks)
@@ -271,39 +432,74 @@ class ScalarStream:
 
     def result(self) -> Aggregate:
         values = np.concatenate(self._chunks) if self._chunks else np.empty(0)
+        marks = {
+            name: None if chunks is None else (np.concatenate(chunks) if chunks else np.empty(0, bool))
+            for name, chunks in (("ceilings", self._ceilings), ("zeros", self._zeros))
+        }
         if self._floors is None:
-            return aggregate(values)
+            return aggregate(values, **marks)
         floors = np.concatenate(self._floors) if self._floors else np.empty(0, bool)
         if self._uncertainty is None:
-            return aggregate(values, floors)
+            return aggregate(values, floors, **marks)
         rel = np.concatenate(self._uncertainty) if self._uncertainty else np.empty(0)
-        return aggregate(values, floors, rel)
+        return aggregate(values, floors, rel, **marks)
 
 
 class SpectrumStream:
-    """Collects per-sample spectra batch by batch ((B, k) tensors or lists of 1-D); :meth:`result` bands."""
+    """Collects per-sample spectra batch by batch ((B, k) tensors or lists of 1-D); :meth:`result` bands.
+
+    ``extend(..., tolerances=, ranks=)`` gives each sample's resolution and the rank its structure allows
+    (its distinct rows); a stream given them for every batch bands them as resolved (:func:`spectrum_band`).
+    """
 
     def __init__(self) -> None:
         self._rows: list[np.ndarray[Any, Any]] = []
+        self._tolerances: list[float] | None = []
+        self._ranks: list[int] | None = []
 
-    def extend(self, batch: torch.Tensor | Iterable[torch.Tensor | np.ndarray[Any, Any]]) -> None:
+    def extend(
+        self,
+        batch: torch.Tensor | Iterable[torch.Tensor | np.ndarray[Any, Any]],
+        tolerances: Sequence[float] | None = None,
+        ranks: Sequence[int] | None = None,
+    ) -> None:
+        before = len(self._rows)
         if isinstance(batch, torch.Tensor):
             table = batch.detach().to("cpu", torch.float64).reshape(-1, batch.shape[-1]).numpy()
             self._rows.extend(table)
         else:
             self._rows.extend(_floats(r) for r in batch)
+        n = len(self._rows) - before
+        if self._tolerances is not None:
+            self._tolerances = None if tolerances is None else [*self._tolerances, *_floats(tolerances)[:n]]
+        if self._ranks is not None:
+            self._ranks = None if ranks is None else [*self._ranks, *(int(r) for r in ranks)]
 
     def __len__(self) -> int:
         return len(self._rows)
 
-    def export_shard(self) -> list[np.ndarray[Any, Any]]:
-        return list(self._rows)
+    def export_shard(self) -> list[tuple[np.ndarray[Any, Any], float | None, int | None]]:
+        """Per sample: its spectrum, its resolution and its rank cap (None where not given)."""
+        tol, ranks = self._tolerances, self._ranks
+        return [
+            (r, None if tol is None else tol[i], None if ranks is None else ranks[i])
+            for i, r in enumerate(self._rows)
+        ]
 
     def absorb_shards(
-        self, parts: Sequence[list[np.ndarray[Any, Any]]], order: ShardOrder, what: str
+        self,
+        parts: Sequence[list[tuple[np.ndarray[Any, Any], float | None, int | None]]],
+        order: ShardOrder,
+        what: str,
     ) -> None:
         """Every process's :meth:`export_shard`, in sample order."""
-        self._rows = order.rows(parts, what)
+        rows = order.rows(parts, what)
+        self._rows = [r for r, _, _ in rows]
+        tol = [t for _, t, _ in rows]
+        ranks = [k for _, _, k in rows]
+        self._tolerances = None if any(t is None for t in tol) else [float(t) for t in tol if t is not None]
+        self._ranks = None if any(k is None for k in ranks) else [int(k) for k in ranks if k is not None]
 
-    def result(self) -> SpectrumBand:
-        return spectrum_band(self._rows)
+    def result(self, reason: str | None = None) -> SpectrumBand:
+        """The band; ``reason``: what forces the exact zeros (:attr:`SpectrumBand.reason`)."""
+        return spectrum_band(self._rows, self._tolerances, self._ranks, reason)
