@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import dropwhile
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -368,13 +369,15 @@ class Adapter:
 
 
 def _raised_by_condcli(error: BaseException) -> bool:
-    """Whether the innermost frame of ``error``'s traceback is condcli's own code (a hook, a probe)."""
+    """Whether condcli's own code (a hook, a probe, a tap) is on ``error``'s traceback inside the forward:
+    only a model that raised from its own code, with no condcli frame below the call, rejected its inputs."""
     tb = error.__traceback__
-    last = None
+    frames = []
     while tb is not None:
-        last = tb.tb_frame.f_code.co_filename
+        frames.append(tb.tb_frame.f_code.co_filename)
         tb = tb.tb_next
-    return last is not None and last.startswith(_CONDCLI)
+    inside = list(dropwhile(lambda f: f.startswith(_CONDCLI), frames))  # past run() and its wrappers
+    return any(f.startswith(_CONDCLI) for f in inside)
 
 
 _CONDCLI = str(Path(__file__).resolve().parents[1])

@@ -137,8 +137,11 @@ def stochastic(t: torch.Tensor, rows: Rows = "one") -> bool:
 
 
 def _layout(t: torch.Tensor, batch: int, heads: int, grouping: Grouping) -> torch.Tensor | None:
-    """(B·G, H, q, k) → (B, G, H, q, k), or (B, H, G, q, k) (Hiera's mask units) → the same; None where
+    """(B·G, H, q, k) → (B, G, H, q, k), or (B, H, G, q, k) (Hiera's mask units) → the same, or 3-D
+    (B·H, q, k) → (B, 1, H, q, k) (no batch or group axis; H × q × k for one sample); None where
     the layout is not one of these (or cannot be told apart: as many groups as heads)."""
+    if t.ndim == 3 and t.shape[0] == batch * heads and t.shape[-1] > 1:  # (B·H, q, k): no group axis
+        return t.reshape(batch, 1, heads, *t.shape[-2:])
     if t.ndim == 4 and t.shape[0] % batch == 0:
         return grouped(t, batch, grouping)
     if t.ndim == 5 and t.shape[0] == batch and (t.shape[1] == heads) != (t.shape[2] == heads):
@@ -164,21 +167,21 @@ def returned_probs(
     with one line naming ``layer``: a P that is missing is never reported as absent without a word.
     """
     found = tuple(output[1:]) if isinstance(output, tuple) else ()
-    four = [t for t in found if isinstance(t, torch.Tensor) and t.ndim in (4, 5)]
-    for t in reversed(four):
+    four = [t for t in found if isinstance(t, torch.Tensor) and t.ndim in (3, 4, 5)]
+    x = args[0] if args and isinstance(args[0], torch.Tensor) else kwargs.get("hidden_states")
+    n = int(x.shape[-2]) if isinstance(x, torch.Tensor) and x.ndim == 3 else None
+    # weights laid (B, n, H, w): for each of the n queries, w keys around it (Longformer's band), never P
+    band = [
+        t
+        for t in four
+        if t.ndim == 4 and n is not None and n != heads and t.shape[1] == n and t.shape[-1] != n
+    ]
+    for t in reversed([t for t in four if not any(t is b for b in band)]):
         p = _layout(t, batch, heads, grouping)
         if p is not None and stochastic(t, rows):
             return p
-    x = args[0] if args and isinstance(args[0], torch.Tensor) else kwargs.get("hidden_states")
-    n = int(x.shape[-2]) if isinstance(x, torch.Tensor) and x.ndim == 3 else None
-    band = [t for t in four if n is not None and n in t.shape[1:-1] and int(t.shape[-1]) != n]
-    if band and all(rows_sum(t) is not None for t in band):  # weights, but not over the n tokens' keys
-        t = band[-1]
-        why = (
-            f"it returned attention weights of shape {tuple(t.shape)}: for each of the {n} queries, "
-            f"{int(t.shape[-1])} keys around it (local or chunked attention returned as a band), not a "
-            f"matrix over the {n} tokens' keys"
-        )
+    if band:
+        why = _band(band[-1], n)
     elif any(_layout(t, batch, heads, grouping) is None for t in four):
         why = (
             f"it returned attention weights of shape {tuple(four[-1].shape)}, a layout condcli cannot "
@@ -196,4 +199,13 @@ def returned_probs(
         f"layer {layer}: P cannot be observed: {why}",
         "run 'condcli inspect' to see what was found; describe the attention in a TOML file passed as "
         "`adapter` (docs/guides/your-own-model.md)",
+    )
+
+
+def _band(t: torch.Tensor, n: int | None) -> str:
+    """Why weights of shape (B, n, H, w) are no P: a band of local or chunked attention."""
+    return (
+        f"it returned attention weights of shape {tuple(t.shape)}: for each of the {n} queries, "
+        f"{int(t.shape[-1])} keys around it (local or chunked attention returned as a band), not a matrix "
+        f"over the {n} tokens' keys"
     )

@@ -1,0 +1,193 @@
+"""Issue 42: every refusal carries a code derived from what a forward of the model showed, one test per code;
+a block whose sequence is shortened and a chunked P are analysed at their own length or refused naming both
+lengths; an inner module of another signature is never what runs; a model that rejects condcli's inputs is
+refused with what it said it needs.
+
+Each toy's code is the one its own forward makes true: a softmax whose output multiplies the values
+(attention), or none (linear attention), or no attention-named module at all."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from condcli.adapters import adapter_for
+from condcli.analysis.persample import ShortenedSequence, trim
+from condcli.loading.hf import analysed_module
+from condcli.reports.refusal import Refused, split
+from condcli.reports.spectrum import refused_json
+
+D, N = 8, 6
+
+
+class Probed(nn.Module):
+    """A toy whose probe batch is its own ``dummy_inputs`` (as an HF model's)."""
+
+    @property
+    def dummy_inputs(self) -> dict[str, torch.Tensor]:
+        return {"x": torch.randn(2, N, D, generator=torch.Generator().manual_seed(0))}
+
+
+class Mixer(nn.Module):  # no softmax and no attention in its name
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(D, 2 * D), nn.Linear(2 * D, D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc2(torch.relu(self.fc1(x)))
+
+
+class ReluLinearAttention(nn.Module):
+    """Linear attention (EfficientViT-B's LiteMLA): relu(q) (relu(k)ᵀ v), one fused projection it calls
+    ``to_all`` (not a name the generic path reads), no softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.to_all = nn.Conv1d(D, 3 * D, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.to_all(x.transpose(1, 2)).transpose(1, 2).chunk(3, -1)
+        return x + torch.relu(q) @ (torch.relu(k).transpose(1, 2) @ v)
+
+
+class EinsumAttention(nn.Module):
+    """XLNet's relative attention in small: q, k, v plain parameters used in einsum, a softmax over keys."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Parameter(torch.randn(D, 2, D // 2) / D**0.5)
+        self.k = nn.Parameter(torch.randn(D, 2, D // 2) / D**0.5)
+        self.v = nn.Parameter(torch.randn(D, 2, D // 2) / D**0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = (torch.einsum("bnd,dhe->bnhe", x, w) for w in (self.q, self.k, self.v))
+        p = torch.softmax(torch.einsum("bihe,bjhe->bhij", q, k), -1)
+        return x + torch.einsum("bhij,bjhe->bihe", p, v).flatten(2)
+
+
+class Stack(Probed):
+    def __init__(self, block: type[nn.Module]) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([block() for _ in range(2)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def refusal_of(model: nn.Module) -> Refused:
+    with pytest.raises(Refused) as e:
+        adapter_for(model)
+    assert "\n" not in str(e.value) and e.value.exit_code == 2
+    return e.value
+
+
+def test_no_attention_when_no_softmax_ran_and_no_attention_module() -> None:
+    r = refusal_of(Stack(Mixer))
+    assert r.code == "no-attention" and str(r).startswith("[no-attention] ")
+    assert "no softmax over keys was computed and no attention module ran" in str(r)
+
+
+def test_linear_attention_when_an_attention_module_ran_without_a_softmax() -> None:
+    r = refusal_of(Stack(ReluLinearAttention))
+    assert r.code == "linear-attention"
+    assert "ReluLinearAttention" in str(r) and "no softmax P exists" in str(r)
+
+
+def test_qkv_unreadable_names_the_parameters_used_in_einsum() -> None:
+    r = refusal_of(Stack(EinsumAttention))
+    assert r.code == "qkv-unreadable"
+    assert "layers.0 (EinsumAttention" in str(r) and "parameters used in einsum (q, k, v)" in str(r)
+
+
+def test_p_unobservable_for_weights_returned_as_a_band_names_both_widths() -> None:
+    from condcli.adapters.generic.probs import returned_probs
+
+    x = torch.randn(2, 16, D)
+    band = torch.softmax(torch.randn(2, 16, 2, 5), -1)  # (B, n, H, 2w+1): Longformer's layout
+    with pytest.raises(Refused) as e:
+        returned_probs("encoder.layer.0", "one", "outer", 2, (x,), {}, (x, band), 2)
+    assert e.value.code == "p-unobservable"
+    assert "for each of the 16 queries, 5 keys around it" in str(e.value)
+
+
+class NeedsBoxes(nn.Module):
+    def forward(self, x: torch.Tensor, bbox: torch.Tensor | None = None) -> torch.Tensor:
+        if bbox is None:
+            raise ValueError("Bbox is required for horizontal relative position bias")
+        return x
+
+
+def test_inputs_when_the_model_rejects_what_it_was_given() -> None:
+    from condcli.adapters.base import Adapter, EmbeddingPoint
+
+    model = NeedsBoxes()
+    adapter = Adapter("toy", model, EmbeddingPoint(model, "", "toy"), (), "text")
+    with pytest.raises(Refused) as e:
+        adapter.run({"x": torch.zeros(1, 3, D)})
+    assert e.value.code == "inputs" and "Bbox is required" in str(e.value) and "x (1, 3, 8)" in str(e.value)
+
+
+def test_an_error_raised_by_condcli_itself_stays_internal() -> None:
+    from condcli.adapters.base import Adapter, EmbeddingPoint, group_tokens
+
+    model = Mixer()
+    adapter = Adapter("toy", model, EmbeddingPoint(model, "", "toy"), (), "text")
+
+    # a condcli function misused as a hook: it raises from condcli's own frame (as a buggy probe would)
+    model.register_forward_pre_hook(group_tokens)  # type: ignore[arg-type]
+    with pytest.raises(AttributeError, match="reshape"):
+        adapter.run({"x": torch.zeros(1, 3, D)})
+
+
+def test_layers_refused_entry_carries_code_and_text() -> None:
+    coded = refused_json(3, "blocks.3", "[p-unobservable] P is a band")
+    assert coded["reason"] == {"code": "p-unobservable", "text": "P is a band"}
+    assert coded["refused"] == "P is a band" and coded["index"] == 3
+    assert split("no code here") == (None, "no code here")
+
+
+def test_a_shortened_block_is_taken_at_its_own_length_without_padding() -> None:
+    pooled = torch.randn(2, 5, D)  # a block after pooling: 5 rows of a 20-token sample
+    got = trim(pooled, torch.tensor([20, 20]), (0,))
+    assert [tuple(m.shape) for m in got] == [(5, D), (5, D)]
+    assert torch.equal(got[1], pooled[1])
+    chunked = torch.randn(2, 1, 2, 20, 4)  # P of 20 queries over chunks of 4 keys: (B, G, H, q, w)
+    assert [tuple(m.shape) for m in trim(chunked, torch.tensor([20, 20]), (2, 3))] == [(1, 2, 20, 4)] * 2
+    full = torch.randn(2, 20, D)  # ordinary padding is still cut per sample
+    assert [m.shape[0] for m in trim(full, torch.tensor([20, 12]), (0,))] == [20, 12]
+
+
+def test_a_shortened_block_with_padded_samples_is_refused_naming_both_lengths() -> None:
+    with pytest.raises(ShortenedSequence) as e:
+        trim(torch.randn(2, 5, D), torch.tensor([20, 12]), (0,))
+    said = str(e.value)
+    assert said.startswith("[inputs] it runs at 5 tokens where the model was given 20") and "20, 12" in said
+    assert e.value.exit_code == 2
+
+
+class Inner(nn.Module):
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return hidden_states
+
+
+class Outer(nn.Module):
+    main_input_name = "input_ids"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Inner()
+
+    @property
+    def base_model(self) -> nn.Module:
+        return self.inner
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.inner(input_ids.float())
+
+
+def test_an_inner_base_model_of_another_signature_is_not_what_runs() -> None:
+    model = Outer()
+    assert analysed_module(model)[0] is model
