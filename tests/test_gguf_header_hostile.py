@@ -42,3 +42,15 @@ def test_tensors_that_share_bytes(tmp_path: Path) -> None:
     assert len(read(path).tensors) > 1
     gf.same_offsets(path)
     assert "share bytes 0…" in _refused(path)
+
+
+def test_a_shape_past_2_63_elements(tmp_path: Path) -> None:
+    """An empty dimension makes the byte count 0 (so no offset check fires), the other one overflows int64."""
+    entry = gf.tensor_entry("token_embd.weight", (0, (1 << 64) - 1), 0, 0)
+    path = tmp_path / "m.gguf"
+    raw = gf.raw_header(1, 1, gf.architecture_kv() + entry)
+    path.write_bytes(raw + bytes(-len(raw) % 32 + 32))  # a data section after the alignment
+    assert (
+        _refused(path)
+        == f"tensor 'token_embd.weight' has dimensions [0, {(1 << 64) - 1}]: more than 2^63 elements"
+    )

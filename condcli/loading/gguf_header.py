@@ -30,6 +30,7 @@ MAX_KEYS = 1 << 16  # real files hold a few dozen keys
 MAX_ARRAY = 1 << 21  # elements of one metadata array: 8× the largest real vocabulary (262,144)
 MAX_STRING = 1 << 24  # bytes of one string (a chat template is tens of KiB)
 MAX_DIMS = 4  # GGML_MAX_DIMS
+MAX_ELEMENTS = 1 << 63  # a dimension, or a tensor's element count, must stay below (int64 indexing)
 DEFAULT_ALIGNMENT = 32
 FIXED = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 STRING, ARRAY = 8, 9
@@ -220,6 +221,8 @@ def _tensors(r: _Reader, count: int, sizes: dict[int, tuple[int, int]]) -> list[
         elements = 1
         for d in dims:
             elements *= d
+        if max(dims) >= MAX_ELEMENTS or math.prod(d for d in dims if d) >= MAX_ELEMENTS:
+            raise r.fail(f"tensor {name!r} has dimensions {list(dims)}: more than 2^63 elements")
         found.append(TensorEntry(name, dims, ggml_type, offset, elements // block * block_bytes))
     return found
 
