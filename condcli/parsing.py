@@ -52,7 +52,10 @@ def regular_file(path: Path, what: str, hint: str) -> os.stat_result:
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"{what} is a folder, not a file", hint)
     if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"{what} is {kind(st.st_mode)}, not a file: condcli reads only regular files", hint)
+        raise InputError(
+            f"{what} is {kind(st.st_mode)}, not a file",
+            "condcli reads only regular files (a FIFO would block it, a device never end): give a file",
+        )
     return st
 
 
