@@ -146,11 +146,13 @@ def side_by_side(shape: Any, lengths: list[int], repeats: int) -> list[Verdict]:
                 mem = f"{max(peaks[k]):>10.0f}" if memory else f"{'n/a':>10}"
                 vs = f"{t[k] / t['a']:>7.2f}x {t[k] / t['f']:>7.2f}x"
                 print(f"{tokens:>6}  {label:<44} {t[k]:>9.2f} {vs} {mem}")
-            total = got["decided"] + got["svd"]
-            share = got["decided"] / total if total else math.nan
+            # every head is settled in O(n²) (by the bounds alone, or by the brackets) but those that went to
+            # an SVD; of the heads the maxima needed a value of, the brackets decided ``decided``
+            total = int(cfg.num_hidden_layers) * int(cfg.num_attention_heads) * repeats
+            share = 1 - got["svd"] / total if total else math.nan
             print(
-                f"{tokens:>6}  heads' κ(P) decided in O(n²): {got['decided']} of {total} ({share:.0%}), "
-                f"by SVD: {got['svd']} (over {repeats} run(s) of (e))"
+                f"{tokens:>6}  heads' κ(P) decided in O(n²): {total - got['svd']} of {total} ({share:.0%}; "
+                f"{got['decided']} by the brackets, the rest by bounds alone), by SVD: {got['svd']}"
             )
             if tokens >= 2048:
                 verdicts.append(Verdict(f"{tokens} tokens: (e) / (f)", ratio(t["e"], t["f"]), 3.0))
