@@ -91,7 +91,13 @@ def shrink(config: Any, sizes: dict[str, int], depth: int = 0) -> None:
     """Set ``sizes`` on ``config`` and on every sub-config it holds (in place)."""
     from transformers import PretrainedConfig
 
+    # widths per stage (Swin's num_heads list): the widths stay as the config has them, only depths shrink
+    staged = any(
+        isinstance(getattr(config, k, None), list | tuple) for k in ("num_heads", "num_attention_heads")
+    )
     for key, value in sizes.items():
+        if staged and key not in DEPTH_ONLY:
+            continue
         current = getattr(config, key, None)
         if isinstance(current, int) and not isinstance(current, bool) and current > value:
             try:

@@ -416,6 +416,12 @@ def capture(
         # runs its own (fused) attention, as a user's forward does
         needs_p = "probs" in recorder.wanted and any(adapter.layers[i].probs is not None for i in chosen)
         eager = adapter.eager_attention() if needs_p else nullcontext()
+        if adapter.family in ("generic", "declared"):  # a block run by .forward() (SqueezeBERT), issue 42
+            hooked = [resolve(point.module)]
+            hooked += [
+                resolve(getattr(adapter.layers[i], n).module) for i in chosen for n in ("x_in", "attn_in")
+            ]
+            handles.extend(_route_forward(hooked))
         with eager, torch.no_grad():
             output = adapter.run(inputs)
     except _Seen:  # everything asked for was seen: the rest of the forward was not run
@@ -485,3 +491,48 @@ def capture(
         output=output,
     )
     return result
+
+
+class _Routed:
+    """Undoes :func:`_route_forward` on one module (a handle like a hook's)."""
+
+    def __init__(self, module: nn.Module, hooks: list[RemovableHandle]) -> None:
+        self.module, self.hooks = module, hooks
+
+    def remove(self) -> None:
+        self.module.__dict__.pop("forward", None)
+        for h in self.hooks:
+            h.remove()
+
+
+def _route_forward(modules: list[nn.Module]) -> list[Any]:
+    """Each module's direct ``.forward()`` calls routed through its ``__call__``, so that its hooks fire
+    where the model runs a block by ``layer.forward(...)`` (SqueezeBERT's encoder); a call through
+    ``__call__`` is unchanged. Returns the handles that undo it."""
+    out: list[Any] = []
+    for m in {id(m): m for m in modules}.values():
+        if "forward" in m.__dict__:
+            continue
+        inside = [False]
+        original = m.forward
+
+        def enter(module: nn.Module, args: Any, flag: list[bool] = inside) -> None:
+            flag[0] = True
+
+        def leave(module: nn.Module, args: Any, output: Any, flag: list[bool] = inside) -> None:
+            flag[0] = False
+
+        def forward(
+            *args: Any, _m: nn.Module = m, _f: Any = original, _in: list[bool] = inside, **kwargs: Any
+        ) -> Any:
+            if _in[0]:
+                return _f(*args, **kwargs)
+            try:
+                return _m(*args, **kwargs)
+            finally:
+                _in[0] = False
+
+        hooks = [m.register_forward_pre_hook(enter, prepend=True), m.register_forward_hook(leave)]
+        m.__dict__["forward"] = forward
+        out.append(_Routed(m, hooks))
+    return out

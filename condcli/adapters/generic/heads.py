@@ -26,6 +26,10 @@ SEPARATE = (
     ("wq", "wk", "wv"),
     ("query_proj", "key_proj", "value_proj"),  # DeBERTa-v2
     ("q_head", "k_head", "v_head"),
+    ("linear_q", "linear_k", "linear_v"),  # conformer-style blocks (Wav2Vec2-Conformer, SeamlessM4T)
+    ("to_q", "to_k", "to_v"),
+    ("q_linear", "k_linear", "v_linear"),
+    ("proj_q", "proj_k", "proj_v"),
 )
 FUSED = ("qkv", "in_proj", "Wqkv", "qkv_proj", "query_key_value", "c_attn")
 PARAMS = "its own parameters"  # the projections' kind where W_Q, W_K, W_V are plain parameters

@@ -1,6 +1,8 @@
 """The affine maps a generic attention may project Q, K and V with, read as (weight (out, in), bias).
 
-- an nn.Linear; a 1×1 nn.Conv1d or nn.Conv2d (ungrouped), the convolution's weight flattened; transformers'
+- an nn.Linear; a 1×1 nn.Conv1d or nn.Conv2d, the convolution's weight flattened (block-diagonal where
+  it is grouped); a quantization wrapper of a Linear (``…Linear`` holding its weight, ``Quant…`` around
+  one); transformers'
   GPT-2-style ``Conv1D`` (its weight stored in × out, transposed);
 - one of them followed by a BatchNorm (LeViT's LinearNorm and ConvNorm, timm EfficientViT-M/SHViT's
   ConvNorm), read as in eval: the BatchNorm folded into W and b;
@@ -43,10 +45,25 @@ def linear_map(m: Any) -> Map | None:
     w, b = getattr(m, "weight", None), getattr(m, "bias", None)
     if type(m).__name__ == "Conv1D" and isinstance(w, torch.Tensor):
         return w.T, b if isinstance(b, torch.Tensor) else None  # transformers' Conv1D: W stored (in, out)
-    if isinstance(m, nn.Conv1d | nn.Conv2d) and m.groups == 1 and all(k == 1 for k in m.kernel_size):
+    if isinstance(m, nn.Conv1d | nn.Conv2d) and all(k == 1 for k in m.kernel_size):
         padding = m.padding if isinstance(m.padding, str) else "valid" if not any(m.padding) else "padded"
         if all(s == 1 for s in m.stride) and padding in ("valid", "same"):
-            return m.weight.flatten(1), m.bias
+            return _grouped(m.weight.flatten(1), m.groups), m.bias
+    if (
+        isinstance(w, torch.Tensor)
+        and w.ndim == 2
+        and type(m).__name__.endswith("Linear")
+        and not any(True for _ in m.children())
+    ):  # a quantization wrapper holding a Linear's weight (I-BERT's QuantLinear, quantization off)
+        return w, b if isinstance(b, torch.Tensor) and b.ndim == 1 else None
+    inner = [c for c in m.children() if isinstance(c, nn.Linear)]
+    if (
+        len(inner) == 1
+        and not any(True for _ in m.parameters(recurse=False))
+        and len(list(m.children())) <= 2
+    ):
+        if type(m).__name__.lower().find("quant") >= 0:  # a quantization wrapper around a plain Linear
+            return inner[0].weight, inner[0].bias
     lin, bn = linear_map(getattr(m, "linear", None) or getattr(m, "c", None)), getattr(m, "bn", None)
     if lin is not None and isinstance(bn, nn.BatchNorm1d | nn.BatchNorm2d) and bn.running_var is not None:
         assert bn.running_mean is not None
@@ -81,3 +98,16 @@ def param_projections(module: nn.Module) -> dict[str, tuple[Tensor, Tensor | Non
 def param_map(w: Tensor, b: Tensor | None, orientation: Orientation) -> Map:
     """A stored parameter W read as the (out, in) weight of the map it computes."""
     return (w.T if orientation == "x @ W" else w), b
+
+
+def _grouped(w: Tensor, groups: int) -> Tensor:
+    """A grouped 1×1 convolution's weight (out, in/groups) as the block-diagonal (out, in) map it computes
+    (SqueezeBERT's q/k/v: each group of outputs reads its own group of input channels)."""
+    if groups == 1:
+        return w
+    out, width = int(w.shape[0]), int(w.shape[1])
+    full = w.new_zeros(out, width * groups)
+    per = out // groups
+    for g in range(groups):
+        full[g * per : (g + 1) * per, g * width : (g + 1) * width] = w[g * per : (g + 1) * per]
+    return full
