@@ -24,9 +24,9 @@ from typing import Any
 import torch
 
 from condcli.errors import InputError
-from condcli.loading.weights_files import REEXPORT
 from condcli.parsing import regular_file
 
+REEXPORT = "re-export the weights (save_pretrained, save_for_hf or safetensors' save_file)"
 MAX_HEADER = 100 << 20  # bytes: the safetensors library's own limit on a header
 MAX_SIZE = 1 << 63  # a size, or a tensor's element count, must stay below (torch indexes with int64)
 ITEMSIZE = {

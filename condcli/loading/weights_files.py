@@ -18,16 +18,14 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
 
 from condcli.errors import InputError
+from condcli.loading.safetensors_stream import REEXPORT, TensorInfo, read_header
 from condcli.parsing import read_json, regular_file
-
-if TYPE_CHECKING:
-    from condcli.loading.safetensors_stream import TensorInfo
 
 SAFE_SUFFIXES = (".safetensors",)
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".tar")
@@ -52,7 +50,6 @@ TIMM_FILES = (
 TIMM_SUFFIXES = (".safetensors", ".pth", ".pth.tar", ".bin")
 CHUNK = 1 << 24  # elements checked at a time for NaN/Inf
 NOT_REAL_FIX = "give float weights (a quantized checkpoint must be dequantized first)"
-REEXPORT = "re-export the weights (save_pretrained, save_for_hf or safetensors' save_file)"
 
 
 def checkpoint_label(path: Path) -> str:
@@ -112,8 +109,6 @@ def _open_safetensors(path: Path, label: str) -> dict[str, str]:
     """A safetensors file's tensors (name → dtype, e.g. F32); its header (size, JSON, offsets) checked by
     condcli's own reader (:func:`condcli.loading.safetensors_stream.read_header`), then by the library's."""
     from safetensors import SafetensorError, safe_open
-
-    from condcli.loading.safetensors_stream import read_header
 
     read_header(path, label)
     try:
@@ -267,8 +262,6 @@ def check_folder_weights(folder: Path, flavour: str) -> FolderWeights:
     """Check the weights files a folder's library would read (see :func:`folder_weights`); a safetensors
     file's header is then read by condcli's own reader too, whose tensors the model is checked against
     (:mod:`condcli.loading.tensor_shapes`)."""
-    from condcli.loading.safetensors_stream import read_header
-
     files, shards = folder_weights(folder, flavour)
     index = next((folder / n for n in HF_FILES if n.endswith(".index.json") and (folder / n).is_file()), None)
     not_real: dict[str, str] = {}
