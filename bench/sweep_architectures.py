@@ -38,6 +38,7 @@ from typing import Any
 
 SPECTRUM = ["spectrum", "--max-samples", "2", "--layers", "0,-1", "--json"]
 CODES = ("no-attention", "linear-attention", "qkv-unreadable", "p-unobservable", "inputs")
+ROUND_TRIP = re.compile(r"cannot load the config|in .*safetensors has shape|the model expects \[")
 CODE_IN_LINE = re.compile(r"\[(" + "|".join(CODES) + r")\]")
 
 # tiny sizes: every attribute a config has among these is set so (lists: each entry)
@@ -244,6 +245,12 @@ def classify(workdir: Path, timed_out: bool, kind: str, name: str) -> dict[str, 
             result["code"] = codes[0]
             result["reason"] = str(text[0])[:400]
         return result
+    if rc == 2 and ROUND_TRIP.search(result["error"]) and not CODE_IN_LINE.search(result["error"]):
+        result["class"] = "not built"  # the tiny config did not survive save_pretrained → load: the sweep's
+        result["why"] = (
+            "the tiny config does not load back: " + result["error"][7:300]
+        )  # fault, not condcli's
+        return result
     if rc == 2:
         match = CODE_IN_LINE.search(result["error"])
         result["class"] = "refused"
@@ -394,7 +401,12 @@ def main() -> None:
     parser.add_argument(
         "--condcli", type=Path, default=None, help="sweep the condcli of this checkout instead"
     )
+    parser.add_argument("--render", type=Path, default=None, help="only write the table of this .jsonl")
     args = parser.parse_args()
+    if args.render is not None:
+        done = [reclassify(json.loads(line)) for line in args.render.read_text().splitlines() if line.strip()]
+        write(sorted(done, key=lambda r: (r["kind"], r["name"])), args)
+        return
     if (
         args.condcli is not None
     ):  # another checkout (the starting commit): ahead of the editable install's finder
@@ -423,6 +435,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="condcli-sweep-") as tmp:
         warm_up(Path(tmp))
         results = run_all(cases, args.jobs, args.timeout, Path(tmp), args.out_json.with_suffix(".jsonl"))
+    write(results, args)
+
+
+def reclassify(result: dict[str, Any]) -> dict[str, Any]:
+    """A logged result under this script's rules (a load-back failure of the tiny config is not built)."""
+    error = result.get("error", "")
+    if result.get("class") == "refused" and result.get("code") == "uncoded" and ROUND_TRIP.search(error):
+        result = {
+            **result,
+            "class": "not built",
+            "why": "the tiny config does not load back: " + error[7:300],
+        }
+        result.pop("code", None)
+        result.pop("reason", None)
+    return result
+
+
+def write(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """The JSON of every case and the markdown table."""
     args.out_json.parent.mkdir(parents=True, exist_ok=True)
     args.out_json.write_text(json.dumps(results, indent=1) + "\n")
     header = (

@@ -114,8 +114,8 @@ def test_p_unobservable_for_weights_returned_as_a_band_names_both_widths() -> No
 
 
 class NeedsBoxes(nn.Module):
-    def forward(self, x: torch.Tensor, bbox: torch.Tensor | None = None) -> torch.Tensor:
-        if bbox is None:
+    def forward(self, x: torch.Tensor, bbox_boxes: torch.Tensor | None = None) -> torch.Tensor:
+        if bbox_boxes is None:
             raise ValueError("Bbox is required for horizontal relative position bias")
         return x
 
@@ -128,6 +128,7 @@ def test_inputs_when_the_model_rejects_what_it_was_given() -> None:
     with pytest.raises(Refused) as e:
         adapter.run({"x": torch.zeros(1, 3, D)})
     assert e.value.code == "inputs" and "Bbox is required" in str(e.value) and "x (1, 3, 8)" in str(e.value)
+    assert "its forward also takes bbox_boxes" in str(e.value)
 
 
 def test_an_error_raised_by_condcli_itself_stays_internal() -> None:

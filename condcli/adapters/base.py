@@ -11,6 +11,7 @@ X_l ``(B, N, d)``, A_l ``(B, G, n, c)``, P ``(B, G, H, q, k)``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -336,10 +337,12 @@ class Adapter:
                 f"{k} {tuple(v.shape)}" for k, v in inputs.items() if isinstance(v, torch.Tensor)
             )
             said = " ".join(str(e).split())[:300] or type(e).__name__
+            others = _other_inputs(self.model, inputs)
+            also = f"; its forward also takes {', '.join(others)}" if others else ""
             raise Refused(
                 "inputs",
                 f"{type(self.model).__name__} rejected the inputs condcli gave it ({given}): "
-                f"{type(e).__name__}: {said}",
+                f"{type(e).__name__}: {said}{also}",
                 "this model needs inputs condcli does not make; describe them with `adapter` "
                 "(docs/guides/your-own-model.md) or run it through the Python API with your own batch",
             ) from e
@@ -366,6 +369,19 @@ class Adapter:
                 self.model.config._attn_implementation = hf_impl  # type: ignore[union-attr]
             elif hf_impl is not None and hf_impl != "eager":
                 self.model.set_attn_implementation(hf_impl)  # type: ignore[operator]
+
+
+INPUT_WORDS = ("pixel", "input", "bbox", "visual", "image", "audio", "feature", "session", "values", "boxes")
+
+
+def _other_inputs(model: nn.Module, given: dict[str, Any]) -> list[str]:
+    """The inputs ``model.forward`` names that condcli did not give (pixel_values, bbox, …), at most 4."""
+    try:
+        names = list(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return []
+    wanted = [n for n in names if n not in given and any(w in n.lower() for w in INPUT_WORDS)]
+    return [n for n in wanted if not n.startswith(("output_", "return_", "use_"))][:4]
 
 
 def _raised_by_condcli(error: BaseException) -> bool:
