@@ -112,7 +112,9 @@ def _no_overlap(shown: str, tensors: dict[str, TensorInfo]) -> None:
     spans = sorted((t.start, t.start + t.nbytes, name) for name, t in tensors.items() if t.nbytes)
     for (_, end, before), (start, _, name) in itertools.pairwise(spans):
         if start < end:
-            raise _bad(shown, f"tensors {before[:80]!r} and {name[:80]!r} share bytes {start}…{end}")
+            raise _bad(
+                shown, f"tensors {before[:80]!r} and {name[:80]!r} share bytes {start}…{end} of the file"
+            )
 
 
 def _entry(path: Path, shown: str, name: str, value: Any, data: int, base: int) -> TensorInfo:
