@@ -192,3 +192,12 @@ class Outer(nn.Module):
 def test_an_inner_base_model_of_another_signature_is_not_what_runs() -> None:
     model = Outer()
     assert analysed_module(model)[0] is model
+
+
+def test_the_page_shows_each_refused_layer_with_its_code() -> None:
+    from condcli.html.sections_spectrum import _footnotes
+
+    page = _footnotes(
+        {"layers": [], "layers_refused": [refused_json(2, "blocks.2", "[p-unobservable] a band")]}
+    )
+    assert "layer 2 blocks.2: no numbers, refused: [p-unobservable] a band" in page

@@ -248,6 +248,11 @@ def _footnotes(report: Report) -> str:
     if missing_p:
         where = ", ".join(str(layer.get("index")) for layer in missing_p)
         out.append(f"— in layer(s) {where}: {missing_p[0]['probs_note']}")
+    for refused in as_maps(report.get("layers_refused")):  # no numbers, with the refusal's code (issue 42)
+        reason = refused.get("reason")
+        code, text = (reason.get("code"), reason.get("text")) if isinstance(reason, Mapping) else (None, None)
+        said = f"[{code}] {text}" if code else str(refused.get("refused", ""))
+        out.append(f"— layer {refused.get('index')} {refused.get('name', '')}: no numbers, refused: {said}")
     return "".join(f'<p class="footnote">{html_text(t)}</p>' for t in out)
 
 
