@@ -1,34 +1,41 @@
 """κ(P) of causal attention in O(n²) a step: Lanczos brackets on σ_1 and σ_n, no n × n decomposition.
 
-Causal attention (and sliding-window or block-causal attention: banded) gives a lower-triangular P ≥ 0 with
-a positive diagonal: invertible, with σ_n(P) = 1/‖P⁻¹‖₂, and products with P, Pᵀ, P⁻¹ and P⁻ᵀ each cost
-O(n²). For one such n × n matrix (float64, upcast exactly from the capture; u_64 = eps64/2, γ_n = n·u_64/
-(1 − n·u_64), every product of P with a vector z off by at most γ_n·|P||z| entry-wise, Higham Thm 3.5):
+Causal attention (and sliding-window or block-causal attention: banded) gives a lower-triangular P ≥ 0:
+products with P, Pᵀ, P⁻¹ and P⁻ᵀ each cost O(n²), and σ_n(P) = 1/‖P⁻¹‖₂ (a zero on the diagonal makes P
+singular, a floor the floor proof settles at once). For one n × n matrix (float64, upcast exactly from the
+capture; u_64 = eps64/2, γ_n = n·u_64/(1 − n·u_64), every product of P with a vector z off by at most
+γ_n·|P||z| entry-wise, Higham Thm 3.5), and for unit vectors ū, v̄ with ρ = ūᵀPv̄ and ε² = (‖Pv̄ − ρū‖² +
+‖Pᵀū − ρv̄‖²)/2 (the residual of the Rayleigh quotient of J = [[0, P], [Pᵀ, 0]] at [ū; v̄]/√2; J's
+eigenvalues are ±σ_i), the Kato–Temple inequality brackets the one eigenvalue of J in an interval around ρ
+quadratically in ε. Products, norms and dots add at most δ = γ_n(‖P|v̄|‖ + ‖Pᵀ|ū|‖) + 4(n + 2)·u_64·(‖Pv̄‖ +
+‖Pᵀū‖) to ρ and ε, taken against every bound (for σ_1's pair ‖P|v̄|‖ ≤ ‖P‖_F stands in).
 
-- **σ_1, both sides, proven.** Lanczos on PᵀP (two products a step) from the all-ones vector gives a Ritz
-  vector y; v = |y| (floored at 1e-30 of its largest entry) and two power steps make it positive and close to
-  the Perron vector entry-wise. Then σ_1 ≥ ‖fl(Pv)‖(1 − γ_n)/‖v‖ (any vector gives a lower bound), and
-  σ_1² ≤ maxᵢ (PᵀPv)ᵢ/vᵢ (Collatz–Wielandt: PᵀP ≥ 0, v > 0), with the products of non-negative numbers within
+- **σ_1.** Lanczos on PᵀP (two products a step) from the all-ones vector gives the Ritz vector y (v̄ = y,
+  ū = Py/‖Py‖) and the second Ritz value θ_2 with its residual estimate r_2. From below, proven: σ_1 ≥
+  max(‖Pv̄‖, ‖Pᵀū‖) − δ (any unit vector gives a lower bound). From above: Kato–Temple on (α, ∞) with α =
+  (θ_2 + r_2)^{1/2} ≥ σ_2 (the Krylov assumption below), σ_1 ≤ ρ + ε²/(ρ − α); and where that is not within
+  :data:`RTOL`, Collatz–Wielandt, proven: v = |y| (floored at 1e-30 of its largest entry) and two power steps
+  make it positive, and σ_1² ≤ maxᵢ (PᵀPv)ᵢ/vᵢ (PᵀP ≥ 0), the products of non-negative numbers within
   γ_{2n} each.
 - **σ_n from above, proven** (this proves floors). The floor proof of :mod:`condcli.spectra.certify` (x =
-  P⁻¹b and a step of inverse iteration), and σ_n ≤ ‖P v̄‖ for the unit right vector v̄ below, with its
-  rounding added.
+  P⁻¹b and a step of inverse iteration, on trailing blocks where the solves overflow), and σ_n ≤
+  min(‖Pv̄‖, ‖Pᵀū‖) + δ for the pair below.
 - **σ_n from below.** Lanczos on (PPᵀ)⁻¹ = P⁻ᵀP⁻¹ (two triangular solves a step) from a fixed Gaussian
-  vector gives its two largest Ritz values θ_1 ≥ θ_2 and the Ritz vector ū of θ_1 (≈ P's left singular vector
-  of σ_n). With v̄ = Pᵀū/‖Pᵀū‖, ρ = ūᵀPv̄ and ε² = (‖Pv̄ − ρū‖² + ‖Pᵀū − ρv̄‖²)/2 (the residual of the
-  Rayleigh quotient of [[0, P], [Pᵀ, 0]] at [ū; v̄]/√2, whose eigenvalues are ±σ_i), the Kato–Temple
-  inequality on the interval (0, β) gives σ_n ≥ ρ − ε²/(β − ρ) for any β ≤ σ_{n−1} with β > ρ. β is
-  (θ_2 + r_2)^{-1/2} less a margin (r_2 the residual estimate of θ_2). Products, norms and dots add at most
-  δ = γ_n(‖P|v̄|‖ + ‖Pᵀ|ū|‖) + 4(n + 2)·u_64·(‖Pv̄‖ + ‖Pᵀū‖), taken against the bound.
-  Where β ≤ ρ (σ_{n−1} too close to σ_n), the first-order σ_n ≥ (θ_1 + r_1)^{−1/2} stands instead (r_1 the
-  residual estimate of θ_1): too wide to report a κ from, narrow enough to spare a head its SVD where only a
-  layer's maximum is wanted (:mod:`condcli.analysis.headmax`).
-  **What rests on the Krylov space**: that λ_1 ≤ θ_1 + r_1 and that no eigenvalue of (PPᵀ)⁻¹ other than
-  λ_1 lies above θ_2 + r_2, i.e. that Lanczos from a random vector has not missed an eigenvalue larger than
-  the two it found. That is
-  the only part of the certificate that is not a proof: a start vector misses a dominant eigenvalue only if
-  it is nearly orthogonal to its eigenvector, and Kuczyński–Woźniakowski (1992) bound the chance that k
-  steps underestimate λ_1 by a factor 1 − ε by 1.648·√n·e^{−√ε(2k−1)}. Floors never rest on it.
+  vector gives its two largest Ritz values θ_1 ≥ θ_2 with residual estimates r_1, r_2, and the Ritz vector u
+  of θ_1 (≈ P's left singular vector of σ_n). v̄ = P⁻¹u and ū = P⁻ᵀv̄ (normalised; the solves damp u's error
+  along the other singular vectors by σ_n/σ_j), and Kato–Temple on (0, β) gives σ_n ≥ ρ − ε²/(β − ρ) for
+  β = (θ_2 + r_2)^{−1/2} ≤ σ_{n−1}, less a margin for the solves' backward error, where β > ρ. Where it is
+  not (σ_{n−1} too close to σ_n), the first-order σ_n ≥ (θ_1 + r_1)^{−1/2} stands instead: too wide to report
+  a κ from, narrow enough to spare a head its SVD where only a layer's maximum is wanted
+  (:mod:`condcli.analysis.headmax`).
+
+**What rests on the Krylov space** (the only part of the certificate that is not a proof; floors never rest
+on it): that Lanczos from its start vector has not missed an eigenvalue above the two largest it found, i.e.
+λ_1 ≤ θ_1 + r_1 and λ_2 ≤ θ_2 + r_2, for PᵀP (σ_1's Kato–Temple side) and for (PPᵀ)⁻¹ (σ_n's lower bound).
+A start vector misses a dominant eigenvalue only when it is nearly orthogonal to its eigenvector (the
+all-ones start for PᵀP ≥ 0 is not: its Perron vector is non-negative), and Kuczyński–Woźniakowski (1992)
+bound the chance that k steps from a random start underestimate λ_1 by a factor 1 − ε by
+1.648·√n·e^{−√ε(2k−1)}.
 
 A matrix is **decided** here where its SVD path's verdict is proven (σ_n > tol or σ_n ≤ tol certainly, with
 tol's own bounds and the SVD's σ̂ slack: :func:`condcli.spectra.certify.kappa_bounds`) and the value is tight:
@@ -94,7 +101,7 @@ def brackets(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tensor:
     n = int(x.shape[-1])
     flat = x.reshape(-1, n, n)
     fro2 = torch.linalg.vector_norm(flat, dim=(-2, -1)).square()
-    s1_lo, s1_hi = _sigma_1(flat)
+    s1_lo, s1_hi = _sigma_1(flat, fro2)
     sn_hi = _sigma_k_above(flat, fro2)
     sn_lo = torch.zeros_like(sn_hi)
     rest = ~_floored(sn_hi, _tolerance(fro2, s1_hi, n, machine_eps(capture_dtype) / 2))
@@ -106,8 +113,9 @@ def brackets(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tensor:
     return out.reshape(*lead, 5)
 
 
-def _sigma_1(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(lower, upper) bounds on σ_1 of non-negative matrices (B, n, n) (the module docstring)."""
+def _sigma_1(x: torch.Tensor, fro2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(lower, upper) bounds on σ_1 of non-negative matrices (B, n, n) with ‖x‖_F² ``fro2`` (the module
+    docstring)."""
     n = x.shape[-1]
 
     def gram(v: torch.Tensor) -> torch.Tensor:
@@ -117,23 +125,24 @@ def _sigma_1(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     ritz = top_ritz(gram, start, TOP_STEPS, (1e-8, 1e-2))
     y = ritz.vectors[:, :, :1]
     y = y * torch.where(y.sum((-2, -1), keepdim=True) < 0, -1.0, 1.0)
-    pair = _pair(x, x @ y, y)  # u = Py damps y's error along v_j by σ_j/σ_1
-    # Collatz–Wielandt from |y| and power steps (proven), and Kato–Temple on (α, ∞), α ≥ σ_2 (Krylov)
-    v = y.clamp_min(0)
-    v = v.clamp_min(1e-30 * v.amax(-2, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny))
-    for _ in range(POWER_STEPS):
-        v = gram(v)
-        v = v / v.amax(-2, keepdim=True)
-    w = gram(v)
-    collatz = ((w / v).amax((-2, -1)) * (1 + 2 * (2 * n + 2) * _U)).sqrt() * (1 + EPS64)
+    pair = _pair(x, x @ y, y, fro2)  # u = Py damps y's error along v_j by σ_j/σ_1
+    # Kato–Temple on (α, ∞), α ≥ σ_2 (Krylov); Collatz–Wielandt (proven) where that is not tight
     alpha = (ritz.values[:, 1] + ritz.residuals[:, 1]).clamp_min(0).sqrt() * (1 + 1e-6)
     if n == 1:
         alpha = torch.zeros_like(alpha)
     gap = pair.rho - pair.delta - alpha
     temple = pair.rho + pair.delta + (pair.eps + pair.delta).square() / gap
-    temple = torch.where((gap > 0) & torch.isfinite(temple), temple, torch.inf)
-    upper = torch.minimum(collatz, temple)
+    upper = torch.where((gap > 0) & torch.isfinite(temple), temple, torch.inf)
     lower = torch.maximum(pair.norm_p, pair.norm_pt) - pair.delta
+    if not bool((upper <= lower * (1 + RTOL / 4)).all()):
+        v = y.clamp_min(0)
+        v = v.clamp_min(1e-30 * v.amax(-2, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny))
+        for _ in range(POWER_STEPS):
+            v = gram(v)
+            v = v / v.amax(-2, keepdim=True)
+        w = gram(v)
+        collatz = ((w / v).amax((-2, -1)) * (1 + 2 * (2 * n + 2) * _U)).sqrt() * (1 + EPS64)
+        upper = torch.minimum(collatz, upper)
     good = torch.isfinite(upper) & torch.isfinite(lower)
     return torch.where(good, lower, 0.0), torch.where(good, upper, torch.inf)
 
@@ -149,9 +158,10 @@ class _Pair:
     delta: torch.Tensor  # the rounding of all of these, at most
 
 
-def _pair(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> _Pair:
+def _pair(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, fro2: torch.Tensor | None = None) -> _Pair:
     """The certificate's quantities for the left and right vectors ``u``, ``v`` (B, n, 1), normalised here
-    (the module docstring)."""
+    (the module docstring). With ``fro2`` (‖x‖_F²), ‖P|v̄|‖ and ‖Pᵀ|ū|‖ are bounded by ‖P‖_F instead of
+    computed: two products fewer, as tight as needed next to σ_1."""
     n = x.shape[-1]
     u = u / torch.linalg.vector_norm(u, dim=(-2, -1), keepdim=True)
     v = v / torch.linalg.vector_norm(v, dim=(-2, -1), keepdim=True)
@@ -162,9 +172,12 @@ def _pair(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> _Pair:
     norm_a = torch.linalg.vector_norm(a, dim=(-2, -1))
     norm_b = torch.linalg.vector_norm(b, dim=(-2, -1))
     gamma = n * _U / (1 - n * _U)
-    spread = torch.linalg.vector_norm(x @ v.abs(), dim=(-2, -1)) + torch.linalg.vector_norm(
-        x.mT @ u.abs(), dim=(-2, -1)
-    )
+    if fro2 is not None:
+        spread = 2 * fro2.sqrt()
+    else:
+        spread = torch.linalg.vector_norm(x @ v.abs(), dim=(-2, -1)) + torch.linalg.vector_norm(
+            x.mT @ u.abs(), dim=(-2, -1)
+        )
     delta = gamma * spread + 4 * (n + 2) * _U * (norm_a + norm_b)
     return _Pair(rho, ((r1.square() + r2.square()) / 2).sqrt(), norm_a, norm_b, delta)
 
