@@ -21,6 +21,15 @@ from tests.helpers import np_kappa
 FAST = ["--max-samples", "2", "--batch-size", "2"]
 AGG_KEYS = {"median", "mean", "min", "max", "per_sample", "inf_count"}
 FLOOR_KEYS = {"floor_count", "floor", "per_sample_floor", "rel_uncertainty"}
+CEILING_KEYS = {"ceiling_count", "ceiling", "per_sample_ceiling", "zero_count", "per_sample_zero", "reason"}
+BAND_MARKS = {
+    "resolution",
+    "unresolved_from",
+    "zero_from",
+    "unresolved_count",
+    "zero_count",
+    "unresolved_reason",
+}
 
 
 def test_json_has_every_spec_key(cli_json: Callable[..., dict[str, Any]]) -> None:
@@ -31,12 +40,15 @@ def test_json_has_every_spec_key(cli_json: Callable[..., dict[str, Any]]) -> Non
     assert {"lambda", "dtype", "device", "seed"} <= set(r["settings"])
     e = r["embedding"]
     for key in ("kappa_conditioned", "kappa_corrected", "sigma_max", "sigma_min", "numerical_rank"):
-        assert set(e[key]) == AGG_KEYS, key
+        marks = (
+            CEILING_KEYS if key == "sigma_min" else set()
+        )  # 0 or "< tol" (docs/math.md#spectra-below-resolution)
+        assert set(e[key]) == AGG_KEYS | marks, key
     # κ(X) may be a floor (docs/math.md#spectra): marked per sample
     assert set(e["kappa"]) == AGG_KEYS | FLOOR_KEYS
     assert isinstance(e["below_precision"], int) and e["where"] == "pos_drop"
     for key in ("spectrum", "spectrum_conditioned"):
-        assert set(e[key]) == {"median", "p10", "p90"} and len(e[key]["median"]) == 65
+        assert set(e[key]) == {"median", "p10", "p90", *BAND_MARKS} and len(e[key]["median"]) == 65
     assert len(r["layers"]) == r["model"]["num_layers"] == 6
     for layer in r["layers"]:
         assert {"index", "name", "kappa", "kappa_attn_input", "kappa_wq", "kappa_wk", "kappa_wv"} <= set(

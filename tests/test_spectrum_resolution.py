@@ -204,3 +204,74 @@ def test_ceiling_statistics() -> None:
     b = aggregate([0.0, 2e-15], ceilings=[False, True], zeros=[True, False])
     assert not b.is_ceiling("min") and b.is_ceiling("max") and b.is_ceiling("median")
     assert b.to_json()["zero_count"] == 1 and b.to_json()["ceiling"]["max"] is True
+
+
+def test_a_sigma_min_below_resolution_is_less_than_tol_with_its_reason() -> None:
+    """A float32 X whose second token is twice its first (rows distinct, rank k − 1): σ_k lies below
+    tol = u·‖X‖_F, so σ_min is reported as tol, only a ceiling ("< tol"), and the spectrum's last entry is
+    null. Reference: float64 NumPy of the X the model computed (recorded by the hook that scales the row)."""
+    from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
+    from condcli.cli.spectrum_table import sigma_stat
+    from condcli.html.sections_spectrum import sigma_cell
+    from condcli.inputs.batches import InputSpec, stream
+    from condcli.loading.sources import LoadOptions, load
+    from tests.recording import replay
+
+    loaded = load("vit-plain", LoadOptions(device="cpu"))
+    batches = list(stream(loaded.preprocessing, InputSpec(max_samples=3, batch_size=3)))
+    seen: list[torch.Tensor] = []
+
+    def double_first(m: object, a: object, o: torch.Tensor) -> torch.Tensor:
+        out = torch.cat([o[:, :1], 2 * o[:, :1], o[:, 2:]], 1) if o.shape[0] else o
+        seen.append(out.detach().clone())
+        return out
+
+    handle = loaded.model.pos_drop.register_forward_hook(double_first)
+    try:
+        report = analyse_spectrum(loaded, replay(batches), SpectrumOptions(lam=10.0, layers=[]), "test")
+    finally:
+        handle.remove()
+    X = next(x for x in seen if x.shape[0]).double().numpy()
+    tol = np.array([np.finfo(np.float32).eps / 2 * np.linalg.norm(x) for x in X])
+    s = np.linalg.svd(X, compute_uv=False)
+    assert (s[:, -1] < tol).all() and (s[:, -2] > tol).all()
+    e = report.embedding
+    assert e.repeated_rows_samples == () and e.below_precision_samples == (0, 1, 2)
+    np.testing.assert_allclose(e.sigma_min.per_sample, tol, rtol=1e-9)
+    assert e.sigma_min.per_sample_ceiling == (True,) * 3 and e.sigma_min.zero_count == 0
+    assert all(e.sigma_min.is_ceiling(q) for q in ("median", "mean", "min", "max"))
+    data = json.loads(json.dumps(report.to_json()))["embedding"]
+    assert (
+        data["sigma_min"]["reason"] == "< tol in 3/3 samples: below float32 resolution (σ_k ≤ tol = u·‖X‖_F)"
+    )
+    assert sigma_stat(e.sigma_min, "median").startswith("< ")
+    assert sigma_cell(data["sigma_min"], "max").text.startswith("< ")
+    band = data["spectrum"]
+    k = s.shape[1]
+    assert band["resolution"] == pytest.approx(float(tol.max()), rel=1e-9)
+    assert band["unresolved_from"] == k - 1 and band["zero_from"] is None
+    assert [band[q][-1] for q in ("median", "p10", "p90")] == [None] * 3
+    np.testing.assert_allclose(band["median"][:-1], np.median(s, 0)[:-1], rtol=1e-6)
+    assert band["unresolved_reason"] == f"1 below resolution (σ_i ≤ {float(tol.max()):.2g})"
+
+
+def test_an_invisible_band_is_neither_drawn_nor_listed() -> None:
+    """Issue 41: a p10–p90 band that hides under its line (X + λ·I_k of ViT-B) has no legend entry; one
+    wide enough to see (X) keeps it."""
+    from condcli.figures.spectrum import spectrum as described
+
+    k = 20
+    x = [10.0 ** (-i / 5) for i in range(k)]
+    emb = {
+        "kappa": {"median": 151.0},
+        "kappa_conditioned": {"median": 2.2},
+        "spectrum": {"median": x, "p10": [v / 1.3 for v in x], "p90": [v * 1.3 for v in x]},
+        "spectrum_conditioned": {
+            "median": [10.0] * k,
+            "p10": [10.0 / 1.001] * k,
+            "p90": [10.0 * 1.001] * k,
+        },
+    }
+    panel = described({"embedding": emb, "settings": {"lambda": 10.0}}).panel(0)
+    assert [e for e in panel.legend_entries() if "p10" in e] == ["σ_i(X): p10–p90"]
+    assert panel.x.range == (1.0, float(k))

@@ -330,7 +330,7 @@ def resolved_band(
     keyed = np.where(measured, table, np.where(zeros, -2.0, -1.0))
     keyed[~present] = np.nan
     stats = np.nanpercentile(keyed, [50, 10, 90], axis=0)
-    out = []
+    out: list[tuple[float, ...]] = []
     for q, values in zip((50, 10, 90), stats, strict=True):
         h = (count - 1) * q / 100
         lo, hi = np.floor(h), np.ceil(h)
@@ -338,7 +338,8 @@ def resolved_band(
         exact = zeros.sum(0)
         v = np.where(lo >= unresolved, values, np.where(hi < exact, 0.0, np.nan))
         out.append(tuple(v.tolist()))
-    return SpectrumBand(*out, tuple(count.tolist()), float(resolution), reason)
+    med, p10, p90 = out
+    return SpectrumBand(med, p10, p90, tuple(count.tolist()), float(resolution), reason)
 
 
 def spectrum_band(
@@ -391,9 +392,9 @@ class ScalarStream:
         ``ceilings`` and ``zeros`` mark the values only ceilings and those exactly 0 (default: none)."""
         values = _floats(batch)
         self._chunks.append(values)
-        for marks, given in ((self._ceilings, ceilings), (self._zeros, zeros)):
-            if marks is not None:
-                marks.append(
+        for kept, given in ((self._ceilings, ceilings), (self._zeros, zeros)):
+            if kept is not None:
+                kept.append(
                     np.zeros(values.size, bool) if given is None else np.asarray(_bools(given, values.size))
                 )
         if self._floors is not None:
