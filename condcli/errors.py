@@ -69,6 +69,17 @@ class UsageError(CondcliError):
     exit_code = 2
 
 
+class ParameterTypeError(UsageError, TypeError):
+    """A parameter of the wrong type (``device=5``, ``layers=3.5``): a :class:`UsageError` (exit 2 in the CLI)
+    that is also the ``TypeError`` a Python caller expects."""
+
+
+def a_type(value: object) -> str:
+    """``value``'s type for an error: "an int", "a str", "a DataLoader"."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 class InputError(CondcliError):
     """The data given to condcli (a matrix, a file, a model) is unusable."""
 

@@ -27,10 +27,12 @@ def offline() -> Iterator[None]:
 @pytest.fixture(autouse=True, scope="session")
 def reports_match_schema() -> Iterator[None]:
     """Every report a test writes (--json, --out's report.json, report.save()) goes through
-    :func:`condcli.cli.output.report_json`: it is validated there against the shipped JSON Schema, so a key
-    added without the schema fails the test that wrote it. Each distinct report text is checked once."""
+    :func:`condcli.writing.report_files.report_json` (the CLI's --json through its name in
+    :mod:`condcli.cli.output`): it is validated there against the shipped JSON Schema, so a key added without
+    the schema fails the test that wrote it. Each distinct report text is checked once."""
     from condcli.cli import output
     from condcli.reports.schema import problems
+    from condcli.writing import report_files
 
     original = output.report_json
     seen: set[int] = set()
@@ -48,6 +50,7 @@ def reports_match_schema() -> Iterator[None]:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(output, "report_json", checked)
+        mp.setattr(report_files, "report_json", checked)
         yield
 
 

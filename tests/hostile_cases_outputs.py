@@ -398,6 +398,21 @@ CASES: list[Hostile] = [
         0,
         "wrote",
     ),
+    # --out and --csv into one folder: one folder, the report kept (issue 38, item 2); the user's files stay
+    Hostile(
+        "out-out-and-csv-one-folder",
+        (*SPECTRUM, "--layers", "0", "--no-conditioned", "--out", "o", "--csv", "./o"),
+        0,
+        "o/report.html",
+        files({"o/notes.txt": "the user's"}),
+    ),
+    Hostile(
+        "out-csv-beside-a-users-report",
+        (*SPECTRUM, "--layers", "none", "--no-conditioned", "--csv", "o"),
+        0,
+        "o/samples.csv",
+        files({"o/report.json": "{}", "o/report.html": "mine"}),
+    ),
 ]
 CASES += [
     Hostile(f"out-report-{name}", ("report", *argv), code, says, files(content), watch=(os.devnull,))

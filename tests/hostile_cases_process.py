@@ -80,6 +80,14 @@ CASES: list[Hostile] = [
         "memory",
         memory_gib=4,
     ),
+    # a limit no value of the metric can pass says what the metric is (issue 38, item 8): a sink score is an
+    # attention mass in [0, 1], not a condition number
+    Hostile(
+        "gate-max-sink-negative", (*CHECK, "--max-sink", "-0.1"), 2, "sink is never below 0 (it lies between"
+    ),
+    Hostile(
+        "gate-max-kappa-below-1", (*CHECK, "--max-kappa", "0.5"), 2, "a condition number is never below 1"
+    ),
     # 14. a baseline value no metric can take: malformed (exit 2), not a regression (exit 1)
     Hostile("gate-baseline-kappa-minus-5", BASE, 2, "embedding.kappa.median is -5", baseline(report([-5.0]))),
     Hostile("gate-baseline-kappa-below-1", BASE, 2, "is never below 1", baseline(report([0.25]))),

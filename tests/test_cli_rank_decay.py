@@ -142,11 +142,18 @@ def test_out_equals_json_and_a_failure_while_writing_leaves_no_file(
     assert result.exit_code == 0, result.output
     assert json.loads((out / "report.json").read_text()) == json.loads(result.stdout)
 
-    def broken(report: Any, folder: Path, fmt: str) -> list[Path]:
-        (folder / "rank_decay.png").write_bytes(b"half")
-        raise RuntimeError("disk full")
+    from condcli.writing import report_files
 
-    monkeypatch.setattr(plots, "rank_decay_plots", broken)
+    def broken(
+        report: Any, fmt: str, title: bool = True, style: str = "default"
+    ) -> Callable[[Path], list[Path]]:
+        def write(folder: Path) -> list[Path]:
+            (folder / "rank_decay.png").write_bytes(b"half")
+            raise RuntimeError("disk full")
+
+        return write
+
+    monkeypatch.setattr(report_files, "plots_writer", broken)
     again = tmp_path / "again"
     result = cli("rank-decay", "vit-plain", *FAST, "--layers", "-1", "--out", str(again))
     assert result.exit_code != 0

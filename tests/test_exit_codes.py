@@ -29,7 +29,12 @@ def raising(error: BaseException) -> object:
     [
         (KeyboardInterrupt(), 130, "error: interrupted"),
         (Stopped(signal.SIGTERM), 143, "error: terminated"),
-        (MemoryError(), 2, "error: out of memory — analyse less at once: a smaller --batch-size or"),
+        (
+            MemoryError(),
+            2,
+            "error: out of memory while running condcli spectrum — analyse less at once: a smaller"
+            " --batch-size or",
+        ),
         (
             RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory"),
             2,

@@ -102,6 +102,6 @@ def writer(files: dict[str, bytes]) -> Writer:
 def test_a_folder_of_its_own_names_only_its_stale_files(tmp_path: Path) -> None:
     """OutputDir(only_own=True), as --csv: the earlier manifest's other files stay, listed again."""
     OutputDir(tmp_path, ("report.json", "a.csv")).write(writer({"report.json": b"r", "a.csv": b"a"}))
-    OutputDir(tmp_path, ("a.csv", "b.csv"), option="--csv", only_own=True).write(writer({"b.csv": b"b"}))
+    OutputDir(tmp_path, ("a.csv", "b.csv"), param="csv", only_own=True).write(writer({"b.csv": b"b"}))
     assert contents(tmp_path).keys() == {"report.json", "b.csv", MANIFEST}
     assert manifest(tmp_path) == {"report.json", "b.csv"}

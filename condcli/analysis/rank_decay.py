@@ -4,7 +4,8 @@ all batches (docs/math.md#rank-decay)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -20,6 +21,9 @@ from condcli.loading.sources import LoadedModel
 from condcli.reports.rank import RankDecayReport
 from condcli.reports.spectrum import ConditionedForward
 
+if TYPE_CHECKING:
+    from condcli.analysis.runs import RunOptions
+
 
 @dataclass(frozen=True)
 class RankDecayOptions:
@@ -29,6 +33,49 @@ class RankDecayOptions:
     layers: Sequence[int] | None = None  # None: all layers
     heads: bool = False  # per-head detail
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """Checked here, once, for the CLI and the API alike (errors name the parameters)."""
+        from condcli.analysis.common import check_lambda
+        from condcli.errors import ParameterTypeError
+
+        if self.index is not None and (isinstance(self.index, bool) or not isinstance(self.index, int)):
+            raise ParameterTypeError(f"`index={self.index!r}` is not an integer", "e.g. `index=49`")
+        check_index(self.index)
+        if self.layers is not None and len(self.layers) == 0:
+            raise UsageError(
+                "`layers=none` leaves no attention to analyse", "give all, or indices such as 0,-1"
+            )
+        check_lambda(self.lam, "conditioned" if self.conditioned else "lam")
+
+    @classmethod
+    def check_run(cls, run: RunOptions, index: int | None, conditioned: float | None) -> RunOptions:
+        """``run`` with the λ of a rank-decay run, every option checked before any work: ``conditioned``
+        (the λ of the conditioned forward) sets κ(X + λ·I_k)'s λ too, so a different ``lam`` is refused.
+        After loading, the run's options are ``cls(lam=setup.lam, …)``."""
+        from condcli.analysis.common import check_lambda
+        from condcli.errors import ParameterTypeError
+
+        if conditioned is not None and (
+            isinstance(conditioned, bool) or not isinstance(conditioned, (int, float))
+        ):
+            raise ParameterTypeError(
+                f"`conditioned={conditioned!r}` is not a number", "e.g. `conditioned=10`"
+            )
+        lam = None if conditioned is None else check_lambda(conditioned, "conditioned")
+        if lam is not None and run.lam is not None and lam != run.lam:
+            raise UsageError(
+                f"`conditioned={lam:g}` and `lam={run.lam:g}` disagree",
+                "give one λ: `conditioned=λ` sets both the conditioned forward and κ(X + λ·I_k)",
+            )
+        given = lam if lam is not None else run.lam
+        cls(
+            lam=0.0 if given is None else given,
+            conditioned=lam is not None,
+            index=index,
+            layers=run.layer_choice(),
+        )
+        return replace(run, lam=given)
 
 
 def _observable(loaded: LoadedModel, chosen: list[int]) -> tuple[list[int], list[str]]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from condcli.errors import UsageError
+from condcli.errors import ParameterTypeError, UsageError, a_type
 from condcli.inputs.batches import InputSpec
 from condcli.loading.sources import LoadOptions
 
@@ -36,6 +36,49 @@ def check_seed(seed: int) -> int:
     if not 0 <= seed <= MAX_SEED:
         raise UsageError(f"`seed` must be between 0 and {MAX_SEED} (2^32 − 1), got {seed}", "e.g. `seed=0`")
     return seed
+
+
+# field → (what it must be, a check of the value's type); None is allowed where the default is None
+_TYPES: dict[str, tuple[str, Callable[[object], bool]]] = {
+    "model": ("a MODEL string", lambda v: isinstance(v, str)),
+    "model_args": (
+        "a list of key=value strings",
+        lambda v: isinstance(v, Sequence) and not isinstance(v, str) and all(isinstance(a, str) for a in v),
+    ),
+    "weights": ("pretrained or random", lambda v: isinstance(v, str)),
+    "checkpoint": ("a path", lambda v: isinstance(v, os.PathLike)),
+    "adapter": ("a path", lambda v: isinstance(v, os.PathLike)),
+    "seed": ("an integer", lambda v: _integer(v)),
+    "images": ("a path", lambda v: isinstance(v, os.PathLike)),
+    "text": ("a path", lambda v: isinstance(v, os.PathLike)),
+    "max_samples": ("an integer", lambda v: _integer(v)),
+    "batch_size": ("an integer", lambda v: _integer(v)),
+    "lam": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+    "layers": ("all, none or indices such as 0,3,-1", lambda v: isinstance(v, str)),
+    "device": ("auto, cpu, cuda or cuda:N", lambda v: isinstance(v, str)),
+    "device_map": ("auto, balanced, balanced_low_0 or sequential", lambda v: isinstance(v, str)),
+    "max_memory": ("budgets such as GPU0=20GiB,cpu=60GiB", lambda v: isinstance(v, str)),
+    "dtype": ("float32, float64, float16 or bfloat16", lambda v: isinstance(v, str)),
+    "trust_remote_code": ("True or False", lambda v: isinstance(v, bool)),
+    "as_json": ("True or False", lambda v: isinstance(v, bool)),
+}
+
+
+def _integer(value: object) -> bool:
+    import numbers
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_types(run: RunOptions) -> None:
+    """Each field of ``run`` of its type (:class:`UsageError` naming the parameter otherwise); the values
+    themselves are checked where they are used."""
+    for name, (what, ok) in _TYPES.items():
+        value = getattr(run, name)
+        if value is None and name not in ("seed", "batch_size", "device", "trust_remote_code", "as_json"):
+            continue
+        if not ok(value):
+            raise ParameterTypeError(f"`{name}={value!r}` is {a_type(value)}, not {what}", f"give {what}")
 
 
 def parse_layers(text: str) -> list[int] | None:
@@ -78,7 +121,9 @@ class RunOptions:
     as_json: bool = False  # the JSON report on stdout and nothing else there
 
     def __post_init__(self) -> None:
+        check_types(self)  # each field as its parameter: `device=5` is one line, not an AttributeError later
         check_seed(self.seed)  # before any work: torch, NumPy and random would each fail differently later
+        self.layer_choice()
 
     def load_options(self) -> LoadOptions:
         """How to load MODEL (``weights`` checked here)."""

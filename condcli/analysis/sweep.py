@@ -62,6 +62,51 @@ class SweepOptions:
     seed: int = 0
     lam: float | None = None  # λ of the embedding section's κ(X + λI_k); None: the model's own, else 10
 
+    def __post_init__(self) -> None:
+        """Checked here, once, for the CLI and the API alike (errors name the parameters)."""
+        from condcli.errors import ParameterTypeError
+
+        if isinstance(self.target_kappa, bool) or not isinstance(self.target_kappa, (int, float)):
+            raise ParameterTypeError(
+                f"`target_kappa={self.target_kappa!r}` is not a number", "e.g. `target_kappa=2`"
+            )
+        object.__setattr__(self, "target_kappa", check_target(self.target_kappa))
+        if not self.lambdas:
+            raise UsageError("`lambdas` is empty", "e.g. `lambdas=1,2,5,10`")
+        _check_lambdas(self.lambdas, "lambdas")
+
+    @classmethod
+    def asked(
+        cls,
+        value_range: tuple[float, float] | None,
+        steps: int | None,
+        lambdas: Sequence[float] | None,
+        target_kappa: float,
+        layers: Sequence[int] | None,
+        seed: int = 0,
+        lam: float | None = None,
+    ) -> SweepOptions:
+        """The options of a sweep as asked (the grid of ``value_range``/``steps`` or ``lambdas``), checked
+        before any work; after loading, ``layers`` and ``lam`` become the model's (``replace``)."""
+        from condcli.errors import ParameterTypeError
+
+        numbers = [*(value_range or ()), *(lambdas or ())]
+        if value_range is not None and (isinstance(value_range, str) or len(value_range) != 2):
+            raise ParameterTypeError(
+                f"`value_range={value_range!r}` is not two numbers", "e.g. `value_range=(1, 20)`"
+            )
+        if isinstance(lambdas, str) or any(
+            isinstance(v, bool) or not isinstance(v, (int, float)) for v in numbers
+        ):
+            name = "lambdas" if lambdas is not None else "value_range"
+            raise ParameterTypeError(
+                f"`{name}` holds something other than numbers", "e.g. `lambdas=[1, 2, 5, 10]`"
+            )
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)):
+            raise ParameterTypeError(f"`steps={steps!r}` is not an integer", "e.g. `steps=20`")
+        grid = lambda_grid(value_range, steps, None if lambdas is None else [float(v) for v in lambdas])
+        return cls(lambdas=grid, target_kappa=target_kappa, layers=layers, seed=seed, lam=lam)
+
 
 def _check_lambdas(values: Sequence[float], param: str) -> None:
     shown = (" " if param == "value_range" else ",").join(f"{v:g}" for v in values)

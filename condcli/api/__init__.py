@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from condcli.analysis.runs import RunOptions, RunSetup, Watch
-from condcli.errors import UsageError
+from condcli.errors import ParameterTypeError, UsageError, a_type
 
 if TYPE_CHECKING:
     from torch import nn
@@ -60,6 +60,7 @@ def _run(
     """The run's :class:`RunOptions` (what the CLI's options make) and the inputs given as objects."""
     from condcli.api.live import layers_text, split_inputs
 
+    _check_model(model, "model")
     paths, given = split_inputs(inputs)
     extra = dict(options)
     if isinstance(extra.get("model_args"), Mapping):  # {"depth": 2} as the CLI's key=value JSON literals
@@ -98,6 +99,33 @@ def _run(
     return run, given
 
 
+def _check_model(model: Any, param: str) -> None:
+    """``model`` is None, a MODEL string (or path) or an ``nn.Module``: else a :class:`UsageError`."""
+    import os
+
+    if model is None or isinstance(model, (str, os.PathLike)) or _is_module(model):
+        return
+    raise ParameterTypeError(
+        f"`{param}` is {a_type(model)}",
+        "give a MODEL string (a sample, a folder, hf:ID, a timm name) or an nn.Module",
+    )
+
+
+def _check_report_or_model(value: Any, param: str) -> None:
+    """``value`` is something check and compare read: a report (object, dict or report.json path), a MODEL
+    string or an ``nn.Module``, or None."""
+    import os
+
+    from condcli.reports.views import ReportViews
+
+    if value is None or isinstance(value, (str, os.PathLike, Mapping, ReportViews)) or _is_module(value):
+        return
+    raise ParameterTypeError(
+        f"`{param}` is {a_type(value)}",
+        "give a report (a report object, its dict or a report.json path), a MODEL string or an nn.Module",
+    )
+
+
 def _setup(model: Any, run: RunOptions, given: Any, tokenizer: Any, processor: Any) -> RunSetup:
     """The loaded model ready to analyse: ``model`` loaded as the CLI loads MODEL, or the module given."""
     from condcli.analysis.runs import setup_run
@@ -113,7 +141,8 @@ def _setup(model: Any, run: RunOptions, given: Any, tokenizer: Any, processor: A
             )
         setup = setup_run(run, watch=Watch())
     loaded = setup.loaded
-    return with_inputs(setup, None if given is None else stream_of(given, lambda: loaded.preprocessing, run))
+    made = None if given is None else stream_of(given, lambda: loaded.preprocessing, run, lambda: loaded)
+    return with_inputs(setup, made)
 
 
 def spectrum(
@@ -167,15 +196,14 @@ def sweep_lambda(
     """``condcli sweep-lambda``: κ(X + λ·I_k) over ``lambdas`` or ``steps`` points of ``value_range`` (default
     the paper's grid 1…20), its bounds and the smallest λ whose median κ is ≤ ``target_kappa``; ``layers``:
     also follow κ(X_l) of these layers in the conditioned forward."""
-    from condcli.analysis.sweep import SweepOptions, analyse_sweep, check_target, lambda_grid, sweep_layers
+    from dataclasses import replace
 
-    grid = lambda_grid(value_range, steps, None if lambdas is None else [float(v) for v in lambdas])
-    target = check_target(target_kappa)
+    from condcli.analysis.sweep import SweepOptions, analyse_sweep, sweep_layers
+
     run, given = _run(model, inputs, layers, lam, device, dtype, max_samples, batch_size, seed, options)
-    chosen = run.layer_choice()
+    asked = SweepOptions.asked(value_range, steps, lambdas, target_kappa, run.layer_choice(), run.seed)
     setup = _setup(model, run, given, tokenizer, processor)
-    followed = sweep_layers(setup.loaded, chosen)
-    spec = SweepOptions(lambdas=grid, target_kappa=target, layers=followed, seed=run.seed, lam=setup.lam)
+    spec = replace(asked, layers=sweep_layers(setup.loaded, asked.layers), lam=setup.lam)
     return setup.analyse("sweep-lambda", analyse_sweep, spec)
 
 
@@ -199,19 +227,18 @@ def rank_decay(
     """``condcli rank-decay``: the singular values and cumulative spectra of P per layer (and head, with
     ``heads``); ``index``: m of c_m (default round(n/4) per layer); ``conditioned``: λ of a conditioned
     forward shown beside the plain one."""
-    from condcli.analysis.common import check_lambda
     from condcli.analysis.rank_decay import RankDecayOptions, analyse_rank_decay
-    from condcli.analysis.rank_layers import check_index
 
-    check_index(index)
-    lam = None if conditioned is None else check_lambda(conditioned, "conditioned")
-    run, given = _run(model, inputs, layers, lam, device, dtype, max_samples, batch_size, seed, options)
-    chosen = run.layer_choice()
-    if chosen == []:
-        raise UsageError("`layers=none` leaves no attention to analyse", "give all, or indices such as 0,-1")
+    run, given = _run(model, inputs, layers, None, device, dtype, max_samples, batch_size, seed, options)
+    run = RankDecayOptions.check_run(run, index, conditioned)  # the options, checked before any work
     setup = _setup(model, run, given, tokenizer, processor)
     spec = RankDecayOptions(
-        lam=setup.lam, conditioned=lam is not None, index=index, layers=chosen, heads=heads, seed=run.seed
+        lam=setup.lam,
+        conditioned=conditioned is not None,
+        index=index,
+        layers=run.layer_choice(),
+        heads=heads,
+        seed=run.seed,
     )
     return setup.analyse("rank-decay", analyse_rank_decay, spec)
 
@@ -254,6 +281,14 @@ def check(
 
     if "layers" in options:
         options["layers"] = layers_text(options["layers"])
+    _check_report_or_model(report_or_model, "report_or_model")
+    if baseline is not None and not isinstance(baseline, (str, Path, Mapping)):
+        from condcli.reports.views import ReportViews
+
+        if not isinstance(baseline, ReportViews):
+            raise ParameterTypeError(
+                f"`baseline` is {a_type(baseline)}", "give a report, its dict or a report.json path"
+            )
     base = _json_of(baseline, "baseline") if baseline is not None else None
     given = _json_of(report_or_model, "report_or_model")
     where = Path(config) if config is not None else None
@@ -327,6 +362,8 @@ def compare(
 
     if "layers" in options:
         options["layers"] = layers_text(options["layers"])
+    _check_report_or_model(a, "a")
+    _check_report_or_model(b, "b")
     # a module, a report or inputs given as objects: each model side is analysed here, then compared as
     # reports; two MODEL strings go to gate.compare as the CLI's do
     mixed = inputs is not None or any(s is not None and not isinstance(s, str) for s in (a, b))

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from condcli.analysis.runs import RunOptions, RunSetup, Watch
-from condcli.errors import InputError, UsageError
+from condcli.errors import InputError, ParameterTypeError, UsageError
 
 if TYPE_CHECKING:
     from condcli.inputs.batches import Batch, InputStream, Preprocessing
@@ -96,7 +96,13 @@ def _given_preprocessing(loaded: LoadedModel, tokenizer: Any, processor: Any) ->
             "pass the model's own tokenizer or processor, or ready `inputs`",
         )
     with tempfile.TemporaryDirectory(prefix="condcli-given-") as folder:
-        given.save_pretrained(folder)
+        try:
+            given.save_pretrained(folder)
+        except Exception as e:  # the object's own code: whatever it raises is about the object given
+            raise UsageError(
+                f"`{param}`: its save_pretrained failed ({type(e).__name__}: {e})",
+                f"pass a transformers {param} that can be saved, or ready `inputs`",
+            ) from e
         pre = hf_preprocessing(folder, loaded.model, loaded.adapter.input_kind)
         pre.describe = pre.describe.replace(folder, f"the `{param}` given")
     return pre
@@ -151,12 +157,26 @@ def path_inputs(inputs: Any) -> dict[str, Path]:
     raise InputError(f"`inputs={inputs}`: no such file or folder", "give a folder of images or a text file")
 
 
-def stream_of(inputs: Any, pre_of: Callable[[], Preprocessing], run: RunOptions) -> Callable[[], InputStream]:
+def stream_of(
+    inputs: Any,
+    pre_of: Callable[[], Preprocessing],
+    run: RunOptions,
+    loaded_of: Callable[[], LoadedModel] | None = None,
+) -> Callable[[], InputStream]:
     """A maker of the stream of ``inputs`` given as objects (texts, a tensor or dict batch, or an iterable of
-    batches); ``max_samples`` and ``batch_size`` apply as to files."""
+    batches); ``max_samples`` and ``batch_size`` apply as to files. Each batch is checked against the model
+    ``loaded_of`` gives (:func:`check_batch`) before it reaches the model."""
     if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(t, str) for t in inputs):
         texts = list(inputs)
+        blank = next((i for i, t in enumerate(texts) if not t.strip()), None)
+        if blank is not None:
+            raise UsageError(
+                f"`inputs` #{blank} is an empty string: there is no token to analyse",
+                "give texts with at least one word, or leave the empty ones out",
+            )
         return lambda: _text_stream(pre_of(), texts, run)
+    if isinstance(inputs, (list, tuple)) and not inputs:
+        raise UsageError("`inputs` is empty", "give at least one text or batch, or None for the default")
     if isinstance(inputs, (torch.Tensor, Mapping)):
         batches: Iterable[Any] = [inputs]
     elif isinstance(inputs, Iterable) and not isinstance(inputs, (str, bytes)):
@@ -168,7 +188,7 @@ def stream_of(inputs: Any, pre_of: Callable[[], Preprocessing], run: RunOptions)
             "give a folder of images, a text file, a list of strings, a tensor batch, a dict of tensors,"
             " or an iterable of batches (a DataLoader)",
         )
-    return lambda: _batch_stream(batches, run)
+    return lambda: _batch_stream(batches, run, None if loaded_of is None else loaded_of())
 
 
 def _text_stream(pre: Preprocessing, texts: list[str], run: RunOptions) -> InputStream:
@@ -214,7 +234,7 @@ def _as_batch(item: Any) -> dict[str, torch.Tensor]:
     )
 
 
-def _batch_stream(batches: Iterable[Any], run: RunOptions) -> InputStream:
+def _batch_stream(batches: Iterable[Any], run: RunOptions, loaded: LoadedModel | None = None) -> InputStream:
     from condcli.inputs.batches import Batch, InputStream
     from condcli.inputs.images import padded_lengths
 
@@ -227,6 +247,8 @@ def _batch_stream(batches: Iterable[Any], run: RunOptions) -> InputStream:
         given = 0
         for item in batches:
             made = _as_batch(item)
+            if loaded is not None:
+                check_batch(made, loaded)
             size = _size(made)
             for start in range(0, size, spec.batch_size):
                 if spec.max_samples is not None and given >= spec.max_samples:
@@ -243,6 +265,76 @@ def _batch_stream(batches: Iterable[Any], run: RunOptions) -> InputStream:
                 given += stop - start
 
     return InputStream("synthetic", "batches given as `inputs`", make)
+
+
+def _forward_names(loaded: LoadedModel) -> set[str] | None:
+    """The keyword arguments the model's forward takes by name; None where it cannot be told (a forward
+    of ``**kwargs``, or an adapter that calls the model its own way)."""
+    import inspect
+
+    model = loaded.adapter.model
+    hf = type(model).__module__.startswith("transformers.")
+    if not hf and loaded.adapter.forward is not None:
+        return None
+    try:
+        params = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if not hf and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None  # a Hugging Face model's **kwargs are options (output_attentions, …), never inputs
+    return {p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD}
+
+
+def _vocabulary(loaded: LoadedModel) -> int:
+    """The number of token ids the model embeds (0: not known)."""
+    get = getattr(loaded.adapter.model, "get_input_embeddings", None)
+    table = get() if callable(get) else None
+    found = getattr(table, "num_embeddings", None)
+    return int(found) if isinstance(found, int) else int(loaded.preprocessing.vocab_size or 0)
+
+
+def check_batch(made: Mapping[str, torch.Tensor], loaded: LoadedModel) -> None:
+    """A batch given in ``inputs`` the model can take: only keyword arguments its forward names, token ids
+    as integers of shape [batch, tokens] inside its vocabulary, pixels with a batch dimension; else one
+    :class:`UsageError` naming `inputs`."""
+    takes = _forward_names(loaded)
+    name = type(loaded.adapter.model).__name__
+    if takes is not None:
+        unknown = sorted(set(made) - takes)
+        if unknown:
+            known = sorted(k for k in takes if k in KIND_OF_KEY or k == "attention_mask")
+            raise UsageError(
+                f"a batch in `inputs` has the key(s) {', '.join(map(repr, unknown))}, which {name}.forward "
+                "does not take",
+                f"name the tensors as its keyword arguments ({', '.join(known or sorted(takes)[:6])})",
+            )
+    ids = made.get("input_ids")
+    if ids is not None:
+        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+            raise UsageError(
+                f"`inputs`: the token ids are {ids.dtype}", "give token ids as an integer tensor"
+            )
+        if ids.ndim != 2:
+            raise UsageError(
+                f"`inputs`: token ids of shape {list(ids.shape)}, where [batch, tokens] was expected",
+                "give a 2-D tensor (one sample: ids.unsqueeze(0))",
+            )
+        vocab = _vocabulary(loaded)
+        low, high = (int(ids.min()), int(ids.max())) if ids.numel() else (0, 0)
+        if low < 0 or (vocab and high >= vocab):
+            bad = low if low < 0 else high
+            raise UsageError(
+                f"`inputs`: token id {bad} is outside the vocabulary of {name} ({vocab} entries: 0 … "
+                f"{vocab - 1})",
+                "give ids that the model's own tokenizer makes",
+            )
+    pixels = made.get("pixel_values")
+    if pixels is not None and pixels.ndim not in (4, 5):
+        raise UsageError(
+            f"`inputs`: pixels of shape {list(pixels.shape)}, where [batch, channels, height, width] was "
+            "expected",
+            "give a 4-D tensor (one image: x.unsqueeze(0))",
+        )
 
 
 def _size(made: Mapping[str, torch.Tensor]) -> int:
@@ -264,9 +356,21 @@ def split_inputs(inputs: Any) -> tuple[dict[str, Path], Any]:
 
 
 def layers_text(layers: str | Sequence[int] | None) -> str | None:
-    """``layers`` as the CLI's text: "all", "none", "0,3,-1"; a list of indices is joined."""
+    """``layers`` as the CLI's text: "all", "none", "0,3,-1"; an index or a list of indices is joined.
+    Anything else (3.5, [1.5], True) is a :class:`UsageError` naming `layers`."""
     if layers is None or isinstance(layers, str):
         return layers
-    if isinstance(layers, int):
-        return str(layers)
-    return ",".join(str(int(i)) for i in layers) if layers else "none"
+    if _index(layers):
+        return str(int(layers))  # type: ignore[call-overload]  # an integer (numpy's too)
+    if isinstance(layers, Sequence) and all(_index(i) for i in layers):
+        return ",".join(str(int(i)) for i in layers) if layers else "none"
+    raise ParameterTypeError(
+        f"`layers={layers!r}` is not a choice of layers",
+        "give all, none, an index, or a list of indices such as [0, -1]",
+    )
+
+
+def _index(value: object) -> bool:
+    import numbers
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

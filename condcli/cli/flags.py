@@ -21,6 +21,8 @@ _FLAGS: dict[str, str] = {
     "heads": "--heads",
     "columns": "--columns",
     "csv": "--csv",
+    "out": "--out",
+    "fmt": "--format",
     "weights_only": "--weights-only",
     "wide": "--wide",
     "conditioned": "--conditioned",

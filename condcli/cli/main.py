@@ -27,13 +27,11 @@ from condcli import __version__
 from condcli.cli.examples import EXAMPLES
 from condcli.cli.flags import PARAM_FLAGS
 from condcli.cli.help_format import HelpCommand, HelpGroup, examples, prose
-from condcli.errors import CondcliError, InternalError, Stopped, one_line
+from condcli.errors import CondcliError, InternalError, OutOfMemory, Stopped, is_out_of_memory, one_line
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_STDOUT_CLOSED = 128 + 13  # as a process killed by SIGPIPE
-OUT_OF_MEMORY = (
-    "out of memory — analyse less at once: a smaller --batch-size or --max-samples, or fewer --layers"
-)
+OUT_OF_MEMORY = "out of memory — free memory, or ask for less at once"  # outside a command
 
 app = typer.Typer(
     name="condcli",
@@ -59,6 +57,8 @@ def command(name: str) -> Callable[[F], F]:
     its Examples (:data:`condcli.cli.examples.EXAMPLES`)."""
 
     def register(fn: F) -> F:
+        hint = memory_hint(fn)
+
         @functools.wraps(fn)
         def handled(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -66,6 +66,8 @@ def command(name: str) -> Callable[[F], F]:
             except CondcliError as e:
                 if _state["debug"]:
                     traceback.print_exc()
+                if isinstance(e, OutOfMemory) and e.hint is None:  # the options of this command that help
+                    e = OutOfMemory(e.doing, hint(cuda=False))
                 raise typer.Exit(_fail(Console(stderr=True), error_line(e), e.exit_code)) from None
             # typer would turn these into a silent exit 130, a blank line and "aborted", a silent exit 1
             except KeyboardInterrupt:
@@ -73,9 +75,15 @@ def command(name: str) -> Callable[[F], F]:
             except EOFError as e:
                 raise typer.Exit(_unexpected(Console(stderr=True), e)) from None
             except OSError as e:
-                if not stdout_closed(e):
+                if stdout_closed(e):
+                    raise typer.Exit(_silence_stdout()) from None
+                if not is_out_of_memory(e):
                     raise
-                raise typer.Exit(_silence_stdout()) from None
+                raise typer.Exit(_out_of_memory(e, name, hint)) from None
+            except Exception as e:
+                if not is_out_of_memory(e):
+                    raise
+                raise typer.Exit(_out_of_memory(e, name, hint)) from None
 
         app.command(
             name,
@@ -86,6 +94,32 @@ def command(name: str) -> Callable[[F], F]:
         return fn
 
     return register
+
+
+def memory_hint(fn: Callable[..., Any]) -> Callable[..., str]:
+    """What helps a command that ran out of memory, from the options it has (``weights`` has no
+    --batch-size): ``hint(cuda=…)`` is the line's hint."""
+    import inspect
+
+    names = set(inspect.signature(fn).parameters)
+    smaller = [PARAM_FLAGS[n] for n in ("batch_size", "max_samples") if n in names]
+    parts = [f"a smaller {' or '.join(smaller)}"] if smaller else []
+    parts += ["fewer --layers"] if "layers" in names else []
+    text = f"analyse less at once: {', or '.join(parts)}" if parts else "free memory, or ask for less at once"
+
+    def hint(cuda: bool) -> str:
+        return text + (" (or --device cpu)" if cuda and "device" in names else "")
+
+    return hint
+
+
+def _out_of_memory(error: BaseException, name: str, hint: Callable[..., str]) -> int:
+    """Out of memory inside command ``name``: one line, exit 2 (not a bug), the traceback kept for --debug."""
+    if _state["debug"]:
+        traceback.print_exception(error)
+    cuda = type(error).__name__ == "OutOfMemoryError"
+    line = error_line(OutOfMemory(f"running condcli {name}", hint(cuda=cuda)))
+    return _fail(Console(stderr=True), line, EXIT_USAGE)
 
 
 def _version(value: bool) -> None:
@@ -156,10 +190,9 @@ def _silence_stdout() -> int:
 
 
 def out_of_memory(error: BaseException) -> bool:
-    """A MemoryError, torch's OutOfMemoryError (CUDA) or its CPU allocator's failure."""
-    if isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError":
-        return True
-    return isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+    """A MemoryError, torch's OutOfMemoryError (CUDA), its CPU allocator's failure, … (see
+    :func:`condcli.errors.is_out_of_memory`)."""
+    return is_out_of_memory(error)
 
 
 def _unexpected(console: Console, error: BaseException) -> int:

@@ -54,36 +54,20 @@ def rank_decay_command(
     style: f.Style = "default",
 ) -> None:
     """Singular values and normalized cumulative spectra of P per layer, head and sample, with charts."""
-    from dataclasses import replace
-
-    from condcli.analysis.common import check_lambda
     from condcli.analysis.rank_decay import RankDecayOptions, analyse_rank_decay
-    from condcli.analysis.rank_layers import check_index
     from condcli.cli.output import emit, outputs
     from condcli.cli.rank_table import render
     from condcli.cli.tables import stdout_console
-    from condcli.errors import UsageError
 
-    check_index(index)
-    if conditioned is not None:  # checked here, so that the error names --conditioned, not --lambda
-        conditioned = check_lambda(conditioned, "conditioned")
-    chosen = run.layer_choice()
-    if chosen == []:
-        raise UsageError("--layers none leaves no attention to analyse", "give all, or indices such as 0,-1")
-    lam = run.lam
-    if conditioned is not None and lam is not None and conditioned != lam:
-        raise UsageError(
-            f"--conditioned {conditioned:g} and --lambda {lam:g} disagree",
-            "give one λ: --conditioned λ sets both the conditioned forward and κ(X + λ·I_k)",
-        )
+    run = RankDecayOptions.check_run(run, index, conditioned)  # the options, checked before any work
     fmt = o.plot_format(fmt)
     files = outputs("rank-decay", out, csv, run.input_paths(), fmt)  # before any work
-    setup = o.setup_run(replace(run, lam=conditioned if conditioned is not None else lam))
+    setup = o.setup_run(run)
     options = RankDecayOptions(
         lam=setup.lam,
         conditioned=conditioned is not None,
         index=index,
-        layers=chosen,
+        layers=run.layer_choice(),
         heads=heads,
         seed=run.seed,
     )

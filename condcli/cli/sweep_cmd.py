@@ -91,24 +91,20 @@ def sweep_command(
     style: f.Style = "default",
 ) -> None:
     """κ(X + λ·I_k) over a grid of λ: median and p10–p90 over samples, bounds, and the recommended λ."""
-    from condcli.analysis.sweep import SweepOptions, analyse_sweep, check_target, lambda_grid, sweep_layers
+    from dataclasses import replace
+
+    from condcli.analysis.sweep import SweepOptions, analyse_sweep, sweep_layers
     from condcli.cli.output import emit, outputs
     from condcli.cli.sweep_table import render
     from condcli.cli.tables import stdout_console
 
     given = parse_lambdas(lambdas) if lambdas is not None else None
-    grid = lambda_grid(value_range, steps, given)
-    target_value = check_target(target_kappa)
-    chosen = run.layer_choice()
+    asked = SweepOptions.asked(value_range, steps, given, target_kappa, run.layer_choice(), run.seed)
     fmt = o.plot_format(fmt)
     files = outputs("sweep-lambda", out, csv, run.input_paths(), fmt)  # before any work
     setup = o.setup_run(run)
-    chosen = sweep_layers(
-        setup.loaded, chosen
-    )  # out of range / builtin conditioning: before any forward pass
-    options = SweepOptions(
-        lambdas=grid, target_kappa=target_value, layers=chosen, seed=run.seed, lam=setup.lam
-    )
+    # layers out of range, or a model that conditions its own X: before any forward pass
+    options = replace(asked, layers=sweep_layers(setup.loaded, asked.layers), lam=setup.lam)
     report = setup.analyse("sweep-lambda", analyse_sweep, options)
     table = functools.partial(render, stdout_console(), report)
     emit(report.to_json(), files, as_json=run.as_json, render=table, title=title, style=style)

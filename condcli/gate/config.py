@@ -79,11 +79,13 @@ def check_limit(value: Any, where: str, metric: MetricDef | None = None) -> floa
         ) from None
     if not math.isfinite(number):
         raise UsageError(f"{where} must be a finite number, got {value!r}", example)
-    if number < low:
-        what = "a condition number" if metric is None or metric.worse == "higher" else metric.label
+    if number < low:  # say what the metric is: a sink score is a probability mass, not a condition number
+        plain = metric is None or (metric.worse == "higher" and math.isinf(high))  # κ, μ
+        what = "a condition number" if plain or metric is None else metric.label
+        bounds = "" if math.isinf(high) else f" (it lies between {low:g} and {high:g})"
         raise UsageError(
             f"{where} must be ≥ {low:g}, got {value!r}",
-            f"{what} is never below {low:g}, so such a limit could never pass",
+            f"{what} is never below {low:g}{bounds}, so such a limit could never pass",
         )
     if number > high:
         raise UsageError(

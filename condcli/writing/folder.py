@@ -6,12 +6,14 @@ path checks (:mod:`condcli.outpaths`).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
 import shutil
 import stat
 import tempfile
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -66,7 +68,7 @@ class OutputDir:
         path: Path,
         names: Sequence[str],
         inputs: Inputs = (),
-        option: str = "--out",
+        param: str = "out",
         *,
         only_own: bool = False,
     ) -> None:
@@ -74,8 +76,8 @@ class OutputDir:
         self.names = tuple(dict.fromkeys((*names, MANIFEST)))
         self.inputs = tuple(inputs)
         self.only_own = only_own
-        # a flag (--out D) or, from Python, the parameter and its value (`folder=D`)
-        self.what = f"{option} {shown(path)}" if option.startswith("-") else f"`{option}={shown(path)}`"
+        # the parameter and its value, marked: the CLI shows its flag (--out D), Python the parameter
+        self.what = f"`{param}={shown(path)}`"
         check_name(path, self.what)
         existing = existing_ancestor(path, self.what)
         if not existing.is_dir():
@@ -118,6 +120,7 @@ class OutputDir:
             raise
         except Exception as e:
             if is_out_of_memory(e):
+                _release(e)  # so that removing the staging folder below finds memory again
                 raise OutOfMemory(f"writing {self.what}") from e
             if isinstance(e, OSError):
                 raise UsageError(
@@ -151,6 +154,13 @@ class OutputDir:
             except OSError:
                 continue
         return stale, kept
+
+
+def _release(error: BaseException) -> None:
+    """Free what a failed write holds: its figures and buffers, kept alive by the frames of ``error``'s
+    traceback (the frames' locals are cleared; the frames themselves stay, for --debug)."""
+    traceback.clear_frames(error.__traceback__)
+    gc.collect()
 
 
 def _plain(name: str) -> bool:

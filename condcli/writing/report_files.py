@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from condcli.errors import UsageError
+from condcli.errors import ParameterTypeError, UsageError, a_type
 from condcli.outpaths import Inputs
 from condcli.writing.folder import REPORT_FILES, OutputDir, Writer
 
@@ -214,17 +214,17 @@ def plan(
     inputs: Inputs = (),
     *,
     fmt: str = "png",
-    options: Sequence[str] = ("--out", "--csv"),
+    params: Sequence[str] = ("out", "csv"),
 ) -> Outputs:
     """The folders of a run of ``command``, checked before any work (see the module docstring).
-    ``options``: how the caller names ``out`` and ``csv`` in errors (flags, or Python parameters)."""
+    ``params``: the parameters that name ``out`` and ``csv`` in errors (the CLI shows their flags)."""
     if out is not None and PLOT_NAMES.get(command):
         warm_blas()
     if out is not None and csv is not None and same_folder(out, csv):
         names = (*out_names(command, fmt), *csv_names())
-        return Outputs(OutputDir(out, names, inputs, options[0]), None, fmt, csv_in_out=True)
-    target = OutputDir(out, out_names(command, fmt), inputs, options[0]) if out is not None else None
-    tables = OutputDir(csv, csv_names(), inputs, options[1], only_own=True) if csv is not None else None
+        return Outputs(OutputDir(out, names, inputs, params[0]), None, fmt, csv_in_out=True)
+    target = OutputDir(out, out_names(command, fmt), inputs, params[0]) if out is not None else None
+    tables = OutputDir(csv, csv_names(), inputs, params[1], only_own=True) if csv is not None else None
     return Outputs(target, tables, fmt)
 
 
@@ -232,15 +232,15 @@ def save(data: Report, folder: str | Path, fmt: str = "png") -> list[Path]:
     """report.json, report.html and the plots into ``folder``: the files ``--out`` writes."""
     check_format(fmt)
     command = str(data.get("command"))
-    return plan(command, _folder(folder), None, fmt=fmt, options=("folder", "folder")).write(data)
+    return plan(command, _folder(folder), None, fmt=fmt, params=("folder", "folder")).write(data)
 
 
 def save_csv(data: Report, folder: str | Path) -> list[Path]:
     """Every table as CSV into ``folder``: the files ``--csv`` writes."""
-    return plan(str(data.get("command")), None, _folder(folder), options=("folder", "folder")).write(data)
+    return plan(str(data.get("command")), None, _folder(folder), params=("folder", "folder")).write(data)
 
 
 def _folder(folder: Any) -> Path:
     if isinstance(folder, (str, os.PathLike)) and not isinstance(folder, bytes):
         return Path(folder)
-    raise UsageError(f"`folder` is a {type(folder).__name__}", "give a folder path (a str or a Path)")
+    raise ParameterTypeError(f"`folder` is {a_type(folder)}", "give a folder path (a str or a Path)")
