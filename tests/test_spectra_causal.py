@@ -176,3 +176,20 @@ def test_brackets_property(n: int, temperature: float, sink: float, diagonal: fl
     s += diagonal * torch.eye(n, dtype=torch.float64)
     mask = torch.ones(n, n, dtype=torch.bool).triu(1)
     check(torch.softmax(s.masked_fill(mask, -math.inf), -1).float(), must_decide=False)
+
+
+def test_a_lower_triangular_matrix_that_is_not_probabilities_goes_to_the_svd() -> None:
+    """A stack the path takes (lower triangular) with one matrix the brackets do not hold for (a negative
+    entry: Collatz–Wielandt needs P ≥ 0): that one is the SVD path's, the others are decided, and the stack's
+    summary has one form."""
+    p = torch.stack([softmax_head(120, kind, 7) for kind in ("broad", "sink", "hot")])
+    p[1, 50, 3] = -0.25
+    assert causal.applies(p) and causal.eligible(p).tolist() == [True, False, True]
+    causal.reset_counts()
+    got = causal.summarize_causal(p, torch.float32)
+    assert causal.counts() == {"decided": 2, "svd": 1}
+    assert got.sigma.shape == (3, 2)
+    for i in range(3):
+        kappa, floor, _, _ = reference(p[i])
+        assert bool(got.below_precision[i]) == floor
+        assert float(got.reported[i]) == pytest.approx(kappa, rel=max(causal.RTOL, 8 * 120 * EPS64 * kappa))

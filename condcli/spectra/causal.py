@@ -83,13 +83,20 @@ def reset_counts() -> None:
 
 
 def applies(x: torch.Tensor) -> bool:
-    """Whether ``x`` (..., n, n) is a stack this path takes: square, n ≥ :data:`MIN_TOKENS`, lower triangular
-    (exact zeros above the diagonal: causal, sliding-window or block-causal attention) and non-negative
-    (attention probabilities). A zero on the diagonal (a query whose own key's weight underflowed) makes P
-    exactly singular: the floor proof's σ_n ≤ min|P_ii| = 0 settles it."""
+    """Whether :func:`summarize_causal` takes the stack ``x`` (..., n, n): square, n ≥ :data:`MIN_TOKENS`,
+    and zero above the diagonal wherever it is not NaN (causal, sliding-window or block-causal attention).
+    Each matrix is then decided here only where it is :func:`eligible`; the stack's summary has the same
+    form either way, so the heads of one layer are summarised alike whatever chunk they fall in."""
     if x.dim() < 2 or x.shape[-1] != x.shape[-2] or x.shape[-1] < MIN_TOKENS or x.numel() == 0:
         return False
-    return bool((x.triu(1) == 0).all()) and bool((x >= 0).all())
+    return bool(((x.triu(1) == 0) | x.isnan()).all())
+
+
+def eligible(x: torch.Tensor) -> torch.Tensor:
+    """(...,) bool: the matrices of ``x`` (..., n, n) the brackets hold for: lower triangular, finite and
+    non-negative (attention probabilities). A zero on the diagonal (a query whose own key's weight
+    underflowed) makes P exactly singular: the floor proof's σ_n ≤ min|P_ii| = 0 settles it."""
+    return ((x.triu(1) == 0) & (x >= 0) & torch.isfinite(x)).flatten(-2).all(-1)
 
 
 def brackets(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tensor:
@@ -257,16 +264,27 @@ def decide(terms: torch.Tensor, n: int, capture_dtype: torch.dtype | str) -> Dec
     return Decided(measured | floored, floor, reported, torch.stack([s1, sn], -1), tol)
 
 
+def _brackets_where_eligible(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tensor:
+    """:func:`brackets` of the :func:`eligible` matrices of ``x``, NaN for the others (they go to the SVD)."""
+    ok = eligible(x)
+    if bool(ok.all()):
+        return brackets(x, capture_dtype)
+    out = torch.full((*x.shape[:-2], 5), torch.nan, dtype=x.dtype, device=x.device)
+    if bool(ok.any()):
+        out[ok] = brackets(x[ok], capture_dtype)
+    return out
+
+
 def summarize_causal(x: torch.Tensor, capture_dtype: torch.dtype | str) -> SpectrumSummary:
     """:func:`~condcli.spectra.core.summarize` (floors, no exact spectrum of a floor) of a stack that
     :func:`applies`, with every matrix decided here kept and the rest from the SVD path. The summary's
     ``sigma`` holds (σ_1, σ_n) per matrix only (σ_n's upper bound for a floor decided here), its
     ``numerical_rank`` is n for a measurement and, for a floor decided here, n − 1 (an upper bound: σ_n ≤
     tol): the callers that take this path use κ, the flag and σ_n alone."""
-    f, _ = upcast(x)  # float32/16 captures are in the safe band: no rescale
+    f, scale = upcast(x)  # float32/16 captures (and probabilities) are in the safe band: no rescale
     n = int(f.shape[-1])
-    decided = decide(run_grouped(lambda m: brackets(m, capture_dtype), f), n, capture_dtype)
-    ok = decided.ok
+    decided = decide(run_grouped(lambda m: _brackets_where_eligible(m, capture_dtype), f), n, capture_dtype)
+    ok = decided.ok & eligible(f) & (scale is None)
     sigma, tol, below = decided.sigma, decided.tolerance, decided.below
     rank = torch.where(below, n - 1, n).to(torch.int64)
     kappa = decided.reported  # for a floor, the floor itself (as a Gram-decided floor's)

@@ -77,7 +77,7 @@ def bound_terms(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tens
     if bool((x.triu(1) == 0).all()):
         from condcli.spectra import causal  # it builds on this module
 
-        if causal.applies(x):  # attention probabilities: Lanczos brackets, O(n²) a step
+        if causal.applies(x) and bool(causal.eligible(x).all()):  # probabilities: Lanczos, O(n²) a step
             _, _, s1, lo, hi = causal.brackets(x, capture_dtype).unbind(-1)
             return torch.stack([fro2, lo, hi, s1], -1)
         hi = _sigma_k_above(x, fro2)
