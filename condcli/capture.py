@@ -475,9 +475,10 @@ def capture(
     if lost and adapter.family in ("generic", "declared"):  # still in place, yet its hooks never fired
         where = point.name if "x" not in seen else silent[0]
         raise InputError(
-            f"{type(model).__name__} never calls its module {where} as a module (it runs .forward() "
-            "directly, or not at all): hooks on it never fire, so condcli cannot observe what it computes",
-            "open an issue with the model name; condcli observes only modules the forward calls",
+            f"[inputs] {type(model).__name__} never ran its module {where} on the inputs condcli gave it "
+            f"({', '.join(sorted(inputs))}): a part of the model that other inputs drive (an image tower "
+            "given text), or one it does not call at all, so condcli cannot observe what it computes",
+            "give the inputs that part reads (`images`, `text`), or open an issue with the model name",
         )
     if "x" not in seen:
         raise InternalError(f"the embedding point {point.name} never ran", "report it with the model name")

@@ -76,14 +76,14 @@ def hf_preprocessing(
         pre = hf_text_preprocessing(source, config, trust)
     else:
         raise InputError(
-            f"{name} reads {main}, an input condcli cannot make (it makes images, video clips, audio and"
-            " text: pixel_values, input_values, input_features, input_ids)",
+            f"[inputs] {name} reads {main}, an input condcli cannot make (it makes images, video clips, audio"
+            " and text: pixel_values, input_values, input_features, input_ids)",
             "analyse a model that reads one of those, or open an issue naming the model",
         )
     missing = sorted(required - set(pre.feeds)) if pre.feeds else []
     if missing:
         raise InputError(
-            f"{name}.forward requires {', '.join(missing)}, which the inputs condcli makes"
+            f"[inputs] {name}.forward requires {', '.join(missing)}, which the inputs condcli makes"
             f" for it do not carry (they carry {', '.join(pre.feeds)}; {pre.describe})",
             "put the model's own preprocessor config (the processor that makes those) beside its weights",
         )
