@@ -36,11 +36,13 @@ Case = tuple[figures.Figure, MplFigure, list[str]]
 
 
 def png_legends(fig: MplFigure, count: int) -> list[list[str]]:
-    """The legend entries of the first ``count`` axes (the panels; colour bars come after them)."""
+    """The legend entries of the first ``count`` axes (the panels; colour bars come after them); a legend the
+    panels share, drawn once under the figure (rank-decay's), counts as each panel's."""
+    shared = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
     out = []
     for ax in fig.axes[:count]:
         legend = ax.get_legend()
-        out.append([t.get_text() for t in legend.get_texts()] if legend is not None else [])
+        out.append([t.get_text() for t in legend.get_texts()] if legend is not None else shared)
     return out
 
 
@@ -131,8 +133,9 @@ def test_spectrum_legends_are_one_list(spectrum: Report) -> None:
         entries for case in spectrum_cases(spectrum) for entries in assert_same_legends(spectrum, case)
     )
     assert spectrum_legend[0] == "σ_i(X): p10–p90" and spectrum_legend[1].startswith("σ_i(X) (median κ = ")
-    assert kappa == ["κ(X_l)", "κ(A_l)", "κ(X_l), conditioned", "κ(A_l), conditioned"]
-    assert mu == ["μ(LA)", "μ(LA), conditioned"]
+    lam = f"X + {spectrum['settings']['lambda']:g}·I_k"  # the conditioned forward named by its λ (issue 41)
+    assert kappa == ["κ(X_l)", "κ(A_l)", f"κ(X_l), {lam}", f"κ(A_l), {lam}"]
+    assert mu == ["μ(LA)", f"μ(LA), {lam}"]
 
 
 def test_sweep_legends_are_one_list(sweep: Report) -> None:

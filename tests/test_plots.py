@@ -269,7 +269,7 @@ def test_layers_figure_plain_and_conditioned_medians() -> None:
     ls = report["layers"]
     idx = [lay["index"] for lay in ls]
     plain = line(left, "κ(X_l)", PLAIN)
-    cond = line(left, "κ(X_l), conditioned", COND)
+    cond = line(left, f"κ(X_l), X + {LAM:g}·I_k", COND)  # the conditioned forward by its λ (issue 41)
     np.testing.assert_array_equal(plain.get_xdata(), idx)
     np.testing.assert_allclose(plain.get_ydata(), [lay["kappa"]["median"] for lay in ls])
     np.testing.assert_allclose(cond.get_ydata(), [lay["conditioned"]["kappa"]["median"] for lay in ls])
@@ -280,7 +280,7 @@ def test_layers_figure_plain_and_conditioned_medians() -> None:
         line(right, "μ(LA)", PLAIN).get_ydata(), [lay["mu_la"]["median"] for lay in ls]
     )
     np.testing.assert_allclose(
-        line(right, "μ(LA), conditioned", COND).get_ydata(),
+        line(right, f"μ(LA), X + {LAM:g}·I_k", COND).get_ydata(),
         [lay["conditioned"]["mu_la"]["median"] for lay in ls],
     )
 
@@ -316,7 +316,7 @@ def test_layers_figure_without_conditioned_forward_has_only_plain_lines() -> Non
     for ax in fig.axes:
         colors = {ln.get_color() for ln in ax.get_lines()}
         assert colors == {PLAIN}
-        assert not any("conditioned" in str(ln.get_label()) for ln in ax.get_lines())
+        assert not any("I_k" in str(ln.get_label()) for ln in ax.get_lines())
 
 
 # --- sweep -------------------------------------------------------------------------------------------

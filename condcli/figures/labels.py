@@ -24,14 +24,19 @@ OPERATORS = {"·": r"\cdot", "−": "-", "≤": r"\leq", "≥": r"\geq", "×": r
 
 _LETTER = "A-Za-zΑ-Ωα-ωℓ"
 _SCRIPT = r"[A-Za-z0-9ℓ]+"
-# a single letter starting a word, followed by its sub- and superscripts
-_SCRIPTED = re.compile(rf"(?<![{_LETTER}0-9_.])([{_LETTER}])((?:[_^]{_SCRIPT})+)(?![_^])")
+# a letter starts a word after anything but a letter, digit, "_" or "."; also after an operator Σ ("Σσ_i")
+# or a coefficient of one or two digits that itself starts a word ("2σ_1", not the "2d_1" of "conv2d_1")
+_WORD = f"[{_LETTER}0-9_.]"
+_AFTER = rf"(?:(?<!{_WORD})|(?<=(?<!{_WORD})Σ)|(?<=(?<!{_WORD})\d)|(?<=(?<!{_WORD})\d\d))"
+# a single letter starting a word, or the closing bar of a norm ("‖X‖_F"), followed by its sub- and
+# superscripts
+_SCRIPTED = re.compile(rf"({_AFTER}[{_LETTER}]|(?<=[{_LETTER}])‖)((?:[_^]{_SCRIPT})+)(?![_^])")
 _PART = re.compile(rf"([_^])({_SCRIPT})")
 # one unit of mathematics: a letter with scripts, a Greek letter, a number, or a group in parentheses whose
 # spaces are only around operators ("(X + λ·I_k)", not "(max over heads)")
 _GROUP = r"\((?:[^()\s]|\s[+−=·/]\s)*\)"
 _UNIT = (
-    rf"(?:[{_LETTER}](?:[_^]{_SCRIPT})+|[Α-Ωα-ωℓ]+|\d+(?:\.\d+)?(?:e[+-]?\d+)?|{_GROUP})"
+    rf"(?:[{_LETTER}](?:[_^]{_SCRIPT})+|[Α-Ωα-ωℓ](?![_^])|\d+(?:\.\d+)?(?:e[+-]?\d+)?|{_GROUP})"
     rf"(?:{_GROUP})?"
 )
 _LATIN = r"[A-Za-z](?![A-Za-z0-9_])"

@@ -21,6 +21,7 @@ from condcli.figures.palette import DEPTH_TOP
 
 Scale = Literal["lin", "log"]
 Dash = Literal["solid", "dashed", "dashdot", "dotted"]
+Marker = Literal["circle", "square"]  # a filled dot, or a larger hollow square that shows a dot under it
 
 # colour roles: the plain X (vermillion, the paper's red), the conditioned X + λ·I_k (bluish green, its
 # green), and the reference lines' colours (condcli.figures.palette.ROLE_COLORS)
@@ -44,13 +45,15 @@ def depth_of(color: str) -> float | None:
 
 @dataclass(frozen=True)
 class Axis:
-    """One axis: its label, lin or log scale, a fixed range (else it fits the data) and whether its ticks
-    are integers only (layer indices, training steps)."""
+    """One axis: its label, lin or log scale, a fixed range (else it fits the data), whether its ticks
+    are integers only (layer indices, training steps) and ``ticks``: where to label it, as plain numbers
+    (empty: the renderer's choice), e.g. 1, 2, 3, 5, 10, 20 on a log index axis, where a rank reads off."""
 
     label: str
     scale: Scale = "lin"
     range: tuple[float, float] | None = None
     integer: bool = False
+    ticks: tuple[float, ...] = ()
 
     @property
     def log(self) -> bool:
@@ -71,7 +74,8 @@ class Band:
 class Series:
     """One curve. ``y`` may hold NaN (not drawn) and +inf (a marker at the panel's inf level); ``group`` is
     the class the page's toggles show or hide; ``hover`` whether the page carries its values for the JS
-    hover; ``width`` in points."""
+    hover; ``width`` in points; ``marker`` the shape of its markers (a square round a dot keeps two series
+    that coincide both visible)."""
 
     name: str
     x: Sequence[float]
@@ -79,6 +83,7 @@ class Series:
     color: str
     dash: Dash = "solid"
     markers: bool = False
+    marker: Marker = "circle"
     width: float = 1.5
     band: Band | None = None
     group: str = ""

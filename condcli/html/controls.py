@@ -6,12 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
+from condcli.figures.labels import html_text, shown
+
 
 def toggles(target: str, groups: Sequence[tuple[str, str]]) -> str:
-    """Checkboxes that show or hide the elements with ``data-group`` = group inside element ``target``."""
+    """Checkboxes that show or hide the elements with ``data-group`` = group inside element ``target``; a
+    label's scripts set as on the rest of the page ("X + 10·I" with a subscript k)."""
     boxes = "".join(
         f'<label><input type="checkbox" checked data-toggle="{escape(g)}" data-target="{escape(target)}"> '
-        f"{escape(label)}</label>"
+        f"{html_text(label)}</label>"
         for g, label in groups
     )
     return f'<div class="controls js-only">show: {boxes}</div>'
@@ -21,8 +24,9 @@ def picker(target: str, label: str, options: Sequence[tuple[str, str]], everythi
     """A select that shows only the child of element ``target`` whose ``data-pick`` is the chosen value
     (``everything``: an extra first option showing them all)."""
     opts = f'<option value="*">{escape(everything)}</option>' if everything else ""
-    opts += "".join(f'<option value="{escape(v)}">{escape(text)}</option>' for v, text in options)
+    # an <option> holds text only: its scripts inline ("X_l" as "Xℓ"), never a "_"
+    opts += "".join(f'<option value="{escape(v)}">{escape(shown(text))}</option>' for v, text in options)
     return (
-        f'<div class="controls js-only"><label>{escape(label)} '
+        f'<div class="controls js-only"><label>{html_text(label)} '
         f'<select data-picker="{escape(target)}">{opts}</select></label></div>'
     )

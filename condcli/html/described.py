@@ -46,6 +46,7 @@ def chart(panel: Panel, chart_id: str, width: int = WIDTH) -> str:
             band_name=s.band.name if s.band is not None else "",
             values=s.hover,
             band_opacity=s.band.alpha if s.band is not None else BAND_ALPHA,
+            marker=s.marker,
         )
         for s in drawn
     ]
@@ -69,6 +70,7 @@ def chart(panel: Panel, chart_id: str, width: int = WIDTH) -> str:
             width=width,
             legend=panel.legend_shown,
             integer_x=panel.x.integer,
+            x_ticks=panel.x.ticks,
             items=items,
             inf_level=panel.inf_level(),
             depth=DepthBar(bar.lo, bar.hi, bar.label, bar.span)

@@ -12,6 +12,7 @@ the hover values come from ``<title>`` elements (no JS) and from those attribute
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ class Series:
     band_name: str = ""  # the band's legend entry (default "<name>: p10–p90")
     values: bool = True  # carry the values (data-ys; data-xs unless x is 1, 2, …, n) for the JS hover
     band_opacity: float = BAND_ALPHA
+    marker: str = "circle"  # or "square": hollow and larger, round the dot of a series it coincides with
 
 
 @dataclass
@@ -84,6 +86,7 @@ class Chart:
     items: list[Item] | None = None  # the legend's entries (else each series, its band, each line)
     inf_level: float | None = None  # where +inf is drawn (else a decade above the largest finite value)
     depth: DepthBar | None = None  # a depth colour bar right of the plot
+    x_ticks: Sequence[float] = ()  # where to label the x axis (else :func:`_ticks`' choice)
 
 
 def _ok(v: float, log: bool) -> bool:
@@ -126,7 +129,14 @@ def _edge_room(lo: float, hi: float, log: bool, marks: list[float]) -> tuple[flo
     return (10.0**a, 10.0**b) if log else (a, b)
 
 
+FEW_DECADES = 3  # a log axis of up to this many decades (its domain is whole decades) labels 1, 2, 5 of each
+
+
 def _ticks(lo: float, hi: float, log: bool, integer: bool = False) -> list[float]:
+    if log and math.log10(hi / lo) <= FEW_DECADES:  # between the decades too, so that values read off it
+        e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+        near = [m * 10.0**e for e in range(e0, e1 + 1) for m in (1, 2, 5)]
+        return [v for v in near if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)]
     if log:
         a, b = round(math.log10(lo)), round(math.log10(hi))
         every = max(1, math.ceil((b - a) / 8))
@@ -248,7 +258,7 @@ def line_chart(chart: Chart, chart_id: str) -> str:
         py = ay(v)
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{py:.2f}" y2="{py:.2f}" class="grid"/>')
         out.append(f'<text x="{left - 6}" y="{py + 5:.2f}" class="tick" text-anchor="end">{label}</text>')
-    x_ticks = _ticks(xlo, xhi, chart.log_x, chart.integer_x)
+    x_ticks = [v for v in chart.x_ticks if xlo <= v <= xhi] or _ticks(xlo, xhi, chart.log_x, chart.integer_x)
     for v, label in zip(x_ticks, tick_labels(x_ticks, chart.log_x), strict=True):
         px = ax(v)
         out.append(f'<line x1="{px:.2f}" x2="{px:.2f}" y1="{top}" y2="{top + ph}" class="grid"/>')
@@ -262,7 +272,8 @@ def line_chart(chart: Chart, chart_id: str) -> str:
     for r in sorted(chart.refs, key=lambda r: DRAW_ORDER.get(r.dash, 0)):  # the sparser dashes on top
         out.append(_ref(r, ax, ay, chart, inf_level, left, top, pw, ph))
     out.append("</svg>")
-    out += [_ref_label(r, ax, left, top, pw) for r in chart.refs if r.label and r.axis == "x"]
+    drawn = [run for s in chart.series for run in _runs(_points(s, ax, ay, chart))]
+    out += [_ref_label(r, ax, left, top, pw, ph, drawn) for r in chart.refs if r.label and r.axis == "x"]
     out += _y_ref_labels([r for r in chart.refs if r.label and r.axis == "y"], ay, inf_level, left, top, pw)
     out.append(
         f'<text x="{left + pw / 2:.1f}" y="{top + ph + 42}" class="label" text-anchor="middle">'
@@ -304,10 +315,7 @@ def _series(s: Series, ax: Axis, ay: Axis, chart: Chart, inf_level: float) -> st
                 f'<polygon class="band" points="{" ".join(upper + lower)}" fill="{s.color}" '
                 f'fill-opacity="{s.band_opacity}"><title>{band_name}</title></polygon>'
             )
-    pts: list[tuple[float, float] | None] = [
-        (ax(x), ay(y)) if _ok(x, chart.log_x) and _ok(y, chart.log_y) else None
-        for x, y in zip(s.x, s.y, strict=False)
-    ]
+    pts = _points(s, ax, ay, chart)
     dash = f' stroke-dasharray="{s.dash}"' if s.dash else ""
     data = ""
     if s.values:
@@ -324,10 +332,16 @@ def _series(s: Series, ax: Axis, ay: Axis, chart: Chart, inf_level: float) -> st
     if s.markers and len(s.y) <= MARKERS_MAX:
         for x, y, p in zip(s.x, s.y, pts, strict=False):
             if p is not None:
+                tip = f"<title>{escape(shown(s.name))} at {num(x, 6)}: {full(y)}</title>"
+                if s.marker == "square":  # hollow, round the dot of a series on the same values
+                    parts.append(
+                        f'<rect x="{p[0] - 5:.2f}" y="{p[1] - 5:.2f}" width="10" height="10" fill="none" '
+                        f'stroke="{s.color}" stroke-width="1.5" data-value="{full(y)}">{tip}</rect>'
+                    )
+                    continue
                 parts.append(
                     f'<circle cx="{p[0]:.2f}" cy="{p[1]:.2f}" r="3" fill="{s.color}" '
-                    f'data-value="{full(y)}"><title>{escape(shown(s.name))} at {num(x, 6)}: {full(y)}'
-                    "</title></circle>"
+                    f'data-value="{full(y)}">{tip}</circle>'
                 )
     for x, y in zip(s.x, s.y, strict=False):
         if math.isinf(y) and y > 0 and _ok(x, chart.log_x):
@@ -339,6 +353,14 @@ def _series(s: Series, ax: Axis, ay: Axis, chart: Chart, inf_level: float) -> st
             )
     parts.append("</g>")
     return "".join(parts)
+
+
+def _points(s: Series, ax: Axis, ay: Axis, chart: Chart) -> list[tuple[float, float] | None]:
+    """Each value of ``s`` in px (None where an axis cannot show it)."""
+    return [
+        (ax(x), ay(y)) if _ok(x, chart.log_x) and _ok(y, chart.log_y) else None
+        for x, y in zip(s.x, s.y, strict=False)
+    ]
 
 
 def _index_runs(ok: list[int]) -> list[list[int]]:
@@ -380,15 +402,64 @@ def _ref(
     )
 
 
-def _ref_label(r: RefLine, ax: Axis, left: float, top: float, pw: float) -> str:
-    """A vertical line's name at its top, inside the plot, on the side with more room."""
+REF_CHAR = 8.6  # px: the width of an average character of a reference line's name (14 px, semibold)
+
+
+def crosses(box: tuple[float, float, float, float], line: list[tuple[float, float]]) -> bool:
+    """Whether the polyline ``line`` (px) passes through ``box`` (x0, y0, x1, y1): tested at points 1 px
+    apart along each segment."""
+    x0, y0, x1, y1 = box
+    if len(line) == 1:
+        return x0 <= line[0][0] <= x1 and y0 <= line[0][1] <= y1
+    for (ax_, ay_), (bx, by) in itertools.pairwise(line):
+        steps = max(1, int(math.hypot(bx - ax_, by - ay_)))
+        for i in range(steps + 1):
+            x, y = ax_ + (bx - ax_) * i / steps, ay_ + (by - ay_) * i / steps
+            if x0 <= x <= x1 and y0 <= y <= y1:
+                return True
+    return False
+
+
+def ref_label_box(
+    r: RefLine, ax: Axis, top: float, ph: float, at_top: bool, right: bool
+) -> tuple[float, float, float, float]:
+    """The box (x0, y0, x1, y1, px) a vertical line's name covers at the top or foot of the plot, right or
+    left of the line."""
+    p = ax(r.value)
+    width = REF_CHAR * len(shown(r.name))
+    x0 = p + 4 if right else p - 4 - width
+    base = top + 15 if at_top else top + ph - 5
+    return (x0, base - 14, x0 + width, base + 4)
+
+
+def _ref_label(
+    r: RefLine,
+    ax: Axis,
+    left: float,
+    top: float,
+    pw: float,
+    ph: float,
+    drawn: list[list[tuple[float, float]]] | None = None,
+) -> str:
+    """A vertical line's name inside the plot, on the side with more room, at the foot or the top: the
+    first place where no curve passes (``drawn``: the curves' points in px; curves that saturate at the
+    top, as rank-decay's c_j → 1, leave the foot free); at the foot where every place is crossed."""
     if not _ok(r.value, ax.log):
         return ""
     p = ax(r.value)
     right = p < left + pw / 2
+    line = drawn or []
+    places = [(t, side) for t in (False, True) for side in (right, not right)]  # the foot first, as the PNG
+    free = [
+        (t, side)
+        for t, side in places
+        if not any(crosses(ref_label_box(r, ax, top, ph, t, side), run) for run in line)
+    ]
+    at_top, right = (free or places)[0]
     x = p + 4 if right else p - 4
+    y = top + 15 if at_top else top + ph - 5
     return (
-        f'<text x="{x:.2f}" y="{top + 15}" class="reflabel" fill="{r.color}" '
+        f'<text x="{x:.2f}" y="{y:.2f}" class="reflabel" fill="{r.color}" '
         f'text-anchor="{"start" if right else "end"}">{svg_text(r.name)}</text>'
     )
 

@@ -16,7 +16,6 @@ from condcli.errors import UsageError
 from condcli.plots.style import look
 
 FORMATS = ("png", "svg", "pdf")
-PNG_DPI = 150
 
 # Metadata that would otherwise embed the date or version, so equal figures give equal bytes.
 _METADATA: dict[str, dict[str, str | None]] = {
@@ -57,14 +56,15 @@ def write_figures(
     """Save each figure as ``directory/{name}.{fmt}`` with deterministic bytes, in ``style``'s settings (the
     paper's embeds TrueType fonts); returns the paths written."""
     _check_format(fmt)
-    rc = look(style).rc
+    lk = look(style)
+    rc = lk.rc
     directory.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     # A fixed salt makes SVG element ids stable (matplotlib salts them with a random uuid otherwise).
     with mpl.rc_context(cast(Any, {**rc, "svg.hashsalt": "condcli"})):
         for name, fig in figures.items():
             path = directory / f"{name}.{fmt}"
-            dpi = PNG_DPI if fmt == "png" else "figure"
+            dpi = lk.dpi if fmt == "png" else "figure"
             fig.savefig(path, format=fmt, dpi=dpi, metadata=_METADATA[fmt])
             paths.append(path)
     return paths

@@ -20,6 +20,7 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import ListedColormap, LogNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.ticker import (
+    FixedLocator,
     FuncFormatter,
     LogFormatterSciNotation,
     LogLocator,
@@ -46,6 +47,7 @@ LONG_TITLE = 45  # a panel title longer than this is set a size smaller
 # on a dash-dotted κ(X + C) at nearly the same value stays visible)
 Z_BAND, Z_LINE, Z_REF = 1.0, 2.0, {"solid": 2.5, "dashed": 2.6, "dashdot": 2.7, "dotted": 2.8}
 TAGS = "abcdefghijklmnopqrstuvwxyz"
+FEW_DECADES = 2.7  # a log axis spanning up to this many decades is labelled at 1, 2 and 5 of each
 
 
 def color(name: str) -> Any:
@@ -85,8 +87,12 @@ def _series(ax: Axes, p: Panel, level: float, handles: dict[str, Any], lk: Look)
         width = s.width * lk.width
         style: dict[str, Any] = {"color": c, "linestyle": DASH[s.dash], "linewidth": width}
         style["zorder"] = Z_LINE
-        if s.markers:
-            style.update(marker="o", markersize=2 * width + 1)
+        if s.markers:  # a hollow square is drawn larger, round the dot of a series it coincides with
+            square = s.marker == "square"
+            size = (2 * width + 1) * (1.9 if square else 1.0)
+            style.update(marker="s" if square else "o", markersize=size)
+            if square:
+                style.update(markerfacecolor="none", markeredgewidth=max(0.8, 0.6 * width))
         if p.points(s):
             (handles[s.name],) = ax.plot(x, _shown(y, p.y.log), label=s.name, **style)
         inf = p.infs(s)
@@ -165,17 +171,35 @@ def _annotations(ax: Axes, p: Panel, level: float, lk: Look) -> None:
         above_taken = t
 
 
-def _log_ticks(axis: MplAxis, lim: tuple[float, float]) -> None:
-    """Decades as 10^n where the axis spans one or more; else 1, 2 and 5 of each decade as plain numbers.
-    Minor ticks are never labelled."""
+def _log_ticks(axis: MplAxis, lim: tuple[float, float], room: float) -> None:
+    """Where a log axis spans at most :data:`FEW_DECADES`, labels between the decades as plain numbers, so
+    that a value can be read off it: 1, 2 and 5 of each decade, or 1 and 3 where those would not fit the
+    ``room`` labels the axis has (a paper's panel); else the decades as 10^n. Minor ticks are never
+    labelled."""
     lo, hi = sorted(lim)
-    if lo > 0 and math.log10(hi / lo) >= 1:
+    decades = math.log10(hi / lo) if lo > 0 else math.inf
+    subs = next((s for s in ((1.0, 2.0, 5.0), (1.0, 3.0)) if len(s) * decades <= room), None)
+    if decades > FEW_DECADES or subs is None:
         axis.set_major_locator(LogLocator(base=10))
         axis.set_major_formatter(LogFormatterSciNotation(base=10))
     else:
-        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_locator(LogLocator(base=10, subs=subs))
         axis.set_major_formatter(FuncFormatter(lambda v, _: mathtext(num(v, 3))))
     axis.set_minor_formatter(NullFormatter())
+
+
+def _room(ax: Axes, axis: MplAxis) -> float:
+    """How many tick labels fit along ``axis``: its length over two and a half font heights (vertical) or
+    six (horizontal, where labels are wider than tall)."""
+    fig = ax.get_figure(root=True)
+    assert isinstance(fig, Figure)
+    box = ax.get_position()
+    width, height = fig.get_size_inches()
+    size = mpl.rcParams["ytick.labelsize"]
+    points = float(size if isinstance(size, (int, float)) else mpl.rcParams["font.size"])
+    if axis is ax.yaxis:
+        return float(box.height * height * 72 / (2.5 * points))
+    return float(box.width * width * 72 / (6 * points))
 
 
 def _axes(ax: Axes, p: Panel) -> None:
@@ -187,13 +211,17 @@ def _axes(ax: Axes, p: Panel) -> None:
             scale("log")
         if spec.range is not None:
             lim(*spec.range)
-        if spec.log:
-            _log_ticks(axis, get())
+        if spec.ticks:  # the description's: plain numbers ("1, 2, 3, 5, 10" on a rank axis)
+            axis.set_major_locator(FixedLocator(list(spec.ticks)))
+            axis.set_major_formatter(FuncFormatter(lambda v, _: num(v, 6)))
+            axis.set_minor_formatter(NullFormatter())
+        elif spec.log:
+            _log_ticks(axis, get(), _room(ax, axis))
         else:
             formatter = ScalarFormatter(useMathText=True)
             formatter.set_powerlimits((-3, 4))
             axis.set_major_formatter(formatter)
-        if spec.integer:
+        if spec.integer and not spec.ticks:
             axis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(mathtext(p.x.label))
     ax.set_ylabel(mathtext(p.y.label))
@@ -210,6 +238,27 @@ def legend_rows(panel: Panel | Heatmap, lk: Look) -> int:
     if len(entries) <= lk.legend_below or not entries:
         return 0
     return math.ceil(len(entries) / _columns(entries, lk))
+
+
+def shared_legend(desc: Description) -> list[str]:
+    """The legend every line panel of a figure of several has alike (the layers and m of both forwards of
+    rank-decay): drawn once, under the figure, not once a panel. Empty where the panels' legends differ."""
+    lines = [p for p in desc.panels if isinstance(p, Panel)]
+    if len(lines) < 2 or len(lines) != len(desc.panels):
+        return []
+    first = [(e.name, e.color, e.dash, e.kind) for e in lines[0].legend()]
+    same = all([(e.name, e.color, e.dash, e.kind) for e in p.legend()] == first for p in lines[1:])
+    return lines[0].legend_entries() if same else []
+
+
+def shared_columns(entries: list[str], lk: Look, width: float) -> int:
+    """The columns of the shared legend: as many entries a row as fit ``width`` inches (8–9 pt type: about
+    half a point a character, and the line sample), the rows then filled evenly."""
+    size = lk.legend if isinstance(lk.legend, (int, float)) else 9.0
+    entry = (max(len(e) for e in entries) + 5) * size * 0.55 / 72
+    fit = max(1, min(len(entries), int(width / entry)))
+    rows = math.ceil(len(entries) / fit)
+    return math.ceil(len(entries) / rows)
 
 
 def _legend(ax: Axes, p: Panel, handles: dict[str, Any], lk: Look) -> None:
@@ -235,7 +284,8 @@ def _legend(ax: Axes, p: Panel, handles: dict[str, Any], lk: Look) -> None:
         ax.legend(shown, labels, loc="best", fontsize=lk.legend)
 
 
-def _panel(ax: Axes, p: Panel, lk: Look, title: bool) -> None:
+def _panel(ax: Axes, p: Panel, lk: Look, title: bool, own_legend: bool = True) -> dict[str, Any]:
+    """Draw one line panel; returns its legend's handles by entry (its legend drawn on it: ``own_legend``)."""
     level = p.inf_level()
     handles: dict[str, Any] = {}
     _series(ax, p, level, handles, lk)
@@ -243,10 +293,15 @@ def _panel(ax: Axes, p: Panel, lk: Look, title: bool) -> None:
     _axes(ax, p)
     _annotations(ax, p, level, lk)
     if title:
-        ax.set_title(mathtext(p.title), fontsize="medium" if len(p.title) > LONG_TITLE else None)
-    _legend(ax, p, handles, lk)
+        text = p.title
+        if lk.title_chars and len(text) > lk.title_chars and ": " in text:  # too wide for the column
+            text = text.replace(": ", ":\n", 1)
+        ax.set_title(mathtext(text), fontsize="medium" if len(p.title) > LONG_TITLE else None)
+    if own_legend:
+        _legend(ax, p, handles, lk)
     if not p.drawn() and p.missing:
         ax.text(0.5, 0.5, mathtext(p.missing), ha="center", va="center", transform=ax.transAxes)
+    return handles
 
 
 def _depth_bar(fig: Figure, axes: list[Axes], bar: DepthBar) -> None:
@@ -281,16 +336,23 @@ def layout(desc: Description, style: str) -> tuple[tuple[float, float], tuple[in
     """The figure's size in inches and its grid of panels: the description's, or for ``"paper"`` one column
     :data:`PAPER_WIDTH` wide with the panels stacked; taller by the rows of the legends under panels."""
     lk = look(style)
+    shared = shared_legend(desc)
     if style == "paper":
         n = max(1, len(desc.panels))
-        rows = sum(legend_rows(p, lk) for p in desc.panels)
+        if shared:
+            rows = math.ceil(len(shared) / shared_columns(shared, lk, PAPER_WIDTH))
+        else:
+            rows = sum(legend_rows(p, lk) for p in desc.panels)
         return (PAPER_WIDTH, PAPER_PANEL_HEIGHT * n + 0.3 + lk.row * rows), (n, 1)
     grid_rows, cols = desc.grid
+    width, height = desc.size
+    if shared:
+        rows = math.ceil(len(shared) / shared_columns(shared, lk, width))
+        return (width, height + lk.row * rows + 0.1), desc.grid
     extra = sum(
         max((legend_rows(p, lk) for p in desc.panels[r * cols : (r + 1) * cols]), default=0)
         for r in range(grid_rows)
     )
-    width, height = desc.size
     return (width, height + lk.row * extra + (0.3 if extra else 0.0)), desc.grid
 
 
@@ -306,11 +368,14 @@ def render(desc: Description, title: bool = True, style: str = "default") -> Fig
         axes = list(fig.subplots(rows, cols, squeeze=False, sharey=desc.share_y).ravel())
         bars: dict[DepthBar, list[Axes]] = {}
         heat: list[tuple[Axes, Any, Heatmap]] = []
+        shared = shared_legend(desc)
+        handles: dict[str, Any] = {}
         for ax, panel in zip(axes, desc.panels, strict=False):
             if isinstance(panel, Heatmap):
                 heat.append((ax, _heatmap(ax, panel, lk, title), panel))
                 continue
-            _panel(ax, panel, lk, title)
+            drawn = _panel(ax, panel, lk, title, own_legend=not shared)
+            handles = handles or drawn  # the first panel's: the shared legend's samples
             if panel.depth is not None and not panel.legend_shown and panel.drawn():
                 bars.setdefault(panel.depth, []).append(ax)
         if desc.share_y and cols > 1:
@@ -318,8 +383,20 @@ def render(desc: Description, title: bool = True, style: str = "default") -> Fig
                 ax.set_ylabel("")
         for bar, where in bars.items():
             _depth_bar(fig, where, bar)
-        if heat:
+        if shared:
+            fig.legend(
+                [handles[e] for e in shared],
+                [mathtext(e) for e in shared],
+                loc="outside lower center",
+                fontsize=lk.legend,
+                ncols=shared_columns(shared, lk, size[0]),
+            )
+        scales = {h.vrange for _, _, h in heat}
+        if len(heat) > 1 and len(scales) == 1 and None not in scales:  # one scale for every panel: one bar
             fig.colorbar(heat[-1][1], ax=[a for a, _, _ in heat], label=mathtext(heat[0][2].bar_label))
+        else:  # each panel on its own scale (rank-decay's c_m): each its own bar
+            for ax, image, h in heat:
+                fig.colorbar(image, ax=ax, label=mathtext(h.bar_label))
         first = desc.panels[0] if desc.panels else None
         if not title:
             if len(desc.panels) > 1:

@@ -14,6 +14,7 @@ STYLES: tuple[str, ...] = get_args(Style)
 
 PAPER_WIDTH = 3.3  # in: one column of a two-column paper
 PAPER_PANEL_HEIGHT = 1.9  # in: each stacked panel's height, without the legend under it
+PAPER_DPI = 300  # a PNG for print: 990 px across the column
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class Look:
     under_axis: float  # in: from the bottom of a panel to the top of a legend under it (ticks, x label)
     width: float  # the line widths of the description are multiplied by this
     y_notes: bool  # the names of horizontal reference lines are also written in the plot
+    dpi: int  # a PNG's resolution: a screen's, or a printed column's (at least 300)
+    title_chars: int  # a panel title longer than this breaks after its first ": " (0: never)
     rc: dict[str, Any]
 
 
@@ -42,6 +45,8 @@ DEFAULT = Look(
     under_axis=0.5,
     width=1.0,
     y_notes=True,
+    dpi=150,
+    title_chars=0,
     rc={"axes.formatter.use_mathtext": True},
 )
 
@@ -55,6 +60,8 @@ PAPER = Look(
     under_axis=0.36,
     width=0.7,
     y_notes=False,
+    dpi=PAPER_DPI,
+    title_chars=55,
     rc={
         "font.size": 8,
         "axes.titlesize": 9,
@@ -75,7 +82,10 @@ PAPER = Look(
         "ytick.minor.width": 0.4,
         "grid.linewidth": 0.4,
         "legend.frameon": False,
-        "legend.handlelength": 1.8,
+        "legend.handlelength": 1.5,
+        "legend.columnspacing": 1.0,
+        "legend.handletextpad": 0.4,
+        "legend.labelspacing": 0.25,
         "legend.borderaxespad": 0.3,
         "pdf.fonttype": 42,  # TrueType: the PDF's text stays text (searchable, editable)
         "ps.fonttype": 42,
