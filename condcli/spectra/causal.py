@@ -89,14 +89,15 @@ def applies(x: torch.Tensor) -> bool:
     form either way, so the heads of one layer are summarised alike whatever chunk they fall in."""
     if x.dim() < 2 or x.shape[-1] != x.shape[-2] or x.shape[-1] < MIN_TOKENS or x.numel() == 0:
         return False
-    return bool(((x.triu(1) == 0) | x.isnan()).all())
+    upper = x.triu(1)
+    return int(upper.count_nonzero()) == 0 or bool(((upper == 0) | upper.isnan()).all())
 
 
 def eligible(x: torch.Tensor) -> torch.Tensor:
     """(...,) bool: the matrices of ``x`` (..., n, n) the brackets hold for: lower triangular, finite and
     non-negative (attention probabilities). A zero on the diagonal (a query whose own key's weight
     underflowed) makes P exactly singular: the floor proof's σ_n ≤ min|P_ii| = 0 settles it."""
-    return ((x.triu(1) == 0) & (x >= 0) & torch.isfinite(x)).flatten(-2).all(-1)
+    return (x.triu(1).flatten(-2).count_nonzero(-1) == 0) & _finite_non_negative(x)
 
 
 def brackets(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tensor:
@@ -265,14 +266,21 @@ def decide(terms: torch.Tensor, n: int, capture_dtype: torch.dtype | str) -> Dec
 
 
 def _brackets_where_eligible(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tensor:
-    """:func:`brackets` of the :func:`eligible` matrices of ``x``, NaN for the others (they go to the SVD)."""
-    ok = eligible(x)
+    """:func:`brackets` of the matrices of ``x`` that are finite and non-negative, NaN for the others (they go
+    to the SVD): with :func:`applies`, those are the :func:`eligible` ones."""
+    ok = _finite_non_negative(x)
     if bool(ok.all()):
         return brackets(x, capture_dtype)
     out = torch.full((*x.shape[:-2], 5), torch.nan, dtype=x.dtype, device=x.device)
     if bool(ok.any()):
         out[ok] = brackets(x[ok], capture_dtype)
     return out
+
+
+def _finite_non_negative(x: torch.Tensor) -> torch.Tensor:
+    """(...,) bool: every entry finite and ≥ 0 (NaN propagates through amin and amax)."""
+    flat = x.flatten(-2)
+    return flat.amin(-1).ge(0) & torch.isfinite(flat.amax(-1))
 
 
 def summarize_causal(x: torch.Tensor, capture_dtype: torch.dtype | str) -> SpectrumSummary:
@@ -284,7 +292,7 @@ def summarize_causal(x: torch.Tensor, capture_dtype: torch.dtype | str) -> Spect
     f, scale = upcast(x)  # float32/16 captures (and probabilities) are in the safe band: no rescale
     n = int(f.shape[-1])
     decided = decide(run_grouped(lambda m: _brackets_where_eligible(m, capture_dtype), f), n, capture_dtype)
-    ok = decided.ok & eligible(f) & (scale is None)
+    ok = decided.ok & _finite_non_negative(x) & (scale is None)
     sigma, tol, below = decided.sigma, decided.tolerance, decided.below
     rank = torch.where(below, n - 1, n).to(torch.int64)
     kappa = decided.reported  # for a floor, the floor itself (as a Gram-decided floor's)
