@@ -13,10 +13,9 @@ what it prints now into every page that holds the block; tests/test_docs_blocks.
 for ``demo``) rerun them and compare with the pages at the precision each number claims (tests/claims.py).
 Commands run in-process through the CLI (Typer's runner), in the repository root, as the tests run them.
 
-The language-model blocks run on a tiny **random-init** Llama built here (:func:`tiny_llama`): no pretrained
-LLM can be downloaded where these pages are made. Its tokenizer is the shipped gpt2-docstrings sample's
-(byte-level BPE, 4,096 tokens), and one head of layer 0 is set by hand to be an attention sink on the first
-token (a trained LLM learns such heads; a random one has none), so that the sink line has something to show.
+The language-model blocks run on the shipped LLM sample, ``llama-docstrings`` (a small Llama-style decoder
+trained on docstrings, condcli/sample_checkpoints/), with its own prompts named as a wheel user names them,
+``--text llama-docstrings/prompts.txt``, from an empty folder: nothing here builds them.
 """
 
 from __future__ import annotations
@@ -24,64 +23,27 @@ from __future__ import annotations
 import io
 import os
 import re
-import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from condcli.loading.samples import samples_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 MARKED = re.compile(r"<!-- ([\w-]+):begin -->\n```text\n(.*?)\n```\n<!-- \1:end -->", re.S)
 
-# prompts for the language-model blocks: each starts with the tokenizer's <|endoftext|> (id 0, a BOS as
-# Llama has one), and most repeat a token, as real prompts do
-PROMPTS = """\
-<|endoftext|>Return the value of the key, or the default value if the key is not in the dictionary.
-<|endoftext|>Open the file, read the file, then close the file.
-<|endoftext|>the the the the the the the the
-<|endoftext|>Return a new list with the items in sorted order.
-"""
-LLAMA = "tiny-llama"  # the folder name the pages show (built in the work folder)
+LLAMA = "llama-docstrings"  # the shipped LLM sample
+PROMPTS_FILE = f"{LLAMA}/prompts.txt"  # a file of the shipped sample: `--text` reads it so from any folder
+PROMPTS = (samples_dir() / PROMPTS_FILE).read_text(encoding="utf-8")
 GGUF = "tiny-llama-q8.gguf"
 
 
-def tiny_llama(folder: Path) -> Path:
-    """A random-init Llama (d 128, 4 layers, 4 query heads reading 2 KV heads, vocabulary 4,096) saved with
-    ``save_pretrained``, plus the gpt2-docstrings sample's tokenizer files and ``prompts.txt``. Head 0 of
-    layer 0 is set to put its attention on token 0 (<|endoftext|>), which starts every prompt: its query is a
-    constant along the slowest rotary pair (dims 15 and 31, rotated by < 1e-4 rad over 30 positions) and only
-    token 0's key has a component there, so P[i, 0] ≈ 1."""
-    import torch
-    import transformers as tf
-
-    torch.manual_seed(0)
-    d, head_dim = 128, 32
-    config = tf.LlamaConfig(
-        vocab_size=4096,
-        hidden_size=d,
-        intermediate_size=256,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        attention_bias=True,
-        rope_theta=1e6,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    from tests.sinking import make_sink_head
-
-    model = tf.LlamaForCausalLM(config)
-    make_sink_head(model, dim=head_dim // 2 - 1)  # the slowest rotary pair
-    out = folder / LLAMA
-    model.save_pretrained(out)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(ROOT / "condcli" / "sample_checkpoints" / "gpt2-docstrings" / name, out / name)
-    (folder / "prompts.txt").write_text(PROMPTS, encoding="utf-8")
-    return out
+def empty(folder: Path) -> None:
+    """Nothing: the command runs in an empty folder, as after ``pip install condcli``."""
 
 
 def gguf_file(folder: Path) -> Path:
@@ -101,7 +63,7 @@ def my_vit(folder: Path) -> Path:
     return folder / "my_vit.py"
 
 
-SETUPS: dict[str, Callable[[Path], object]] = {"llama": tiny_llama, "gguf": gguf_file, "my_vit": my_vit}
+SETUPS: dict[str, Callable[[Path], object]] = {"empty": empty, "gguf": gguf_file, "my_vit": my_vit}
 
 API = """\
 import condcli
@@ -182,12 +144,13 @@ BLOCKS: dict[str, Block] = {
     ),
     "inspect": Block(("inspect", "vit-plain")),
     "python": Block(python=API),
-    "llm": Block(("spectrum", LLAMA, "--text", "prompts.txt"), setup="llama", keep=without_notes),
+    "llm": Block(("spectrum", LLAMA, "--text", PROMPTS_FILE), setup="empty", keep=without_notes),
     "llm-readme": Block(
-        ("spectrum", LLAMA, "--text", "prompts.txt", "--no-conditioned"),
-        setup="llama",
+        ("spectrum", LLAMA, "--text", PROMPTS_FILE, "--no-conditioned"),
+        setup="empty",
         keep=lambda lines: [
             *(ln for ln in lines if ln.startswith(("│ κ(X) ", "│ κ_distinct(X) "))),
+            *(ln for ln in lines if ln.startswith(("embedding table E", "output head"))),
             *(
                 ln
                 for ln in lines_from("layers (medians", "sink:")(lines)
@@ -195,31 +158,28 @@ BLOCKS: dict[str, Block] = {
             ),
         ],
     ),
-    "llm-sink-line": Block(
-        ("spectrum", LLAMA, "--text", "prompts.txt", "--no-conditioned"),
-        setup="llama",
-        keep=lambda lines: [ln for ln in lines if "heads are attention sinks" in ln],
-    ),
     "llm-check": Block(
         (
             "check",
             LLAMA,
             "--text",
-            "prompts.txt",
+            PROMPTS_FILE,
             "--max-kappa",
             "1e4",
             "--max-kappa-distinct",
             "100",
+            "--max-kappa-distinct-layer",
+            "1e4",
             "--max-sink",
-            "0.9",
+            "0.5",
             "--max-kappa-table",
             "100",
         ),
-        setup="llama",
+        setup="empty",
         keep=without_notes,
         code=1,
     ),
-    "llm-weights": Block(("weights", LLAMA), setup="llama"),
+    "llm-weights": Block(("weights", LLAMA), setup="empty"),
     "gguf": Block(
         ("spectrum", GGUF, "--layers", "0,-1", "--no-conditioned", "--max-samples", "4"),
         setup="gguf",

@@ -20,7 +20,7 @@ import torch
 
 from condcli.inputs.batches import Batch, InputSpec, stream
 from condcli.loading.sources import LoadOptions, load
-from samplegen import shapes, train_lm, train_vit
+from samplegen import shapes, train_llama, train_lm, train_vit
 from samplegen.common import THREADS, atomic_folder, versions, write_metadata
 from samplegen.corpus import Corpus, stdlib_corpus
 from samplegen.measure import embedding_kappa
@@ -166,7 +166,97 @@ def build_lm(
     return meta
 
 
-SAMPLES = ("vit-plain", "vit-conditioned", "gpt2-docstrings", "bert-docstrings")
+# realistic docstring-like prompts written for the sample (not lines of its corpus); each repeats tokens
+PROMPTS = (
+    "Return the value of the key if the key is in the dictionary, else the default value. If the default "
+    "value is not given, it is None, so this method never raises a KeyError.",
+    "Open the file and return a file object. The file is opened in text mode unless the mode says "
+    "otherwise, and in text mode the encoding is the default encoding of the platform. Raise OSError if "
+    "the file cannot be opened.",
+    "Read up to size bytes from the stream and return them. If size is negative or omitted, read until the "
+    "end of the stream. Fewer bytes than requested may be returned, and an empty bytes object means the "
+    "end of the stream.",
+    "Split the string at the first occurrence of the separator, and return a tuple of the part before the "
+    "separator, the separator itself, and the part after it. If the separator is not found, return the "
+    "string itself and two empty strings.",
+)
+
+
+def build_llama(
+    name: str, recipe: train_llama.LlamaRecipe, corpus: Corpus, out: Path, log: Callable[[str], None]
+) -> dict[str, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = train_llama.tokenizer(corpus.train, recipe)
+    model, info = train_llama.train(recipe, tokenizer, corpus.train, log)
+    in_memory = train_llama.evaluate(model, train_llama.pack(tokenizer, corpus.heldout, recipe.block))
+    meta = _common(name, "small Llama-style decoder on Python stdlib docstrings, causal LM", recipe.seed)
+    meta |= {
+        "architecture": f"HF Llama (LlamaForCausalLM): d {recipe.hidden}, {recipe.layers} layers, "
+        f"{recipe.heads} query heads reading {recipe.kv_heads} KV heads, RoPE, SwiGLU {recipe.intermediate}, "
+        f"{'tied' if recipe.tie_embeddings else 'untied'} embeddings, vocab {len(tokenizer)}, "
+        f"{recipe.block} positions",
+        "task": f"causal LM (next-token loss) on Python {versions()['python']} stdlib docstrings, "
+        f"in blocks of {recipe.block} tokens",
+        "conditioning": None,
+        "data": {
+            "corpus": "samplegen.corpus.stdlib_corpus",
+            "sha256": corpus.sha256,
+            "train_docstrings": len(corpus.train),
+            "heldout_docstrings": len(corpus.heldout),
+            "heldout_file": "heldout.txt",
+            "prompts_file": "prompts.txt",
+            "tokenizer": "byte-level BPE (gpt2-docstrings'), BOS added",
+        },
+        "training": {
+            k: info[k]
+            for k in ("recipe", "steps", "train_blocks", "train_tokens", "train_loss_per_epoch", "seconds")
+        }
+        | {
+            "optimizer": "AdamW (betas 0.9, 0.98), decay on matrices only",
+            "schedule": f"linear warm-up {recipe.warmup_steps} steps, cosine to 0",
+        },
+    }
+    hf: Any = model  # transformers' save_pretrained is untyped
+    with atomic_folder(out / name) as tmp:
+        hf.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "heldout.txt").write_text("\n".join(corpus.heldout) + "\n", encoding="utf-8")
+        (tmp / "prompts.txt").write_text("\n".join(PROMPTS) + "\n", encoding="utf-8")
+        write_metadata(tmp, meta)
+        texts = (tmp / "heldout.txt").read_text(encoding="utf-8").splitlines()
+        reloaded_tok = AutoTokenizer.from_pretrained(tmp)
+        scores = train_llama.evaluate(
+            AutoModelForCausalLM.from_pretrained(tmp), train_llama.pack(reloaded_tok, texts, recipe.block)
+        )
+        if scores != in_memory:
+            raise RuntimeError(f"{name}: the saved weights give {scores}, training ended at {in_memory}")
+        meta["heldout"] = {
+            "metric": "loss (nats/token)",
+            "value": scores["loss"],
+            "perplexity": scores["perplexity"],
+            "tokens_scored": scores["tokens_scored"],
+            "uniform_loss": float(torch.log(torch.tensor(float(len(tokenizer))))),
+        }
+        loaded = load(str(tmp), LoadOptions(device="cpu"))
+        spec = InputSpec(text=tmp / "heldout.txt", max_samples=KAPPA_TEXTS, batch_size=KAPPA_TEXTS)
+        batch = next(iter(stream(loaded.preprocessing, spec)))
+        meta["embedding"] = embedding_kappa(loaded, batch, f"the first {KAPPA_TEXTS} held-out docstrings")
+        write_metadata(tmp, meta)
+    return meta
+
+
+def _median(emb: dict[str, Any], key: str) -> str:
+    value = emb[key]["median"]
+    shown = f"{value:.3g}" if isinstance(value, float) else str(value)
+    return shown + (
+        f" (distinct rows {emb['kappa_distinct']['median']:.3g})"
+        if key == "kappa" and "kappa_distinct" in emb
+        else ""
+    )
+
+
+SAMPLES = ("vit-plain", "vit-conditioned", "gpt2-docstrings", "bert-docstrings", "llama-docstrings")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
         if name.startswith("vit-"):
             recipe = train_vit.VitRecipe(lam=None if name == "vit-plain" else 10.0)
             results[name] = build_vit(name, recipe, args.out, log)
+        elif name.startswith("llama"):
+            assert corpus is not None
+            results[name] = build_llama(name, train_llama.LlamaRecipe(), corpus, args.out, log)
         else:
             assert corpus is not None
             lm = train_lm.LmRecipe(kind="gpt2" if name.startswith("gpt2") else "bert")
@@ -208,10 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         now = _sha(args.out / name / WEIGHTS)
         same = "first build" if before[name] is None else ("identical" if now == before[name] else "changed")
-        log(
-            f"| {name} | {value} | {emb['kappa']['median']:.3g} | {emb['kappa_shifted']['median']:.3g}"
-            f" | {same} |"
-        )
+        log(f"| {name} | {value} | {_median(emb, 'kappa')} | {_median(emb, 'kappa_shifted')} | {same} |")
     return 0
 
 

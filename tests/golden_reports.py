@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 FOLDER = Path(__file__).resolve().parent / "golden"
-SAMPLES = ("vit-plain", "vit-conditioned", "bert-docstrings", "gpt2-docstrings")
+SAMPLES = ("vit-plain", "vit-conditioned", "bert-docstrings", "gpt2-docstrings", "llama-docstrings")
 ARGS = ("--max-samples", "2", "--json")
+INPUTS = {"llama-docstrings": ("--text", "llama-docstrings/prompts.txt")}  # the LLM on its own prompts
 RTOL = 1e-6
 SKIPPED = {"tool"}  # the versions that wrote it
 
@@ -69,21 +70,30 @@ HERE = "<repository>"  # the checkout's own path, as the files hold it (a clone 
 
 
 def fresh(sample: str) -> dict[str, Any]:
-    """``condcli spectrum SAMPLE --max-samples 2 --json``, run in-process, with this checkout's path written
-    as :data:`HERE`."""
+    """``condcli spectrum SAMPLE --max-samples 2 --json`` (on :data:`INPUTS` where given), run in-process,
+    with this checkout's path written as :data:`HERE`."""
     from typer.testing import CliRunner
 
     from condcli.cli import app
 
-    result = CliRunner().invoke(app, ["spectrum", sample, *ARGS])
+    result = CliRunner().invoke(app, ["spectrum", sample, *INPUTS.get(sample, ()), *ARGS])
     assert result.exit_code == 0, result.output
     report: dict[str, Any] = json.loads(result.stdout.replace(json.dumps(str(ROOT))[1:-1], HERE))
     return report
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Rewrite the golden report of every sample, or of the samples named."""
+    import sys
+
+    names = (sys.argv[1:] if argv is None else argv) or list(SAMPLES)
+    unknown = sorted(set(names) - set(SAMPLES))
+    if unknown:
+        raise SystemExit(
+            f"not a sample with a golden report: {', '.join(unknown)} (they are: {', '.join(SAMPLES)})"
+        )
     FOLDER.mkdir(exist_ok=True)
-    for sample in SAMPLES:
+    for sample in names:
         golden_path(sample).write_text(json.dumps(fresh(sample), indent=1) + "\n", encoding="utf-8")
         print(f"wrote {golden_path(sample)}")
 

@@ -14,7 +14,7 @@ from click.testing import Result
 from condcli.cli import main
 from condcli.loading.samples import SAMPLES_ENV, samples_dir
 
-NAMES = ("bert-docstrings", "gpt2-docstrings", "vit-conditioned", "vit-plain")
+NAMES = ("bert-docstrings", "gpt2-docstrings", "llama-docstrings", "vit-conditioned", "vit-plain")
 
 
 def test_models_json_lists_every_sample_with_its_metric(cli_json: Callable[..., dict[str, Any]]) -> None:
@@ -42,6 +42,16 @@ def test_models_table(cli: Callable[..., Result]) -> None:
     assert "X + 10·I_k" in result.stdout and "condcli inspect vit-plain" in result.stdout
 
 
+def test_models_says_what_the_vit_pair_shows(cli: Callable[..., Result]) -> None:
+    plain, cond = (
+        json.loads((samples_dir() / name / "metadata.json").read_text())["heldout"]["value"]
+        for name in ("vit-plain", "vit-conditioned")
+    )
+    text = " ".join(cli("models").stdout.split())  # rich wraps long lines
+    assert f"held-out accuracy {plain:.1%} vs {cond:.1%} ({100 * (cond - plain):+.1f} points)" in text
+    assert ("conditioning did not help at this scale" in text) == (cond <= plain)
+
+
 def test_no_samples_and_a_broken_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -52,7 +62,8 @@ def test_no_samples_and_a_broken_one(
     assert main(["inspect"]) == 2  # no MODEL and no default sample: one line, exit 2
     assert "default sample checkpoint 'vit-plain' is not installed" in capsys.readouterr().err
     shutil.copytree(
-        Path(__file__).resolve().parent.parent / "condcli" / "sample_checkpoints" / "vit-plain", tmp_path / "x"
+        Path(__file__).resolve().parent.parent / "condcli" / "sample_checkpoints" / "vit-plain",
+        tmp_path / "x",
     )
     (tmp_path / "x" / "metadata.json").write_text("{")
     assert main(["models"]) == 2

@@ -12,12 +12,15 @@ import numpy as np
 import pytest
 
 from condcli.loading.sources import LoadOptions, load
-from samplegen import build, shapes, train_lm, train_vit
+from samplegen import build, lambda_study, shapes, train_llama, train_lm, train_vit
 from samplegen.corpus import Corpus, stdlib_corpus
 from samplegen.text_tokenizers import byte_level_bpe, wordpiece
 
 TINY_VIT = train_vit.VitRecipe(embed_dim=32, depth=2, num_heads=2, train_size=256, heldout_size=100, epochs=1)
 TINY_LM = {"vocab_size": 300, "hidden": 32, "layers": 2, "heads": 2, "intermediate": 64, "epochs": 1}
+TINY_LLAMA = train_llama.LlamaRecipe(
+    vocab_size=300, hidden=32, layers=2, heads=2, kv_heads=1, intermediate=64, block=64, epochs=1
+)
 
 
 def quiet(line: str) -> None:
@@ -126,6 +129,55 @@ def test_a_tiny_lm_build_loads_with_its_tokenizer(
     assert loaded.family == ("hf-gpt2" if kind == "gpt2" else "hf-bert")
     assert loaded.preprocessing.tokenizer is not None
     assert (tmp_path / "tiny" / "heldout.txt").read_text().splitlines() == corpus.heldout
+
+
+def test_llama_blocks_start_with_the_bos_and_hold_the_docstrings_in_order(corpus: Corpus) -> None:
+    tok = train_llama.tokenizer(corpus.train, TINY_LLAMA)
+    bos = tok.bos_token_id
+    assert tok("Return the value.")["input_ids"][0] == bos  # the tokenizer adds the BOS, as Llama's do
+    assert bos not in tok("Return the value.", add_special_tokens=False)["input_ids"]
+    blocks = train_llama.pack(tok, corpus.train[:40], 64)
+    assert blocks.shape[1] == 64 and (blocks[:, 0] == bos).all()
+    stream = [
+        i for text in corpus.train[:40] for i in [*tok(text, add_special_tokens=False)["input_ids"], bos]
+    ]
+    assert blocks[:, 1:].reshape(-1).tolist() == stream[: blocks.shape[0] * 63]  # nothing dropped inside
+
+
+def test_a_tiny_llama_build_loads_with_its_tokenizer_and_prompts(tmp_path: Path, corpus: Corpus) -> None:
+    meta = build.build_llama("tiny", TINY_LLAMA, corpus, tmp_path, quiet)
+    assert (
+        meta["heldout"]["tokens_scored"] > 0
+        and 0 < meta["heldout"]["value"] < meta["heldout"]["uniform_loss"]
+    )
+    assert meta["training"]["train_tokens"] == meta["training"]["train_blocks"] * 64
+    folder = tmp_path / "tiny"
+    loaded = load(str(folder), LoadOptions(device="cpu"))
+    assert loaded.family == "generic" and loaded.preprocessing.tokenizer is not None
+    config = json.loads((folder / "config.json").read_text())
+    assert config["num_key_value_heads"] == 1 and config["max_position_embeddings"] == 64
+    assert (folder / "prompts.txt").read_text().splitlines() == list(build.PROMPTS)
+    assert (folder / "heldout.txt").read_text().splitlines() == corpus.heldout
+    emb = meta["embedding"]  # a token lookup: docstrings that repeat a token have an exactly singular X
+    assert emb["samples_with_repeated_rows"] > 0 and isinstance(emb["kappa_distinct"]["median"], float)
+
+
+def test_lambda_study_orders_the_main_comparison_first_and_summarises() -> None:
+    runs = lambda_study.order([0.0, 1.0, 3.0, 10.0, 12.0], [0, 1, 2])
+    assert runs[:9] == [(lam, s) for s in (0, 1, 2) for lam in (0.0, 12.0, 10.0)]
+    assert sorted(runs) == sorted((lam, s) for lam in (0.0, 1.0, 3.0, 10.0, 12.0) for s in (0, 1, 2))
+    summary = lambda_study.summarise(
+        {
+            "a": {"lambda": 0.0, "seed": 1, "accuracy": 0.8},
+            "b": {"lambda": 0.0, "seed": 0, "accuracy": 0.7},
+            "c": {"lambda": 12.0, "seed": 0, "accuracy": 0.5},
+        }
+    )
+    assert list(summary) == ["0", "12"]
+    assert summary["0"]["accuracy"] == [0.7, 0.8] and summary["0"]["seeds"] == [0, 1]
+    assert summary["0"]["mean"] == pytest.approx(0.75) and summary["0"]["spread"] == pytest.approx(0.1)
+    assert summary["0"]["std"] == pytest.approx(np.std([0.7, 0.8], ddof=1))
+    assert summary["12"]["std"] is None
 
 
 def test_a_failed_build_leaves_the_old_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

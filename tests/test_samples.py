@@ -23,8 +23,9 @@ from samplegen import shapes, train_lm
 from tests.helpers import np_kappa, np_shifted_kappa
 
 ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = ("vit-plain", "vit-conditioned", "gpt2-docstrings", "bert-docstrings")
-TEXT = ("gpt2-docstrings", "bert-docstrings")
+SHIPPED = ("vit-plain", "vit-conditioned", "gpt2-docstrings", "bert-docstrings", "llama-docstrings")
+TEXT = ("gpt2-docstrings", "bert-docstrings")  # trained in blocks of 128 by samplegen.train_lm
+LLAMA = "llama-docstrings"
 
 
 def meta(name: str) -> dict[str, Any]:
@@ -49,14 +50,14 @@ def test_the_set_is_shipped_complete_and_small() -> None:
         folder = samples_dir() / name
         files = {p.name for p in folder.iterdir()}
         assert {"config.json", "model.safetensors", METADATA} <= files
-        if name in TEXT:
+        if name in (*TEXT, LLAMA):
             assert {"tokenizer.json", "tokenizer_config.json", "heldout.txt"} <= files
         m = meta(name)
         for key in ("description", "architecture", "task", "data", "training", "heldout", "embedding"):
             assert m[key], (name, key)
         assert m["seed"] == 0 and m["versions"]["condcli"] and m["versions"]["torch"]
         total += sum(p.stat().st_size for p in folder.iterdir())
-    assert total < 20e6, f"the samples take {total / 1e6:.1f} MB"
+    assert total < 25e6, f"the samples take {total / 1e6:.1f} MB"
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -68,10 +69,16 @@ def test_every_sample_loads_and_runs_the_spectra(name: str) -> None:
     assert len(cap.layers) == loaded.num_layers
     for x in cap.samples():
         s = spectra.summarize(x)
-        assert torch.isfinite(s.kappa).all()
+        distinct = len(np.unique(x.double().numpy(), axis=0))
+        # finite unless a token repeats in a model whose X carries no positions (the Llama: rotary)
+        assert torch.isfinite(s.kappa).all() or (name == LLAMA and distinct < min(x.shape))
         np.testing.assert_allclose(float(s.kappa), np_kappa(x.double().numpy()), rtol=1e-9)
     for layer in cap.layers.values():
-        assert layer.probs is not None and torch.isfinite(spectra.condition_number(layer.attn_in)).all()
+        kappa = spectra.condition_number(layer.attn_in).reshape(-1)
+        assert layer.probs is not None and len(kappa) == len(batch.names)
+        for a, k in zip(layer.attn_in.reshape(len(kappa), *layer.attn_in.shape[-2:]), kappa, strict=True):
+            repeats = len(np.unique(a.double().numpy(), axis=0)) < min(a.shape)  # layer 0 of the Llama
+            assert torch.isfinite(k) or (name == LLAMA and repeats)
 
 
 def _spread_from_uniform(name: str, weights: str) -> list[float]:
@@ -235,6 +242,128 @@ def test_lm_embedding_kappa_is_reproduced_from_hidden_states(name: str) -> None:
         shifted.append(np_shifted_kappa(x, emb["lambda"]))
     assert np.median(kappa) == pytest.approx(emb["kappa"]["median"], rel=1e-5)
     assert np.median(shifted) == pytest.approx(emb["kappa_shifted"]["median"], rel=1e-5)
+
+
+def _llama() -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = samples_dir() / LLAMA
+    return AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+
+
+def test_the_llm_sample_is_a_rope_gqa_decoder_trained_at_its_full_context() -> None:
+    config = json.loads((samples_dir() / LLAMA / "config.json").read_text(encoding="utf-8"))
+    assert config["architectures"] == ["LlamaForCausalLM"]
+    assert config["num_key_value_heads"] < config["num_attention_heads"]  # grouped-query attention
+    assert config["max_position_embeddings"] >= 1024
+    training = meta(LLAMA)["training"]
+    block = training["recipe"]["block"]
+    assert block == config["max_position_embeddings"]  # every block as long as the context
+    assert training["train_tokens"] == training["train_blocks"] * block
+    _, tokenizer = _llama()
+    ids = tokenizer("Return the value.")["input_ids"]
+    assert ids[0] == config["bos_token_id"] and ids.count(config["bos_token_id"]) == 1  # the BOS, as Llama
+    assert tokenizer.model_max_length == block
+
+
+def _packed(tokenizer: Any, texts: list[str], block: int) -> torch.Tensor:
+    """BOS, then block − 1 tokens of the texts joined by EOS: the held-out blocks, packed here anew."""
+    stream: list[int] = []
+    for text in texts:
+        stream += [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
+    n = len(stream) // (block - 1)
+    body = np.array(stream[: n * (block - 1)]).reshape(n, block - 1)
+    return torch.from_numpy(np.concatenate([np.full((n, 1), tokenizer.bos_token_id), body], axis=1))
+
+
+def test_llm_heldout_loss_is_reproduced() -> None:
+    model, tokenizer = _llama()
+    texts = (samples_dir() / LLAMA / "heldout.txt").read_text(encoding="utf-8").splitlines()
+    blocks = _packed(tokenizer, texts, meta(LLAMA)["training"]["recipe"]["block"])
+    nll: list[np.ndarray] = []
+    for i in range(0, len(blocks), 2):
+        ids = blocks[i : i + 2]
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=ids).logits.double(), -1).numpy()[:, :-1]
+        nll.append(-np.take_along_axis(logp, ids[:, 1:, None].numpy(), -1).ravel())
+    scored = np.concatenate(nll)
+    recorded = meta(LLAMA)["heldout"]
+    assert recorded["tokens_scored"] == scored.size > 10_000
+    assert float(scored.mean()) == pytest.approx(recorded["value"], rel=1e-5)
+    assert recorded["value"] < recorded["uniform_loss"] - 1.0  # it learned something
+
+
+def _median(values: list[float]) -> float | str:
+    m = float(np.median(values))
+    return "inf" if np.isinf(m) else m
+
+
+def test_llm_embedding_kappa_is_reproduced_from_hidden_states() -> None:
+    """X of a RoPE decoder is the token lookup: κ(X) is inf wherever a token repeats; κ over the distinct rows
+    is recorded beside it."""
+    model, tokenizer = _llama()
+    emb = meta(LLAMA)["embedding"]
+    lines = (samples_dir() / LLAMA / "heldout.txt").read_text(encoding="utf-8").splitlines()[: emb["samples"]]
+    kappa, distinct, shifted, repeated = [], [], [], 0
+    for line in lines:
+        ids = tokenizer(line, truncation=True, max_length=1024, return_tensors="pt")
+        with torch.no_grad():
+            x = model(**ids, output_hidden_states=True).hidden_states[0][0].double().numpy()
+        rows = np.unique(x, axis=0)
+        repeated += len(rows) < len(x)
+        kappa.append(float(np_kappa(x)) if len(rows) >= min(x.shape) else np.inf)
+        distinct.append(float(np_kappa(rows)))
+        shifted.append(float(np_shifted_kappa(x, emb["lambda"])))
+    assert repeated == emb["samples_with_repeated_rows"] > 0
+    for key, values in (("kappa", kappa), ("kappa_distinct", distinct), ("kappa_shifted", shifted)):
+        got, recorded = _median(values), emb[key]["median"]
+        assert got == recorded if isinstance(recorded, str) else got == pytest.approx(recorded, rel=1e-5), key
+
+
+def test_the_llm_prompts_ship_beside_it_and_repeat_tokens() -> None:
+    _, tokenizer = _llama()
+    prompts = (samples_dir() / LLAMA / "prompts.txt").read_text(encoding="utf-8").splitlines()
+    assert len(prompts) >= 3 and meta(LLAMA)["data"]["prompts_file"] == "prompts.txt"
+    for line in prompts:
+        ids = tokenizer(line)["input_ids"]
+        assert line.count(". ") >= 1 and 30 < len(ids) < 1024  # several sentences, inside the context
+        assert len(set(ids)) < len(ids)  # a token repeats: κ(X) = inf, κ_distinct is the number to read
+
+
+def test_text_names_a_file_of_a_shipped_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--text SAMPLE/FILE` from an empty folder reads the installed sample's file; a file here wins."""
+    from condcli.errors import InputError
+    from condcli.inputs.reading import text_source
+
+    monkeypatch.chdir(tmp_path)
+    source = text_source(Path(f"{LLAMA}/prompts.txt"))
+    assert source.path == samples_dir() / LLAMA / "prompts.txt" and "shipped samples" in source.label
+    for missing in (f"{LLAMA}/nothing.txt", "no-such-sample/prompts.txt", f"{LLAMA}/../{LLAMA}/prompts.txt"):
+        with pytest.raises(InputError, match="no such file"):
+            text_source(Path(missing))
+    (tmp_path / LLAMA).mkdir()
+    (tmp_path / LLAMA / "prompts.txt").write_text("mine\n", encoding="utf-8")
+    assert text_source(Path(f"{LLAMA}/prompts.txt")).path == Path(f"{LLAMA}/prompts.txt")
+
+
+def test_spectrum_runs_on_the_llm_sample_and_its_prompts_from_an_empty_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from condcli.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["spectrum", LLAMA, "--text", f"{LLAMA}/prompts.txt", "--no-conditioned", "--json"]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    prompts = (samples_dir() / LLAMA / "prompts.txt").read_text(encoding="utf-8").splitlines()
+    assert (
+        report["inputs"]["count"] == len(prompts)
+        and f"{LLAMA}/prompts.txt" in report["inputs"]["description"]
+    )
+    assert list(tmp_path.iterdir()) == []  # nothing written here
 
 
 def test_readme_records_the_vit_results() -> None:

@@ -22,6 +22,28 @@ def _metric(s: SampleInfo) -> str:
     return f"{s.metric} {s.value:.4g}"
 
 
+def pair_story(samples: list[SampleInfo]) -> str | None:
+    """One plain sentence on what the ViT pair shows, from their held-out accuracies (None without both)."""
+    by_name = {s.name: s for s in samples}
+    plain, cond = by_name.get("vit-plain"), by_name.get("vit-conditioned")
+    if (
+        plain is None
+        or cond is None
+        or plain.value is None
+        or cond.value is None
+        or cond.conditioning is None
+    ):
+        return None
+    points = 100 * (cond.value - plain.value)
+    verdict = "conditioning did not help at this scale" if points <= 0 else "conditioning helped in this run"
+    return (
+        f"vit-plain and vit-conditioned are one small ViT recipe (shapes10, seed 0) trained without and with "
+        f"{cond.conditioning}: held-out accuracy {plain.value:.1%} vs {cond.value:.1%} "
+        f"({points:+.1f} points), so {verdict}. They show what the shift does to κ(X) and to attention in a "
+        "trained model, not the paper's ImageNet gain; the λ study over seeds: the project's docs/samples.md."
+    )
+
+
 @command("models")
 def models_command(as_json: o.Json = False) -> None:
     """List the shipped sample checkpoints (usable as MODEL by name, offline)."""
@@ -53,6 +75,9 @@ def models_command(as_json: o.Json = False) -> None:
             s.name, s.architecture, s.task, _metric(s), s.conditioning or "—", f"{s.size_bytes / 1e6:.1f} MB"
         )
     out.print(table)
+    story = pair_story(samples)
+    if story is not None:
+        out.print(story)
     names = [s.name for s in samples]
     example = DEFAULT_SAMPLE if DEFAULT_SAMPLE in names else names[0]
     out.print(

@@ -125,7 +125,8 @@ COMMON: tuple[Common, ...] = (
         Optional[Path],
         None,
         "A UTF-8 file, one sample per line (- reads standard input); a line is read only as far as the "
-        "model's maximum length can use.",
+        "model's maximum length can use. SAMPLE/FILE that is no file here reads a shipped sample's file, "
+        "e.g. llama-docstrings/prompts.txt.",
         INPUTS,
     ),
     Common("max_samples", "--max-samples", Optional[int], None, "Use at most this many samples.", INPUTS),

@@ -99,7 +99,10 @@ def text_source(path: Path) -> TextSource:
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise InputError(f"`text={label}`: no such file", HINT) from None
+        shipped = _sample_file(path)
+        if shipped is None:
+            raise InputError(f"`text={label}`: no such file", HINT) from None
+        return TextSource(shipped, label, f"{label} (a file of the shipped samples)", once=False)
     except OSError as e:  # a symlink loop, a path component that is a file, …
         raise InputError(f"`text={label}` cannot be read ({e.strerror})", HINT) from None
     if stat.S_ISDIR(st.st_mode):
@@ -107,6 +110,18 @@ def text_source(path: Path) -> TextSource:
     if not os.access(path, os.R_OK):
         raise InputError(f"`text={label}` cannot be read (permission denied)", HINT)
     return TextSource(path, label, label, once=stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode))
+
+
+def _sample_file(path: Path) -> Path | None:
+    """``SAMPLE/FILE`` (e.g. ``llama-docstrings/prompts.txt``) that is no file here but a file of a shipped
+    sample, as a MODEL name that is no folder here is a sample: its path, else None."""
+    from condcli.loading.samples import sample_names, samples_dir
+
+    parts = path.parts
+    if path.is_absolute() or len(parts) != 2 or parts[0] not in sample_names():
+        return None
+    found = samples_dir() / parts[0] / parts[1]
+    return found if found.is_file() else None
 
 
 def _regular(fd: int | BinaryIO) -> bool:
