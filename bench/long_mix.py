@@ -1,13 +1,14 @@
 """`bench_long_sequence --mix`: κ(P) of causal attention at forward speed (issue 43), on a model whose heads
 are not all floors.
 
-Workload: the sample RoPE/GQA LLM ``condcli/sample_checkpoints/llama-docstrings`` where it is present, else
+Workload: the sample RoPE/GQA LLM ``condcli/sample_checkpoints/llama-docstrings`` on its held-out text where
+it is present (its context is 1,024 tokens: at 2,048 RoPE runs past it, as it does for any prompt), else
 the bench's random-init Llama (:func:`bench.bench_long_sequence.build`) given a realistic attention
 temperature: query head h of every layer has its W_Q scaled by 10^(−2.5 + 4h/(H−1)), from broad heads
 (near-uniform causal averaging: P is well resolved, κ ≈ 1e3) to sharp ones (floors), and head 0 of every
 layer is made an attention sink on the prompt's first token (the construction of tests/sinking.py: a
-constant query along RoPE's slowest pair, and a key there that only the first token has). At each prompt
-length, side by side and interleaved:
+constant query along RoPE's slowest pair, and a key there that only the first token has), on random token
+ids. At each prompt length, side by side and interleaved:
 
   (a) the model's own forward (sdpa);
   (f) its eager forward returning every attention (``output_attentions=True``);
@@ -84,7 +85,17 @@ FIRST = 1  # the token id every mixed prompt starts with (the sink's key)
 
 
 def mixed_prompt(loaded: LoadedModel, tokens: int) -> Batch:
-    """``tokens`` random ids (seed 0) after :data:`FIRST`, which occurs only there, no padding."""
+    """The sample's held-out text (docstrings it was not trained on) cut to ``tokens`` tokens where the sample
+    is present; else ``tokens`` random ids (seed 0) after :data:`FIRST`, which occurs only there. No
+    padding."""
+    folder = samples_dir() / SAMPLE
+    if Path(loaded.spec) == folder and (folder / "heldout.txt").exists():
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        ids = torch.tensor([tokenizer((folder / "heldout.txt").read_text())["input_ids"][:tokens]])
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        return Batch(inputs, None, ["heldout.txt"])
     config: Any = loaded.model.config
     vocab = int(config.vocab_size)
     ids = torch.randint(FIRST + 1, vocab, (1, tokens), generator=torch.Generator().manual_seed(0))
