@@ -230,6 +230,11 @@ def main(argv: Sequence[str] | None = None) -> list[Verdict]:
         "spectrum side by side at --lengths, and the share of κ(P) decided in O(n²)",
     )
     parser.add_argument("--lengths", default="512,2048", help="--mix: prompt lengths [512,2048]")
+    parser.add_argument(
+        "--tempered",
+        action="store_true",
+        help="--mix: the tempered random-init Llama even where the sample is",
+    )
     args = parser.parse_args(argv)
     base = TINY if args.tiny else Llama()
     shape = replace(base, tokens=args.tokens or base.tokens, layers=args.layers or base.layers)
@@ -241,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> list[Verdict]:
         print(f"{machine()}\nmedian of {args.repeats} interleaved run(s)")
         if args.mix:
             lengths = [args.tokens] if args.tokens else long_mix.parse_lengths(args.lengths)
-            verdicts = long_mix.side_by_side(shape, lengths, args.repeats)
+            verdicts = long_mix.side_by_side(shape, lengths, args.repeats, tempered=args.tempered)
         else:
             verdicts = run(shape, args.repeats)
         print_verdicts(verdicts)

@@ -40,13 +40,13 @@ SAMPLE = "llama-docstrings"
 LOW, HIGH = -2.5, 1.5  # log10 of the W_Q scale of the first and the last query head
 
 
-def mixed_model(shape: Any, folder: Path) -> tuple[LoadedModel, str]:
-    """The sample LLM where present, else the random-init Llama with a realistic attention temperature, and
-    a line that says which."""
+def mixed_model(shape: Any, folder: Path, *, tempered: bool = False) -> tuple[LoadedModel, str]:
+    """The sample LLM where present (unless ``tempered``), else the random-init Llama with a realistic
+    attention temperature, and a line that says which."""
     from bench.bench_long_sequence import build
 
     sample = samples_dir() / SAMPLE
-    if (sample / "config.json").exists():
+    if (sample / "config.json").exists() and not tempered:
         return load(str(sample), LoadOptions(device="cpu")), f"the sample {SAMPLE}"
     loaded = build(shape, folder, "cpu", bias=True)
     temper(loaded.model, shape.heads)
@@ -127,12 +127,12 @@ def contenders(loaded: LoadedModel, batch: Batch) -> dict[str, Callable[[], obje
     }
 
 
-def side_by_side(shape: Any, lengths: list[int], repeats: int) -> list[Verdict]:
+def side_by_side(shape: Any, lengths: list[int], repeats: int, *, tempered: bool = False) -> list[Verdict]:
     """Build, warm up, measure each length; print one table and return the targets' verdicts."""
     from bench.bench_long_sequence import can_reset_peak, measure
 
     with tempfile.TemporaryDirectory(prefix="condcli-bench-mix-") as folder:
-        loaded, what = mixed_model(shape, Path(folder))
+        loaded, what = mixed_model(shape, Path(folder), tempered=tempered)
         params = sum(p.numel() for p in loaded.model.parameters())
         cfg: Any = loaded.model.config
         print(

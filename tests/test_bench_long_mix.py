@@ -20,7 +20,7 @@ from condcli.spectra.core import summarize
 def test_tempered_llama_has_sinks_broad_heads_and_floors() -> None:
     shape = replace(bl.TINY, tokens=48)
     with tempfile.TemporaryDirectory() as folder:
-        loaded, what = long_mix.mixed_model(shape, Path(folder))
+        loaded, what = long_mix.mixed_model(shape, Path(folder), tempered=True)
     assert "random-init Llama" in what
     probs: list[torch.Tensor] = []
     batch = long_mix.mixed_prompt(loaded, shape.tokens)
@@ -33,7 +33,7 @@ def test_tempered_llama_has_sinks_broad_heads_and_floors() -> None:
 
 
 def test_side_by_side_prints_every_contender_and_the_share(capsys: pytest.CaptureFixture[str]) -> None:
-    verdicts = bl.main(["--tiny", "--mix", "--lengths", "100", "--threads", "1"])
+    verdicts = bl.main(["--tiny", "--mix", "--tempered", "--lengths", "100", "--threads", "1"])
     out = capsys.readouterr().out
     for label in long_mix.LABELS.values():
         assert label in out
