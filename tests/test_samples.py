@@ -394,4 +394,12 @@ def test_readme_records_the_vit_results() -> None:
             or f"perplexity {m['heldout']['perplexity']:.0f}" in readme
         )
         assert f"{m['embedding']['kappa']['median']:.3g}" in readme
+    llama = meta(LLAMA)
+    assert (
+        f"{llama['heldout']['value']:.3f} nats/token (perplexity {llama['heldout']['perplexity']:.0f})"
+        in readme
+    )
+    emb = llama["embedding"]
+    assert f"{emb['samples_with_repeated_rows']} of the {emb['samples']}" in readme
+    assert f"distinct rows has median {emb['kappa_distinct']['median']:.3g}" in readme
     assert re.search(r"make samples", readme)
