@@ -190,7 +190,7 @@ def refusal(model: nn.Module, static: str | None = None) -> Refused:
     name = type(model).__name__
     hint = (
         "describe its embedding, blocks and attention in a TOML file passed as `adapter` "
-        "(docs/guides/your-own-model.md; the supported models: docs/commands/models.md)"
+        "(docs/guides/your-own-model.md; the supported models: docs/commands/models.md), or open an issue"
     )
     inputs = probe_inputs(model)
     seen = observe(model, inputs) if inputs is not None else None
@@ -225,7 +225,8 @@ def refusal(model: nn.Module, static: str | None = None) -> Refused:
         "no-attention",
         f"condcli found no stack of blocks with Q/K/V projections in {name}: no attention in any block (on "
         f"a probe batch of {batch} no softmax over keys was computed and no attention module ran{mixers})",
-        "condcli analyses softmax attention (a hybrid's attention blocks are analysed, the others named)",
+        f"condcli analyses softmax attention (a hybrid's attention blocks are analysed, the others named); "
+        f"if {name} does hold attention, {hint}",
     )
 
 
@@ -254,7 +255,8 @@ def _unrun(model: nn.Module, static: str | None, hint: str) -> Refused:
         "no-attention",
         f"condcli found no stack of blocks with Q/K/V projections in {name}: no attention in any block (no "
         f"module named an attention, no softmax module{mixers})",
-        "condcli analyses softmax attention (a hybrid's attention blocks are analysed, the others named)",
+        f"condcli analyses softmax attention (a hybrid's attention blocks are analysed, the others named); "
+        f"if {name} does hold attention, {hint}",
     )
 
 
