@@ -14,16 +14,13 @@ def _shape(s: list[int] | None) -> str:
 
 
 def _render(report: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from condcli.cli.flags import as_flags
-    from condcli.cli.tables import notes
+    from condcli.cli.tables import notes, stdout_console
 
-    out = Console(soft_wrap=True)
-    if not out.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
-        out = Console(soft_wrap=True, width=160)
+    out = stdout_console(160)
     m, e, i = report["model"], report["embedding"], report["inputs"]
     what = escape(f"({m['from']}): family {m['family']}, {m['source']}, {m['weights']} weights")
     out.print(f"[bold]{escape(m['spec'])}[/] {what}")

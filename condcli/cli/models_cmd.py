@@ -47,9 +47,9 @@ def pair_story(samples: list[SampleInfo]) -> str | None:
 @command("models")
 def models_command(as_json: o.Json = False) -> None:
     """List the shipped sample checkpoints (usable as MODEL by name, offline)."""
-    from rich.console import Console
     from rich.table import Table
 
+    from condcli.cli.tables import stdout_console
     from condcli.loading.project_config import DEFAULT_SAMPLE
     from condcli.loading.samples import list_samples, restore_hint, samples_dir
     from condcli.reports.spectrum import envelope
@@ -63,9 +63,7 @@ def models_command(as_json: o.Json = False) -> None:
         }
         print(json.dumps(report, indent=2))
         return
-    out = Console(soft_wrap=True)
-    if not out.is_terminal:
-        out = Console(soft_wrap=True, width=160)
+    out = stdout_console(160)
     if not samples:
         out.print(f"no sample checkpoints in {samples_dir()} — {restore_hint()}")
         return
