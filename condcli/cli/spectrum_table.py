@@ -15,7 +15,7 @@ from condcli.cli.flags import as_flags
 from condcli.cli.tables import header, median, notes, stat
 from condcli.errors import UsageError
 from condcli.numbers import APPROX, WARN, num, supported_digits
-from condcli.reports.metrics import FORWARD, HEAD, MetricDef, with_weights
+from condcli.reports.metrics import FORWARD, HEAD, MetricDef, column_notes, with_weights
 from condcli.reports.spectrum import SINK_NOTE, LayerReport, SpectrumReport
 from condcli.spectra import Aggregate
 
@@ -265,6 +265,13 @@ def mu_note(shown: Sequence[Column]) -> str:
     return "; ".join(parts) + "."
 
 
+def _gqa(report: SpectrumReport) -> bool:
+    """Whether some layer has fewer key/value heads than query heads."""
+    return any(
+        layer.weights.kv_heads is not None and layer.weights.kv_heads < layer.heads for layer in report.layers
+    )
+
+
 def _footnotes(out: Console, report: SpectrumReport, shown: Sequence[Column]) -> None:
     for index, name, why in report.refused:
         out.print(
@@ -277,10 +284,13 @@ def _footnotes(out: Console, report: SpectrumReport, shown: Sequence[Column]) ->
             " be proven on the model's first batch (see the notes); declare them with `--adapter` (TOML)."
         )
     out.print(escape(as_flags(mu_note(shown))))
-    out.print(
-        "H(P): normalised attention entropy (1 uniform, 0 collapsed), the lowest head; srank: stable rank "
-        "Σσ²/σ_1²; under GQA κ(W_K), κ(W_V) are d × H_kv·d_h."
-    )
+    keys = {c.key for c in shown}
+    for line in column_notes(keys):
+        if line.startswith("sink:") and any("causal" in layer.attention for layer in report.layers):
+            line = SINK_NOTE  # the same, with the queries a causal sink score skips
+        out.print(escape(line))
+    if _gqa(report) and keys & {"kappa_wk", "kappa_wv", "mu_la", "mu_a"}:
+        out.print("under GQA κ(W_K), κ(W_V) are d × H_kv·d_h.")
     if any(layer.plain["kappa_mixing"] is not None for layer in report.layers):
         out.print(
             "κ(M): the matrix that really mixes the tokens (shaped attention αI + βP, from the attention's "
@@ -301,12 +311,12 @@ def _footnotes(out: Console, report: SpectrumReport, shown: Sequence[Column]) ->
         )
     if any(layer.plain.below.get("x") or layer.plain.below.get("attn_input") for layer in report.layers):
         out.print(f"{WARN} on κ(X_l)/κ(A_l): some samples below the capture dtype's resolution.")
-    for layer in report.layers:
-        line = layer.heads_line()
+    heads_lines = [layer.heads_line() for layer in report.layers]
+    for line in heads_lines:
         if line is not None:
             out.print(escape(line))
-    if any(layer.sink_heads for layer in report.layers):
-        out.print(escape(SINK_NOTE))
+    if "sink" not in keys and any(line and "attention sinks" in line for line in heads_lines):
+        out.print(escape(SINK_NOTE))  # a heads line names sinks, but no column explains the score
     missing = [layer for layer in report.layers if layer.probs_note is not None]
     if missing:
         where = ", ".join(str(layer.index) for layer in missing)

@@ -14,6 +14,7 @@ inputs (:class:`condcli.analysis.layers.ForwardAccumulator` for per-layer metric
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -53,6 +54,7 @@ class MetricDef:
     # dropped from the last where the terminal is narrower; None: only with `columns` or `wide`
     compact: int | None = None
     compact_conditioned: int | None = None  # likewise its conditioned-forward column
+    note: str = ""  # the footnote under a table that shows its column ("" none): only where it is shown
 
     @property
     def option(self) -> str | None:
@@ -269,6 +271,7 @@ FORWARD: tuple[MetricDef, ...] = (
         headline=True,
         log_scale=False,
         compact=4,
+        note="H(P): normalised attention entropy (1 uniform, 0 collapsed), the lowest head.",
     ),
     MetricDef(
         "sink",
@@ -285,6 +288,7 @@ FORWARD: tuple[MetricDef, ...] = (
         needs_probs=True,
         log_scale=False,
         compact=8,
+        note="sink: attention mass on the first token (mean over queries of P[i, 0]), the highest head.",
     ),
     MetricDef(
         "stable_rank",
@@ -295,6 +299,7 @@ FORWARD: tuple[MetricDef, ...] = (
         gate="min_stable_rank",
         gate_help=_gate_help("the stable rank Σσ²/σ_1² of X_l") + " is below this.",
         column="srank(X_l)",
+        note="srank: stable rank Σσ²/σ_1² of X_l.",
     ),
 )
 
@@ -379,3 +384,10 @@ def flag_of(metric: MetricDef, mixing: bool) -> str | None:
 def forward(key: str) -> MetricDef:
     """The per-layer metric with this key."""
     return next(m for m in FORWARD if m.key == key)
+
+
+def column_notes(keys: Iterable[str]) -> list[str]:
+    """The footnotes of the forward metrics whose columns a table shows (``keys``; a conditioned column's key
+    ``conditioned.<key>`` counts as its metric's), in registry order: none for a column not shown."""
+    shown = {k.removeprefix("conditioned.") for k in keys}
+    return [m.note for m in FORWARD if m.note and m.key in shown]
