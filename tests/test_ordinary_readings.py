@@ -104,3 +104,23 @@ def test_a_block_run_by_forward_is_captured_as_the_model_computes_it() -> None:
         assert layer.x_in is not None
         torch.testing.assert_close(layer.x_in, ref)
     assert "forward" not in vars(model.layers[0])  # the routing is undone
+
+
+def test_weights_returned_in_a_list_by_a_method_the_attention_calls_are_p() -> None:
+    """OpenAI GPT's attention passes output_attentions on to its own ``_attn``, which branches on it, and
+    returns a list: P is asked for and read, equal to the model's own output_attentions."""
+    import transformers as tf
+
+    from condcli.inputs.batches import Batch
+
+    torch.manual_seed(0)
+    config = tf.OpenAIGPTConfig(vocab_size=50, n_positions=16, n_embd=16, n_layer=2, n_head=2)
+    model = tf.OpenAIGPTModel(config).eval()
+    ids = torch.randint(0, 50, (2, 7), generator=torch.Generator().manual_seed(1))
+    got = capture(adapter_for(model), Batch({"input_ids": ids}, None, ["a", "b"]))
+    with torch.no_grad():
+        reference = model(input_ids=ids, output_attentions=True).attentions
+    for i in range(2):
+        probs = got.layers[i].probs
+        assert probs is not None
+        torch.testing.assert_close(probs[:, 0], reference[i])

@@ -39,6 +39,29 @@ def weights_on_request(attn: nn.Module) -> bool:
         tree = ast.parse(textwrap.dedent(inspect.getsource(forward)))
     except (TypeError, ValueError, OSError, SyntaxError):
         return False
+    if _branches(tree):
+        return True
+    # passed on to a method of its own that branches on it (OpenAI GPT's self._attn(..., output_attentions))
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
+            continue
+        if not (isinstance(call.func.value, ast.Name) and call.func.value.id == "self"):
+            continue
+        passed = [*call.args, *(k.value for k in call.keywords)]
+        if not any(isinstance(a, ast.Name) and a.id == "output_attentions" for a in passed):
+            continue
+        method = getattr(type(attn), call.func.attr, None)
+        if callable(method) and not isinstance(method, type) and not isinstance(method, nn.Module):
+            try:
+                if _branches(ast.parse(textwrap.dedent(inspect.getsource(method)))):
+                    return True
+            except (TypeError, ValueError, OSError, SyntaxError):
+                continue
+    return False
+
+
+def _branches(tree: ast.AST) -> bool:
+    """Whether code branches on ``output_attentions`` (``if output_attentions``, ``… if … else …``)."""
     return any(
         isinstance(n, ast.If | ast.IfExp)
         and any(isinstance(t, ast.Name) and t.id == "output_attentions" for t in ast.walk(n.test))
@@ -166,7 +189,7 @@ def returned_probs(
     the last that is a probability matrix over the keys. Where the call returned none, the capture stops
     with one line naming ``layer``: a P that is missing is never reported as absent without a word.
     """
-    found = tuple(output[1:]) if isinstance(output, tuple) else ()
+    found = tuple(output[1:]) if isinstance(output, tuple | list) else ()  # OpenAI GPT returns a list
     four = [t for t in found if isinstance(t, torch.Tensor) and t.ndim in (3, 4, 5)]
     x = args[0] if args and isinstance(args[0], torch.Tensor) else kwargs.get("hidden_states")
     n = int(x.shape[-2]) if isinstance(x, torch.Tensor) and x.ndim == 3 else None
