@@ -16,17 +16,22 @@ FIGURE = Path(__file__).resolve().parent.parent / "docs" / "lambda-study.png"
 
 
 def table(data: dict[str, Any]) -> str:
-    """Markdown: one row per λ, held-out accuracy per seed, the mean ± the sample std, and the spread."""
+    """Markdown: one row per planned λ, held-out accuracy per planned seed ("—": not run yet), the mean ± the
+    sample std, and the spread (max − min) over the seeds run."""
     summary = data["summary"]
-    seeds = sorted({s for row in summary.values() for s in row["seeds"]})
+    plan = data.get("planned") or {}
+    seeds = sorted({*plan.get("seeds", ()), *(s for row in summary.values() for s in row["seeds"])})
+    lams = sorted({*(float(lam) for lam in plan.get("lambdas", ())), *(float(lam) for lam in summary)})
     head = "| λ | " + " | ".join(f"seed {s}" for s in seeds) + " | mean ± std | spread (max − min) |"
     lines = [head, "|---|" + "---|" * (len(seeds) + 2)]
-    for lam, row in summary.items():
+    for lam in lams:
+        row = summary.get(f"{lam:g}", {"seeds": [], "accuracy": [], "std": None})
         by_seed = dict(zip(row["seeds"], row["accuracy"], strict=True))
         cells = [f"{by_seed[s]:.1%}" if s in by_seed else "—" for s in seeds]
+        mean = f"{row['mean']:.1%}" if row["seeds"] else "—"
         std = f" ± {row['std']:.1%}" if row["std"] is not None else ""
         spread = f"{row['spread']:.1%}" if len(row["seeds"]) > 1 else "—"
-        lines.append(f"| {lam} | " + " | ".join(cells) + f" | {row['mean']:.1%}{std} | {spread} |")
+        lines.append(f"| {lam:g} | " + " | ".join(cells) + f" | {mean}{std} | {spread} |")
     return "\n".join(lines)
 
 
@@ -62,15 +67,24 @@ def figure(data: dict[str, Any], path: Path) -> None:
             [h - m for m, h in zip(means, highs, strict=True)],
         ],
         color="black",
+        fmt="_",
+        markersize=16,
         capsize=4,
         lw=1.2,
-        label="mean (bar: min–max over seeds)",
+        label="mean over seeds (bar: min–max)",
         zorder=2,
     )
-    ax.set_xticks(lams, [f"{lam:g}" for lam in lams])
+    plan = data.get("planned") or {}
+    ticks = sorted({*lams, *(float(lam) for lam in plan.get("lambdas", ()))})
+    ax.set_xticks(ticks, [f"{lam:g}" for lam in ticks])
     ax.set_xlabel("λ of X + λ·I_k during training (0: plain)")
     ax.set_ylabel("held-out accuracy (%)")
-    ax.set_title("sample ViT on shapes10 (6 layers, d 96, 3 epochs): 2,000 held-out images", fontsize=9)
+    done, missing = len(data["runs"]), len(data.get("missing", ()))
+    ax.set_title(
+        f"sample ViT on shapes10 (6 layers, d 96, 3 epochs), 2,000 held-out images: "
+        f"{done} of {done + missing} runs",
+        fontsize=9,
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small", loc="best")
     fig.tight_layout()

@@ -180,6 +180,31 @@ def test_lambda_study_orders_the_main_comparison_first_and_summarises() -> None:
     assert summary["12"]["std"] is None
 
 
+def test_the_lambda_study_results_agree_with_the_samples_and_the_pages() -> None:
+    """samplegen/lambda_study.json: its summary is its runs', a run taken from a shipped sample is that
+    sample, and the table in docs/samples.md and the samples' README is the one the results give."""
+    from samplegen.lambda_figure import table
+
+    root = Path(__file__).resolve().parent.parent
+    data = lambda_study.load_results(lambda_study.RESULTS)
+    assert data["runs"] and data["summary"] == lambda_study.summarise(data["runs"])
+    plan = data["planned"]
+    keys = {f"lambda={lam:g} seed={s}" for lam, s in lambda_study.order(plan["lambdas"], plan["seeds"])}
+    assert set(data["missing"]) == keys - set(data["runs"]) and set(data["runs"]) <= keys
+    base = train_vit.VitRecipe()
+    assert data["recipe"] == {**base.__dict__, "lam": "varied", "seed": "varied"}
+    for run in data["runs"].values():
+        if "source" in run:  # a shipped sample stands for its run: the same recipe, accuracy and weights
+            name = lambda_study.SHIPPED[run["lambda"]]
+            meta = json.loads((build.ROOT / name / "metadata.json").read_text())
+            assert run["seed"] == 0 and meta["heldout"]["value"] == run["accuracy"]
+            assert meta["training"]["recipe"]["lam"] == (None if run["lambda"] == 0 else run["lambda"])
+            assert sha(build.ROOT / name / "model.safetensors") == run["weights_sha256"]
+    shown = table(data)
+    for page in (root / "docs" / "samples.md", build.ROOT / "README.md"):
+        assert shown in page.read_text(encoding="utf-8"), page
+
+
 def test_a_failed_build_leaves_the_old_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     build.build_vit("tiny", TINY_VIT, tmp_path, quiet)
     before = sha(tmp_path / "tiny" / "model.safetensors")

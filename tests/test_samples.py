@@ -366,6 +366,17 @@ def test_spectrum_runs_on_the_llm_sample_and_its_prompts_from_an_empty_folder(
     assert list(tmp_path.iterdir()) == []  # nothing written here
 
 
+def test_the_readme_states_what_the_vit_pair_shows() -> None:
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    plain, cond = meta("vit-plain"), meta("vit-conditioned")
+    lam = cond["conditioning"]["lambda"]
+    assert f"trained without and with X + {lam:g}·I_k" in readme
+    assert f"{plain['training']['steps']} steps on 2 CPU cores" in readme
+    said = f"accuracy {plain['heldout']['value']:.1%} plain, {cond['heldout']['value']:.1%} conditioned"
+    assert said in readme
+    assert ("it did not" in readme) == (cond["heldout"]["value"] <= plain["heldout"]["value"])
+
+
 def test_readme_records_the_vit_results() -> None:
     readme = (ROOT / "docs" / "commands" / "models.md").read_text(encoding="utf-8")
     for name in ("vit-plain", "vit-conditioned"):
