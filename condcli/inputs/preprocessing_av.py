@@ -80,8 +80,8 @@ def _filterbank_bins(config: Any) -> int:
     if getattr(config, "input_feat_per_channel", None) is not None:
         return _positive(config, "input_feat_per_channel") * _positive(config, "input_channels", 1)
     raise InputError(
-        f"this {getattr(config, 'model_type', '?')} model reads input_features of a layout condcli does not"
-        " know (its config names neither num_mel_bins nor input_feat_per_channel)",
+        f"[inputs] this {getattr(config, 'model_type', '?')} model reads input_features of a layout condcli"
+        " does not know (its config names neither num_mel_bins nor input_feat_per_channel)",
         "open an issue naming the model",
     )
 
@@ -211,12 +211,13 @@ def _check(kept: dict[str, Any], key: str, shape: tuple[int, ...], describe: str
     got = kept.get(key)
     if got is None:
         raise InputError(
-            f"the {describe.split(' ')[0]} makes no {key}, the input the model reads",
+            f"[inputs] the {describe.split(' ')[0]} makes no {key}, the input the model reads",
             "put the model's own preprocessor config beside its weights",
         )
     if tuple(got.shape) != shape:
         raise InputError(
-            f"the {describe.split(' ')[0]} makes {key} of shape {tuple(got.shape)}, but the model's config"
+            f"[inputs] the {describe.split(' ')[0]} makes {key} of shape {tuple(got.shape)}, but the model's"
+            " config"
             f" asks for {shape}: its {what} disagree with the model's",
             "put the model's own preprocessor config beside its weights, or fix its config.json",
         )
