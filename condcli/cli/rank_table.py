@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.flags import as_flags
-from condcli.cli.tables import header, notes, stat
+from condcli.cli.tables import Col, dropped_line, fitted, header, notes, quiet, say, stat
 from condcli.numbers import num
 from condcli.reports.rank import MatrixAggregate, RankDecayReport, RankDecayResult, RankLayer
 
@@ -25,25 +25,41 @@ def _m(result: RankDecayResult) -> str:
     return f"m = {result.index_m}" if result.index_m is not None else "m = round(n/4) per layer"
 
 
-def layer_table(report: RankDecayReport) -> Table:
+def layer_table(report: RankDecayReport, width: int = 200) -> tuple[Table, list[Col], str | None]:
+    """The per-layer table fitted to ``width`` (the spread over heads and the conditioned erank go first);
+    what P is, where every layer has the same, as one line for above the table (else a column)."""
     plain, cond = report.rank_decay, report.rank_decay_conditioned
     lam = f"{report.settings.lam:g}"
-    cols = ["layer", "P", "c_m", "heads min–max", "rank 90%", "erank"]
+    shapes = [_shape(layer, plain) for layer in plain.layers]
+    same = shapes[0] if shapes and len(set(shapes)) == 1 else None
+    cells = [_cells(layer) for layer in plain.layers]
+    cols = [Col("layer", [escape(f"{layer.index} {layer.name}") for layer in plain.layers])]
+    if same is None:
+        cols.append(Col("P", [escape(s) for s in shapes], rank=7, wrap=True))
+    cols += [
+        Col("c_m", [c[0] for c in cells]),
+        Col("heads min–max", [c[1] for c in cells], rank=5),
+        Col("rank 90%", [c[2] for c in cells], rank=1),
+        Col("erank", [c[3] for c in cells], rank=3),
+    ]
     if cond is not None:
-        cols += [f"c_m +{lam}I", f"heads +{lam}I", f"rank 90% +{lam}I", f"erank +{lam}I"]
+        conditioned = {layer.index: layer for layer in cond.layers}
+        other = [
+            _cells(conditioned[layer.index]) if layer.index in conditioned else ["—"] * 4
+            for layer in plain.layers
+        ]
+        cols += [
+            Col(f"c_m +{lam}I", [c[0] for c in other]),
+            Col(f"heads +{lam}I", [c[1] for c in other], rank=6),
+            Col(f"rank 90% +{lam}I", [c[2] for c in other], rank=2),
+            Col(f"erank +{lam}I", [c[3] for c in other], rank=4),
+        ]
     title = (
         f"rank decay of P per layer ({_m(plain)}; medians over samples × windows × heads; "
         "c_m: share of Σσ in the m largest σ)"
     )
-    table = Table(*cols, title=escape(title), title_justify="left")
-    conditioned = {layer.index: layer for layer in cond.layers} if cond is not None else {}
-    for layer in plain.layers:
-        row = [escape(f"{layer.index} {layer.name}"), escape(_shape(layer, plain)), *_cells(layer)]
-        other = conditioned.get(layer.index)
-        if other is not None:
-            row += _cells(other)
-        table.add_row(*row)
-    return table
+    table, dropped = fitted(cols, width, title=escape(title), title_justify="left")
+    return table, dropped, None if same is None else f"P: {same} in every layer"
 
 
 def _shape(layer: RankLayer, result: RankDecayResult) -> str:
@@ -84,12 +100,18 @@ def render(out: Console, report: RankDecayReport) -> None:
             f"[{e.where}]"
         )
     )
-    out.print(layer_table(report))
+    table, dropped, same = layer_table(report, out.width)
+    if same is not None:
+        say(out, escape(same))
+    out.print(table)
     cond = report.rank_decay_conditioned
     conditioned = {layer.index: layer for layer in cond.layers} if cond is not None else {}
     for layer in report.rank_decay.layers:
         if layer.heads_detail is not None:
             out.print(heads_table(layer, conditioned.get(layer.index), lam))
+    dropped_line(out, dropped)
+    if quiet():
+        return
     out.print(
         "c_m near 1 with a small rank 90% is a low-rank P (Linformer); erank is RankMe's effective rank "
         "exp(−Σ p_i log p_i), p_i = σ_i/Σσ."

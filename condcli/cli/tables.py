@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
 
 from condcli.cli.flags import as_flags
 from condcli.loading.big_model import describe as placed
@@ -79,6 +83,9 @@ def stdout_console(piped_width: int = 200) -> Console:
 
 
 def header(out: Console, model: ModelInfo, inputs: InputsInfo) -> None:
+    """The model and inputs lines above a command's tables (none under ``--quiet``: tables only)."""
+    if quiet():
+        return
     say(
         out,
         f"[bold]{escape(model.spec)}[/] ({escape(model.model_from)}): {model.family}, {model.source}, "
@@ -89,3 +96,51 @@ def header(out: Console, model: ModelInfo, inputs: InputsInfo) -> None:
     skipped = f"; {inputs.skipped} unreadable file(s) skipped" if inputs.skipped else ""
     shape = f"up to {inputs.tokens} tokens × d {inputs.dim}"
     say(out, escape(f"inputs: {inputs.count} samples — {as_flags(inputs.description)}; {shape}{skipped}"))
+
+
+@dataclass
+class Col:
+    """One column of a table fitted to the terminal: ``rank`` 0 is always shown, else the highest rank goes
+    first where the terminal is too narrow; ``wrap``: its cells may wrap at spaces (text, never a number)."""
+
+    header: str
+    cells: list[str]
+    rank: int = 0
+    wrap: bool = False
+
+
+def _need(c: Col) -> int:
+    def cells(x: str) -> int:
+        text = Text.from_markup(x).plain
+        return max((cell_len(w) for w in text.split()), default=0) if c.wrap else cell_len(text)
+
+    words = max((cell_len(w) for w in c.header.split()), default=0)
+    return max([words, *(cells(x) for x in c.cells)])
+
+
+def fitted(cols: Sequence[Col], width: int, **table: Any) -> tuple[Table, list[Col]]:
+    """A rich table of ``cols`` that fits ``width`` cells, dropping the highest-ranked columns until it does
+    (never cutting a cell: each column is at least as wide as its widest number or word); and the dropped."""
+    shown = list(cols)
+    while sum(_need(c) + 3 for c in shown) + 1 > width and any(c.rank for c in shown):
+        shown.remove(max((c for c in shown if c.rank), key=lambda c: c.rank))
+    out = Table(**table)
+    for c in shown:
+        out.add_column(c.header, min_width=_need(c), overflow="fold")
+    for row in zip(*(c.cells for c in shown), strict=True):
+        out.add_row(*row)
+    return out, [c for c in cols if c not in shown]
+
+
+def dropped_line(out: Console, dropped: Sequence[Col]) -> None:
+    """A footnote naming the columns a narrow terminal left out (none under ``--quiet``)."""
+    if dropped and not quiet():
+        names = ", ".join(c.header for c in dropped)
+        say(out, escape(f"left out at {out.width} columns: {names} (a wider terminal or --json shows them)."))
+
+
+def quiet() -> bool:
+    """Inside a ``--quiet`` command: tables only, no header lines or footnotes."""
+    from condcli.cli.quiet import QUIET
+
+    return QUIET.get()
