@@ -377,10 +377,8 @@ def table(results: list[dict[str, Any]], header: str) -> str:
     for r in results:
         said = r.get("reason") or r.get("error") or r.get("why") or ""
         said = said.replace("|", "\\|").replace("\n", " ")[:220]
-        counts = f"{r.get('layers', '')}/{r.get('refused_layers', '')}" if "layers" in r else ""
-        lines.append(
-            f"| {r['kind']} | {r['name']} | {r['class']} | {r.get('code', '')} | {counts} | {said} |"
-        )
+        shown = f"{r.get('layers', '')}/{r.get('refused_layers', '')}" if "layers" in r else ""
+        lines.append(f"| {r['kind']} | {r['name']} | {r['class']} | {r.get('code', '')} | {shown} | {said} |")
     return "\n".join(lines) + "\n"
 
 
@@ -402,10 +400,15 @@ def main() -> None:
         "--condcli", type=Path, default=None, help="sweep the condcli of this checkout instead"
     )
     parser.add_argument("--render", type=Path, default=None, help="only write the table of this .jsonl")
+    parser.add_argument("--compare", type=Path, default=None, help="a .jsonl of an earlier run: before/after")
     args = parser.parse_args()
     if args.render is not None:
         done = [reclassify(json.loads(line)) for line in args.render.read_text().splitlines() if line.strip()]
-        write(sorted(done, key=lambda r: (r["kind"], r["name"])), args)
+        before = None
+        if args.compare is not None:
+            lines = args.compare.read_text().splitlines()
+            before = [reclassify(json.loads(line)) for line in lines if line.strip()]
+        write(sorted(done, key=lambda r: (r["kind"], r["name"])), args, before)
         return
     if (
         args.condcli is not None
@@ -452,17 +455,56 @@ def reclassify(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def write(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    """The JSON of every case and the markdown table."""
+def comparison(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
+    """Counts per class of the cases both runs reached, before and after, and what became of each crash."""
+    old = {(r["kind"], r["name"]): r for r in before}
+    new = {(r["kind"], r["name"]): r for r in after}
+    common = sorted(old.keys() & new.keys())
+    lines = [f"## Before and after, on the {len(common)} cases both runs reached", ""]
+    lines += ["| kind | class | before | after |", "|---|---|---|---|"]
+    for kind in ("hf", "timm"):
+        b = Counter(old[k]["class"] for k in common if k[0] == kind)
+        a = Counter(new[k]["class"] for k in common if k[0] == kind)
+        for c in sorted(b.keys() | a.keys()):
+            lines.append(f"| {kind} | {c} | {b[c]} | {a[c]} |")
+    lines += ["", "What became of each crash and timeout of the earlier run:", ""]
+    lines += ["| kind | model | before | after | said after |", "|---|---|---|---|---|"]
+    for k in common:
+        if old[k]["class"] in ("crash", "timeout"):
+            r = new[k]
+            said = (r.get("reason") or r.get("error") or r.get("why") or "").replace("|", "\\|")[:160]
+            after = r["class"] + (f" ({r['code']})" if r.get("code") else "")
+            lines.append(f"| {k[0]} | {k[1]} | {old[k]['class']} | {after} | {said} |")
+    return "\n".join(lines) + "\n\n"
+
+
+def write(
+    results: list[dict[str, Any]], args: argparse.Namespace, before: list[dict[str, Any]] | None = None
+) -> None:
+    """The JSON of every case and the markdown table (with a before/after section given ``before``)."""
     args.out_json.parent.mkdir(parents=True, exist_ok=True)
     args.out_json.write_text(json.dumps(results, indent=1) + "\n")
     header = (
         "# Breadth: condcli spectrum over tiny random models\n\n"
         "Made by `bench/sweep_architectures.py` (issue 42): `condcli spectrum --max-samples 2 --layers 0,-1 "
         "--json` on every transformers model type that builds offline with a tiny random config, and timm "
-        "models across families with `--weights random`. " + args.label
+        "models across families with `--weights random`. " + args.label + "\n\n"
+        "Classes: **verified** (every analysed layer's Q/K/V reading is a family's or proven on the first "
+        "batch), **unverified** (a generic reading not proven), **refused** with its code "
+        "(`no-attention`: no softmax over keys and no attention module ran; `linear-attention`: an "
+        "attention ran and no softmax P exists; `qkv-unreadable`: attention ran, and what stands between X "
+        "and q/k/v is named; `p-unobservable`: P cannot be observed, and why; `inputs`: the model needs inputs condcli "
+        "does not make, and which), **crash** (exit 3), **timeout**, **not built** (the tiny config cannot "
+        "be built or saved and loaded back offline: a limit of this sweep, not of condcli).\n\n"
+        "Rerun: `nice -n 10 python bench/sweep_architectures.py --shuffle --jobs 3` (all cases; `--limit N` "
+        "for the first N of the seeded order, `--only NAME …` for some); `--render LOG.jsonl --compare "
+        "OLD.jsonl` rewrites this page from a run's log."
     )
-    args.out_md.write_text(table(results, header))
+    page = table(results, header)
+    if before is not None:
+        cut = page.index("| kind | model |")
+        page = page[:cut] + comparison(before, results) + "## Every case\n\n" + page[cut:]
+    args.out_md.write_text(page)
     print(json.dumps(Counter(f"{r['kind']}:{r['class']}" for r in results), indent=1))
 
 
