@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.flags import as_flags
-from condcli.cli.tables import header
+from condcli.cli.tables import Col, fits, fitted, header, quiet
 from condcli.gate.matching import SEEN
 from condcli.gate.report import CompareReport, CompareRow, fmt
 from condcli.numbers import WARN
@@ -68,30 +68,51 @@ def _metric_key(r: CompareRow) -> str:
     return r.key.split(".", 1)[1]
 
 
-def layer_table(report: CompareReport, metrics: list[MetricDef], section: str, title: str) -> Table | None:
-    """Rows: the layers both have; per metric an "A → B" column and a B/A column.
+def layer_table(
+    report: CompareReport, metrics: list[MetricDef], section: str, title: str, width: int = 200
+) -> list[Table]:
+    """Rows: the layers both have; per metric an "A → B" column and a B/A column, folded into as many tables
+    as ``width`` needs (each repeats the layer column; no cell is cut).
 
     ``section``: "" for the plain forward and the weights, "conditioned." for the conditioned forward.
     """
     keys = [section + m.key for m in metrics]
     rows = [r for r in report.rows if r.layer is not None and _metric_key(r) in keys]
     if not rows:
-        return None
+        return []
     shown = [
         m for m in metrics if any(_metric_key(r) == section + m.key and not _shadowed(r, rows) for r in rows)
     ]
-    columns = [c for m in shown for c in (f"{m.label} A → B", "B/A")]
-    table = Table("layer", *columns, title=title, title_justify="left")
-    for index in sorted({r.layer for r in rows if r.layer is not None}):
+    layers = sorted({r.layer for r in rows if r.layer is not None})
+    names, pairs = [], {m.key: ([], []) for m in shown}  # type: ignore[var-annotated]
+    for index in layers:
         mine = {_metric_key(r): r for r in rows if r.layer == index}
         first = next(iter(mine.values()))
         name = first.name_a if first.name_a == first.name_b else f"{first.name_a} / {first.name_b}"
-        cells = (c for m in shown for c in _pair(mine.get(section + m.key)))
-        table.add_row(escape(f"{index} {name}"), *cells)
-    return table
+        names.append(escape(f"{index} {name}"))
+        for m in shown:
+            ab, ratio = _pair(mine.get(section + m.key))
+            pairs[m.key][0].append(ab)
+            pairs[m.key][1].append(ratio)
+    layer = Col("layer", names)
+    groups: list[list[Col]] = [[]]
+    for m in shown:
+        cols = [Col(f"{m.label} A → B", pairs[m.key][0]), Col("B/A", pairs[m.key][1])]
+        if groups[-1] and not fits([layer, *groups[-1], *cols], width):
+            groups.append([])
+        groups[-1] += cols
+    return [
+        fitted(
+            [layer, *g],
+            width,
+            title=title + (f" ({i + 1}/{len(groups)})" if len(groups) > 1 else ""),
+            title_justify="left",
+        )[0]
+        for i, g in enumerate(groups)
+    ]
 
 
-def layer_tables(report: CompareReport) -> list[Table]:
+def layer_tables(report: CompareReport, width: int = 200) -> list[Table]:
     """κ and μ (higher is worse) and H(P) and the stable rank (lower is worse) in tables of their own, for
     the plain forward, the weights and the conditioned forward."""
     stat = report.statistic
@@ -106,8 +127,9 @@ def layer_tables(report: CompareReport) -> list[Table]:
         (higher, "conditioned.", f"layers, {conditioned} ({stat} over samples)"),
         (lower, "conditioned.", f"layers, {conditioned}: {lower_names} ({stat} over samples)"),
     ]
-    tables = [layer_table(report, metrics, section, title) for metrics, section, title in specs]
-    return [t for t in tables if t is not None]
+    return [
+        t for metrics, section, title in specs for t in layer_table(report, metrics, section, title, width)
+    ]
 
 
 def saved_header(out: Console, data: dict[str, Any], path: str | None) -> None:
@@ -131,13 +153,13 @@ def render(
     """The tables; ``saved_from``: the file each saved report side was read from."""
     sides = zip("AB", report.spectra, (report.a, report.b), saved_from, strict=True)
     for side, r, data, path in sides:
-        out.print(f"[bold]{side}[/] ", end="")
         if r is not None:
-            header(out, r.model, r.inputs)
-        else:
+            header(out, r.model, r.inputs, prefix=f"[bold]{side}[/] ")
+        elif not quiet():
+            out.print(f"[bold]{side}[/] ", end="")
             saved_header(out, data, path)
     out.print(embedding_table(report))
-    for table in layer_tables(report):
+    for table in layer_tables(report, out.width):
         out.print(table)
     if any(r.floor_a or r.floor_b for r in report.rows):
         out.print(f"{WARN}: some samples below the capture dtype's resolution: the value is a floor.")

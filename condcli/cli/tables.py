@@ -82,14 +82,14 @@ def stdout_console(piped_width: int = 200) -> Console:
     return out
 
 
-def header(out: Console, model: ModelInfo, inputs: InputsInfo) -> None:
+def header(out: Console, model: ModelInfo, inputs: InputsInfo, prefix: str = "") -> None:
     """The model and inputs lines above a command's tables (none under ``--quiet``: tables only)."""
     if quiet():
         return
     say(
         out,
-        f"[bold]{escape(model.spec)}[/] ({escape(model.model_from)}): {model.family}, {model.source}, "
-        f"{escape(model.weights_label)}, {model.num_layers} layers",
+        f"{prefix}[bold]{escape(model.spec)}[/] ({escape(model.model_from)}): {model.family}, "
+        f"{model.source}, {escape(model.weights_label)}, {model.num_layers} layers",
     )
     if model.device_map is not None:  # spread over devices: where its modules are
         say(out, escape(f"device map {model.device_map['strategy']}: {placed(model.device_map['modules'])}"))
@@ -118,11 +118,16 @@ def _need(c: Col) -> int:
     return max([words, *(cells(x) for x in c.cells)])
 
 
+def fits(cols: Sequence[Col], width: int) -> bool:
+    """Whether ``cols`` fit ``width`` cells as one table, none of them cut."""
+    return sum(_need(c) + 3 for c in cols) + 1 <= width
+
+
 def fitted(cols: Sequence[Col], width: int, **table: Any) -> tuple[Table, list[Col]]:
     """A rich table of ``cols`` that fits ``width`` cells, dropping the highest-ranked columns until it does
     (never cutting a cell: each column is at least as wide as its widest number or word); and the dropped."""
     shown = list(cols)
-    while sum(_need(c) + 3 for c in shown) + 1 > width and any(c.rank for c in shown):
+    while not fits(shown, width) and any(c.rank for c in shown):
         shown.remove(max((c for c in shown if c.rank), key=lambda c: c.rank))
     out = Table(**table)
     for c in shown:
