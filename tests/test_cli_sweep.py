@@ -65,8 +65,11 @@ def test_json_contract_and_numbers_equal_numpy(cli_json: Callable[..., dict[str,
         and data["settings"]["target_kappa"] == 2
     )
     emb = data["embedding"]
-    for key in ("kappa_conditioned", "kappa_corrected", "sigma_max", "sigma_min", "numerical_rank"):
+    for key in ("kappa_conditioned", "kappa_corrected", "sigma_max", "numerical_rank"):
         assert set(emb[key]) == AGG_KEYS
+    # σ_min: 0 or "< tol" where not measured (docs/math.md#spectra-below-resolution)
+    ceiling = {"ceiling_count", "ceiling", "per_sample_ceiling", "zero_count", "per_sample_zero", "reason"}
+    assert set(emb["sigma_min"]) == AGG_KEYS | ceiling
     # docs/math.md#spectra floors
     assert set(emb["kappa"]) >= AGG_KEYS | {"floor_count", "floor", "per_sample_floor"}
     assert "spectrum" not in emb and isinstance(emb["below_precision"], int)
