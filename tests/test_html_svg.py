@@ -150,15 +150,16 @@ def test_layer_curves_are_the_layer_medians(spectrum: Report) -> None:
         for name, g in series(svg).items():
             names = {"κ(X_l)": "kappa", "κ(A_l)": "kappa_attn_input", "μ(LA)": "mu_la"}
             key = {shown(k): v for k, v in names.items()}[name.split(",")[0]]
-            cond = name.endswith("conditioned")
+            cond = ", X + " in name  # the conditioned forward, named by its λ
             ys = [jf((layer["conditioned"] if cond else layer)[key]["median"]) for layer in layers]
             assert_line(svg, g, x, ys)
-            for c, xv, yv in zip(g.iter("circle"), x, ys, strict=True):
+            marks = [m for m in g.iter() if m.tag in ("circle", "rect") and "data-value" in m.attrs]
+            for c, xv, yv in zip(marks, x, ys, strict=True):  # dots, or hollow squares (κ(A_l)) round them
                 assert float(c.attrs["data-value"]) == yv
-                assert (
-                    abs(float(c.attrs["cx"]) - t.px(xv)) <= 0.006
-                    and abs(float(c.attrs["cy"]) - t.py(yv)) <= 0.006
-                )
+                half = 5.0 if c.tag == "rect" else 0.0
+                cx = float(c.attrs["cx"] if c.tag == "circle" else c.attrs["x"]) + half
+                cy = float(c.attrs["cy"] if c.tag == "circle" else c.attrs["y"]) + half
+                assert abs(cx - t.px(xv)) <= 0.006 and abs(cy - t.py(yv)) <= 0.006
 
 
 def test_sweep_chart_matches_the_sweep_figure(sweep: Report) -> None:
