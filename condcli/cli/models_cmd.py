@@ -47,9 +47,7 @@ def pair_story(samples: list[SampleInfo]) -> str | None:
 @command("models")
 def models_command(as_json: o.Json = False) -> None:
     """List the shipped sample checkpoints (usable as MODEL by name, offline)."""
-    from rich.table import Table
-
-    from condcli.cli.tables import stdout_console
+    from condcli.cli.tables import Col, fitted, stdout_console
     from condcli.loading.project_config import DEFAULT_SAMPLE
     from condcli.loading.samples import list_samples, restore_hint, samples_dir
     from condcli.reports.spectrum import envelope
@@ -67,12 +65,15 @@ def models_command(as_json: o.Json = False) -> None:
     if not samples:
         out.print(f"no sample checkpoints in {samples_dir()} — {restore_hint()}")
         return
-    table = Table("name", "architecture", "task", "held-out", "conditioning", "size")
-    for s in samples:
-        table.add_row(
-            s.name, s.architecture, s.task, _metric(s), s.conditioning or "—", f"{s.size_bytes / 1e6:.1f} MB"
-        )
-    out.print(table)
+    cols = [
+        Col("name", [s.name for s in samples]),
+        Col("architecture", [s.architecture for s in samples], wrap=True),
+        Col("task", [s.task for s in samples], wrap=True, rank=1),
+        Col("held-out", [_metric(s) for s in samples], wrap=True),
+        Col("conditioning", [s.conditioning or "—" for s in samples], wrap=True),
+        Col("size", [f"{s.size_bytes / 1e6:.1f} MB" for s in samples], wrap=True),
+    ]
+    out.print(fitted(cols, out.width)[0])
     story = pair_story(samples)
     if story is not None:
         out.print(story)

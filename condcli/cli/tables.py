@@ -118,6 +118,24 @@ def _need(c: Col) -> int:
     return max([words, *(cells(x) for x in c.cells)])
 
 
+def _natural(c: Col) -> int:
+    return max(cell_len(c.header), *(cell_len(Text.from_markup(x).plain) for x in c.cells))
+
+
+def _widths(cols: Sequence[Col], width: int) -> list[int | None]:
+    """Each column's width: rich's own where the table fits at its natural width, else each its need (widest
+    number or word) and the cells left over shared out to the wrapping columns, in order."""
+    if sum(_natural(c) + 3 for c in cols) + 1 <= width:
+        return [None] * len(cols)
+    widths = [_need(c) for c in cols]
+    left = width - (sum(w + 3 for w in widths) + 1)
+    for i, c in enumerate(cols):
+        extra = max(0, min(left, _natural(c) - widths[i])) if c.wrap else 0
+        widths[i] += extra
+        left -= extra
+    return list(widths)
+
+
 def fits(cols: Sequence[Col], width: int) -> bool:
     """Whether ``cols`` fit ``width`` cells as one table, none of them cut."""
     return sum(_need(c) + 3 for c in cols) + 1 <= width
@@ -130,8 +148,8 @@ def fitted(cols: Sequence[Col], width: int, **table: Any) -> tuple[Table, list[C
     while not fits(shown, width) and any(c.rank for c in shown):
         shown.remove(max((c for c in shown if c.rank), key=lambda c: c.rank))
     out = Table(**table)
-    for c in shown:
-        out.add_column(c.header, min_width=_need(c), overflow="fold")
+    for c, w in zip(shown, _widths(shown, width), strict=True):
+        out.add_column(c.header, width=w, overflow="fold")
     for row in zip(*(c.cells for c in shown), strict=True):
         out.add_row(*row)
     return out, [c for c in cols if c not in shown]
