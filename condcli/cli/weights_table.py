@@ -7,12 +7,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from condcli.cli.tables import notes
+from condcli.cli.tables import Col, dropped_line, fitted, notes, quiet, say
 from condcli.numbers import measured, num
 from condcli.reports.table import EmbeddingTableReport, TableSpectrum
 from condcli.reports.weights import LayerWeights, WeightsReport
 
-FACTOR = "max_h κ(W_Q^h)κ(W_K^h)κ(W_V^h)"
+FACTOR = "max_h κ(W_Q^h) κ(W_K^h) κ(W_V^h)"
 
 
 def kappa_text(t: TableSpectrum) -> str:
@@ -49,50 +49,59 @@ def table_lines(e: EmbeddingTableReport) -> list[str]:
     return lines
 
 
-def layer_table(layers: tuple[LayerWeights, ...]) -> Table:
-    cols = ["layer", "name", "heads", "κ(W_Q)", "κ(W_K)", "κ(W_V)", "κ(W_O)", FACTOR, "Q/K/V"]
+def layer_table(layers: tuple[LayerWeights, ...], width: int = 200) -> tuple[Table, list[Col]]:
+    """One row per layer, fitted to ``width``: the Q/K/V source, the name and W_O go first."""
+
+    def heads(layer: LayerWeights) -> str:
+        kv = layer.kappas.kv_heads
+        return str(layer.heads) if kv in (None, layer.heads) else f"{layer.heads} / {kv} KV"
+
+    cols = [
+        Col("layer", [str(layer.index) for layer in layers]),
+        Col("name", [escape(layer.name) for layer in layers], rank=3, wrap=True),
+        Col("heads", [heads(layer) for layer in layers], rank=1),
+        Col("κ(W_Q)", [num(layer.kappas.wq) for layer in layers]),
+        Col("κ(W_K)", [num(layer.kappas.wk) for layer in layers]),
+        Col("κ(W_V)", [num(layer.kappas.wv) for layer in layers]),
+        Col("κ(W_O)", [num(layer.wo) for layer in layers], rank=2),
+        Col(FACTOR, [num(layer.factor_max) for layer in layers]),
+        Col("Q/K/V", [escape(layer.qkv_source) for layer in layers], rank=4, wrap=True),
+    ]
     title = "weights per layer (whole projections; the factor is μ(LA)'s without κ(A_l)³)"
-    table = Table(*cols, title=escape(title), title_justify="left")
-    for layer in layers:
-        k = layer.kappas
-        heads = str(layer.heads) if k.kv_heads in (None, layer.heads) else f"{layer.heads} / {k.kv_heads} KV"
-        table.add_row(
-            str(layer.index),
-            escape(layer.name),
-            heads,
-            num(k.wq),
-            num(k.wk),
-            num(k.wv),
-            num(layer.wo),
-            num(layer.factor_max),
-            escape(layer.qkv_source),
-        )
-    return table
+    return fitted(cols, width, title=escape(title), title_justify="left")
 
 
-def head_table(layer: LayerWeights) -> Table:
-    k = layer.kappas
-    cols = ["head", "κ(W_Q^h)", "κ(W_K^h)", "κ(W_V^h)", "κ(W_O^h)", "κ(W_Q^h)κ(W_K^h)κ(W_V^h)"]
-    table = Table(*cols, title=escape(f"layer {layer.index} ({layer.name}) per head"), title_justify="left")
-    wo = layer.wo_heads
-    for h, f in enumerate(layer.factor_heads):
-        row = (num(k.wq_heads[h]), num(k.wk_heads[h]), num(k.wv_heads[h]), num(None if wo is None else wo[h]))
-        table.add_row(str(h), *row, num(f))
-    return table
+def head_table(layer: LayerWeights, width: int = 200) -> Table:
+    """One row per head of ``layer``, fitted to ``width`` (folding its headers, never a number)."""
+    k, wo, n = layer.kappas, layer.wo_heads, range(len(layer.factor_heads))
+    cols = [
+        Col("head", [str(h) for h in n]),
+        Col("κ(W_Q^h)", [num(k.wq_heads[h]) for h in n]),
+        Col("κ(W_K^h)", [num(k.wk_heads[h]) for h in n]),
+        Col("κ(W_V^h)", [num(k.wv_heads[h]) for h in n]),
+        Col("κ(W_O^h)", [num(None if wo is None else wo[h]) for h in n]),
+        Col("κ(W_Q^h) κ(W_K^h) κ(W_V^h)", [num(f) for f in layer.factor_heads]),
+    ]
+    title = escape(f"layer {layer.index} ({layer.name}) per head")
+    return fitted(cols, width, title=title, title_justify="left")[0]
 
 
 def render(out: Console, report: WeightsReport, heads: bool = False) -> None:
     m = report.model
-    out.print(
-        f"[bold]{escape(m.spec)}[/] ({escape(m.model_from)}): {escape(m.family)}, {m.source}, "
-        f"{m.weights} weights, {m.num_layers} layers — weights only, no inputs"
-    )
+    if not quiet():
+        say(
+            out,
+            f"[bold]{escape(m.spec)}[/] ({escape(m.model_from)}): {escape(m.family)}, {m.source}, "
+            f"{m.weights} weights, {m.num_layers} layers — weights only, no inputs",
+        )
     if report.embedding_table is not None:
         for line in table_lines(report.embedding_table):
-            out.print(escape(line))
+            say(out, escape(line))
     if report.layers:
-        out.print(layer_table(report.layers))
+        table, dropped = layer_table(report.layers, out.width)
+        out.print(table)
+        dropped_line(out, dropped)
         if heads:
             for layer in report.layers:
-                out.print(head_table(layer))
+                out.print(head_table(layer, out.width))
     notes(out, report.notes)
