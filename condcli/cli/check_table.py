@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.flags import as_flags
-from condcli.cli.tables import header, notes, stdout_console
+from condcli.cli.tables import Col, fitted, header, notes, say, stdout_console
 from condcli.gate.report import CheckReport, CheckResult, fmt, fmt_pair, percent
 
 PASS, FAIL = "[green]PASS[/]", "[bold red]FAIL[/]"
@@ -20,26 +20,21 @@ def _where(c: CheckResult) -> str:
     return "" if c.layer is None else f"worst: layer {c.layer} {c.layer_name}"
 
 
-def rules_table(report: CheckReport) -> Table:
-    table = Table(
-        "rule",
-        "metric",
-        "value",
-        "limit",
-        "result",
-        "note",
-        title=_rules_title(report),
-        title_justify="left",
-    )
+def rules_table(report: CheckReport, width: int = 200) -> Table:
+    """One row per rule, fitted to ``width``: text wraps at its words, no value or flag is cut."""
+    rows = []
     for c in report.rules:
         value, limit = c.shown()
         metric = c.label if c.layer is None else f"{c.label.split(',')[0]}, {_where(c)}"
         source = "" if c.source == "command line" else f"limit from {c.source}"
         note = "; ".join(p for p in (c.reason or "", source) if p)
-        table.add_row(
-            c.rule, escape(metric), value, limit, PASS if c.passed else FAIL, escape(as_flags(note))
+        rows.append(
+            (c.rule, escape(metric), value, limit, PASS if c.passed else FAIL, escape(as_flags(note)))
         )
-    return table
+    heads = ("rule", "metric", "value", "limit", "result", "note")
+    wraps = (False, True, False, False, False, True)
+    cols = [Col(h, [r[i] for r in rows], wrap=w) for i, (h, w) in enumerate(zip(heads, wraps, strict=True))]
+    return fitted(cols, width, title=_rules_title(report), title_justify="left")[0]
 
 
 def baseline_table(report: CheckReport) -> Table | None:
@@ -99,23 +94,25 @@ def render(out: Console, report: CheckReport) -> None:
         header(out, report.spectrum.model, report.spectrum.inputs)
     model = report.data.get("model")
     if report.data.get("weights_only") and isinstance(model, dict):
-        out.print(
+        say(
+            out,
             f"[bold]{escape(str(model.get('spec')))}[/]: {escape(str(model.get('family')))}, "
             f"{escape(str(model.get('weights_label', '')))}, {model.get('num_layers')} layers — the weights "
-            "alone (no inputs, no forward)"
+            "alone (no inputs, no forward)",
         )
     if report.rules:
-        out.print(rules_table(report))
+        out.print(rules_table(report, out.width))
     b = report.baseline
     if b is not None:
         made = f", condcli {b.version}" if b.version else ""
         within = b.compared - b.regressed - b.improved
-        out.print(
+        say(
+            out,
             escape(
                 f"baseline {b.path or 'given'} ({b.model}{made}), tolerance {percent(b.tolerance)}, "
                 f"{report.statistic}: {b.compared} metrics compared — {b.regressed} regressed, "
                 f"{b.improved} improved by more than the tolerance (not flagged), {within} within it"
-            )
+            ),
         )
         table = baseline_table(report)
         if table is not None:
