@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 from condcli.cli import app
 from condcli.html import render_html
 from condcli.plots.spectrum import spectrum_figure
-from condcli.spectra.aggregate import aggregate, resolved_band, spectrum_band
+from condcli.spectra.aggregate import aggregate
+from condcli.spectra.bands import resolved_band, spectrum_band
 from tests.repeated_prompt import DISTINCT, PROMPT, ROWS, repeated_prompt_llama
 
 EPS64 = float(np.finfo(np.float64).eps)

@@ -28,7 +28,7 @@ from condcli.spectra import (
     rank_at_fraction,
     singular_values,
 )
-from condcli.spectra.aggregate import resolved_band
+from condcli.spectra.bands import resolved_band
 
 
 def default_index(n: int) -> int:

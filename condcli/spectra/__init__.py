@@ -4,15 +4,8 @@ The four names of docs/math.md#cli — :func:`singular_values`, :func:`condition
 :func:`shifted_condition_number` and :func:`corrected_condition_number` — are a public contract.
 """
 
-from condcli.spectra.aggregate import (
-    Aggregate,
-    ScalarStream,
-    SpectrumBand,
-    SpectrumStream,
-    aggregate,
-    json_float,
-    spectrum_band,
-)
+from condcli.spectra.aggregate import Aggregate, ScalarStream, aggregate, json_float
+from condcli.spectra.bands import SpectrumBand, SpectrumStream, spectrum_band
 from condcli.spectra.bounds import (
     mu_linear_attention,
     mu_softmax_attention,
