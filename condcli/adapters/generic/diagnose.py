@@ -244,10 +244,12 @@ def _unrun(model: nn.Module, static: str | None, hint: str) -> Refused:
     softmax = [n for n, m in model.named_modules() if isinstance(m, nn.Softmax | nn.MultiheadAttention)]
     if held or softmax:
         where = (held or softmax)[0]
+        path = where.split(" (")[0]
         return Refused(
             "qkv-unreadable",
             f"condcli found no stack of blocks with Q/K/V projections in {name}, though it holds attention "
-            f"({where}); its inputs are unknown, so no forward could show what stands between X and q/k/v",
+            f"({where}); no probe forward could be run to watch it, and it holds "
+            f"{_between(model, path, Seen())}",
             hint,
         )
     mixers = f"; {static}" if static else ""
