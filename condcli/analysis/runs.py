@@ -71,11 +71,17 @@ def _integer(value: object) -> bool:
 
 
 def check_types(run: RunOptions) -> None:
-    """Each field of ``run`` of its type (:class:`UsageError` naming the parameter otherwise); the values
-    themselves are checked where they are used."""
+    """Each field of ``run`` of its type (:class:`ParameterTypeError` naming the parameter otherwise; a path
+    given as a string is taken as a path); the values themselves are checked where they are used."""
+    for name in ("checkpoint", "adapter", "images", "text"):  # a path given as a string is a path
+        if isinstance(getattr(run, name), str):
+            object.__setattr__(run, name, Path(getattr(run, name)))
+    if isinstance(run.model, os.PathLike):
+        object.__setattr__(run, "model", os.fspath(run.model))
     for name, (what, ok) in _TYPES.items():
         value = getattr(run, name)
-        if value is None and name not in ("seed", "batch_size", "device", "trust_remote_code", "as_json"):
+        # None is "not given" (track's batch_size: the probe batch whole), but where a value is always set
+        if value is None and name not in ("seed", "device", "trust_remote_code", "as_json"):
             continue
         if not ok(value):
             raise ParameterTypeError(f"`{name}={value!r}` is {a_type(value)}, not {what}", f"give {what}")
