@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from condcli.cli.tables import header, median, notes
+from condcli.cli.tables import Col, fits, fitted, header, median, notes
 from condcli.numbers import WARN
 from condcli.reports.metrics import EMBEDDING, HEADLINE, MetricDef
 from condcli.reports.spectrum import LayerReport, SpectrumReport
@@ -50,15 +50,25 @@ def main_table(report: TrackReport) -> Table:
     return table
 
 
-def metric_table(report: TrackReport, metric: MetricDef) -> Table:
-    """One metric of every chosen layer (columns) against the step (rows)."""
+def metric_table(report: TrackReport, metric: MetricDef, width: int = 200) -> list[Table]:
+    """One metric of every chosen layer (columns) against the step (rows), folded into as many tables as
+    ``width`` needs (each repeats the step column)."""
     indices = [layer.index for layer in _layers(report)]
     title = f"{metric.label} per layer [index] against the training step (medians over samples)"
-    table = Table("step", *(f"[{i}]" for i in indices), title=escape(title), title_justify="left")
-    for point in report.points:
-        by_index = {layer.index: layer for layer in point.report.layers}
-        table.add_row(str(point.step), *(_cell(by_index[i], metric) for i in indices))
-    return table
+    step = Col("step", [str(point.step) for point in report.points])
+    cols = []
+    for i in indices:
+        cells = [_cell({x.index: x for x in p.report.layers}[i], metric) for p in report.points]
+        cols.append(Col(f"[{i}]", [escape(c) for c in cells]))
+    groups: list[list[Col]] = [[]]
+    for c in cols:
+        if groups[-1] and not fits([step, *groups[-1], c], width):
+            groups.append([])
+        groups[-1].append(c)
+    return [
+        fitted([step, *g], width, title=escape(title) if i == 0 else None, title_justify="left")[0]
+        for i, g in enumerate(groups)
+    ]
 
 
 def render(out: Console, report: TrackReport) -> None:
@@ -76,7 +86,8 @@ def render(out: Console, report: TrackReport) -> None:
     out.print(main_table(report))
     if len(first.layers) > 2:
         for metric in METRICS:
-            out.print(metric_table(report, metric))
+            for table in metric_table(report, metric, out.width):
+                out.print(table)
     if first.layers:
         out.print(
             "κ(X_l): the residual stream entering layer l; μ(LA) = κ(W_Q)κ(W_K)κ(W_V)κ(A_l)³, the worst "
