@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.flags import as_flags
-from condcli.cli.tables import header, median, notes, stat
+from condcli.cli.tables import header, median, notes, quiet, stat
 from condcli.errors import UsageError
 from condcli.numbers import APPROX, WARN, num, supported_digits
 from condcli.reports.metrics import FORWARD, HEAD, MetricDef, column_notes, with_weights
@@ -273,6 +273,8 @@ def _gqa(report: SpectrumReport) -> bool:
 
 
 def _footnotes(out: Console, report: SpectrumReport, shown: Sequence[Column]) -> None:
+    if quiet():
+        return
     for index, name, why in report.refused:
         out.print(
             escape(f"— layer {index} {name}: no numbers, its Q/K/V reading could not be proven ({why}); ")
@@ -369,7 +371,7 @@ def render(
             if layer.heads_detail is not None:
                 out.print(heads_table(layer))
         _footnotes(out, report, shown)
-    if approximate(_aggregates(report)):
+    if approximate(_aggregates(report)) and not quiet():
         out.print(APPROX_NOTE)
     cf = report.conditioned_forward
     if not cf.applied and cf.reason:

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from condcli.cli.flags import as_flags
-from condcli.cli.tables import header, notes
+from condcli.cli.tables import header, notes, quiet
 from condcli.numbers import WARN, num
 from condcli.reports.spectrum import SweepReport
 
@@ -55,10 +55,11 @@ def render(out: Console, report: SweepReport) -> None:
     pe = "" if e.after_position_encoding else ", no position encoding"
     out.print(escape(f"X = {e.description} [{e.where}]{pe}"))
     out.print(sweep_table(report))
-    out.print(
-        "Weyl bound: the guaranteed (σ_1+λ)/(λ−σ_1), 'none' where λ ≤ σ_1; supplement est.: the paper's "
-        "(σ_1+λ)/(λ−σ_k), an estimate, not a bound (medians over samples)."
-    )
+    if not quiet():
+        out.print(
+            "Weyl bound: the guaranteed (σ_1+λ)/(λ−σ_1), 'none' where λ ≤ σ_1; supplement est.: the paper's "
+            "(σ_1+λ)/(λ−σ_k), an estimate, not a bound (medians over samples)."
+        )
     below = len(e.below_precision_samples)
     flag = (
         f" {WARN} {below}/{report.inputs.count} samples below {e.resolution_dtype} resolution"

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from condcli.cli.tables import Col, fits, fitted, header, median, notes
+from condcli.cli.tables import Col, fits, fitted, header, median, notes, quiet
 from condcli.numbers import WARN
 from condcli.reports.metrics import EMBEDDING, HEADLINE, MetricDef
 from condcli.reports.spectrum import LayerReport, SpectrumReport
@@ -88,7 +88,7 @@ def render(out: Console, report: TrackReport) -> None:
         for metric in METRICS:
             for table in metric_table(report, metric, out.width):
                 out.print(table)
-    if first.layers:
+    if first.layers and not quiet():
         out.print(
             "κ(X_l): the residual stream entering layer l; μ(LA) = κ(W_Q)κ(W_K)κ(W_V)κ(A_l)³, the worst "
             "head; H(P): normalised attention entropy (1 uniform, 0 collapsed), the lowest head."
