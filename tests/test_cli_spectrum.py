@@ -109,7 +109,17 @@ def test_table_shows_x_layers_and_the_conditioned_forward(cli: Callable[..., Res
 def test_every_shipped_sample_runs(name: str, cli_json: Callable[..., dict[str, Any]]) -> None:
     r = cli_json("spectrum", name, *FAST)
     assert r["inputs"]["count"] == 2
-    assert all(np.isfinite(v) for v in r["embedding"]["kappa"]["per_sample"])
+    emb = r["embedding"]
+    for kappa, distinct, rows, kd in zip(
+        emb["kappa"]["per_sample"],
+        emb["distinct_rows"]["per_sample"],
+        emb["rows"]["per_sample"],
+        emb["kappa_distinct"]["per_sample"],
+        strict=True,
+    ):  # κ(X) is finite, or inf exactly where a token repeats in X without positions (llama-docstrings)
+        assert np.isfinite(kd) and (
+            (kappa == "inf" and distinct < rows) or (kappa != "inf" and np.isfinite(kappa))
+        )
     if r["embedding"]["model_conditioning"]:
         assert r["conditioned_forward"]["applied"] is False
         assert all(layer["conditioned"] is None for layer in r["layers"])
