@@ -350,13 +350,14 @@ def compare(
     *,
     checkpoint_a: str | Path | None = None,
     statistic: str | None = None,
-    conditioned: bool = False,
+    conditioned: bool | None = None,
     inputs: Any = None,
     **options: Any,
 ) -> CompareReport:
     """``condcli compare``: ``b`` against ``a`` (ratios B/A), each a MODEL string, a module in memory, or a
     report (object, JSON or path); ``b`` alone is compared with [tool.condcli] model (else the shipped
-    sample ViT). ``options``: the runs' (``max_samples``, ``layers``, ``lam``, …)."""
+    sample ViT). ``conditioned``: also each plain model's conditioned forward (None: as a saved report on
+    the other side has it, else not, as the CLI). ``options``: the runs' (``max_samples``, ``layers``, ``lam``, …)."""
     from condcli import gate
     from condcli.api.live import layers_text
 
@@ -371,7 +372,7 @@ def compare(
     for side, param in ((a, "a"), (b, "b")):
         found = _json_of(side, param)
         if found is None and mixed and side is not None:
-            found = spectrum(side, inputs, conditioned=conditioned, **options).to_json()
+            found = spectrum(side, inputs, conditioned=bool(conditioned), **options).to_json()
         sides.append(found if found is not None else side)
     run_opts = {} if all(isinstance(s, Mapping) for s in sides) else options
     where = None if checkpoint_a is None else Path(checkpoint_a)
