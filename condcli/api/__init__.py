@@ -357,7 +357,8 @@ def compare(
     """``condcli compare``: ``b`` against ``a`` (ratios B/A), each a MODEL string, a module in memory, or a
     report (object, JSON or path); ``b`` alone is compared with [tool.condcli] model (else the shipped
     sample ViT). ``conditioned``: also each plain model's conditioned forward (None: as a saved report on
-    the other side has it, else not, as the CLI). ``options``: the runs' (``max_samples``, ``layers``, ``lam``, …)."""
+    the other side has it, else not, as the CLI). ``options``: the runs' (``max_samples``, ``layers``,
+    ``lam``, …)."""
     from condcli import gate
     from condcli.api.live import layers_text
 
