@@ -52,8 +52,8 @@ from dataclasses import dataclass
 import torch
 
 from condcli.spectra._tensor import EPS64, machine_eps
-from condcli.spectra.certify import _floored, _resolved, _sigma_k_above, _tolerance
 from condcli.spectra.core import MEASURE_RTOL, SpectrumSummary, floor_kappa, summarize, upcast
+from condcli.spectra.floor_proof import _floored, _resolved, _sigma_k_above, _tolerance
 from condcli.spectra.lanczos import top_ritz
 from condcli.spectra.strategies import run_grouped
 
