@@ -146,3 +146,20 @@ def test_quiet_prints_tables_only(llama: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     assert lines and not any(line.startswith(("note:", "inputs:", "H(P):", "μ(LA) =")) for line in lines)
+
+
+def test_the_glossary_leaves_out_a_shadow_metric_that_says_nothing_new() -> None:
+    """A ViT's rows are distinct: κ_distinct = κ everywhere, so neither its tables nor the page's glossary
+    name κ_distinct; a report where they differ keeps it."""
+    import json
+
+    from condcli.html.glossary import present
+
+    result = CliRunner().invoke(app, ["spectrum", "vit-plain", "--max-samples", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["embedding"]["kappa_distinct"]["median"] == report["embedding"]["kappa"]["median"]
+    keys = [m.key for m in present(report)]
+    assert "kappa" in keys and "kappa_distinct" not in keys
+    report["embedding"]["kappa_distinct"] = {**report["embedding"]["kappa"], "median": 1.0}
+    assert "kappa_distinct" in [m.key for m in present(report)]

@@ -18,7 +18,8 @@ def _layers(report: Report) -> list[Mapping[str, Any]]:
 
 
 def present(report: Report) -> list[MetricDef]:
-    """The registry's metrics this report holds a value for (embedding.<key>, layers[i].<key>)."""
+    """The registry's metrics this report holds a value for (embedding.<key>, layers[i].<key>), less a
+    shadow metric that equals its metric wherever it is given."""
     emb = report.get("embedding")
     emb = emb if isinstance(emb, Mapping) else {}
     layers = _layers(report)
@@ -31,9 +32,24 @@ def present(report: Report) -> list[MetricDef]:
             has = isinstance(table, Mapping) and table.get(m.key) is not None
         else:
             has = any(layer.get(m.key) is not None for layer in layers)
-        if has:
+        if has and not _shadowed(m, emb, layers):
             found.append(m)
     return found
+
+
+def _value(v: Any) -> Any:
+    return v.get("median") if isinstance(v, Mapping) else v
+
+
+def _shadowed(m: MetricDef, emb: Mapping[str, Any], layers: list[Mapping[str, Any]]) -> bool:
+    """A shadow metric (κ_distinct) that equals its metric everywhere (a ViT: no repeated rows), as the
+    tables do not show it either."""
+    if m.shadow_of is None:
+        return False
+    holders = [emb] if m.scope == "embedding" else layers
+    return all(
+        _value(h.get(m.key)) == _value(h.get(m.shadow_of)) for h in holders if h.get(m.key) is not None
+    )
 
 
 def glossary_html(metrics: list[MetricDef]) -> str:
