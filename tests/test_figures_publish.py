@@ -31,6 +31,7 @@ from condcli import plots
 from condcli.figures.labels import html_text, mathtext
 from condcli.html import render_html
 from condcli.html.heatmap import MAGMA, color_at
+from condcli.plots.draw import log_tick
 from condcli.plots.style import Style
 from tests.html_dom import Node, parse
 from tests.tiny_llm import tiny_llama
@@ -301,3 +302,21 @@ def test_the_name_of_m_is_off_the_rank_curves(rank: Report) -> None:
                 for t in np.linspace(0, 1, 50):
                     px, py = ax_ + (bx - ax_) * t, ay_ + (by - ay_) * t
                     assert not (box[0] <= px <= box[2] and box[1] <= py <= box[3]), (chart_id, label.text())
+
+
+def test_no_tick_label_is_e_notation(llama: dict[str, Report], spectrum: Report, rank: Report) -> None:
+    """Labels between decades read "500", "2000", or 2×10⁴ in mathtext, never "2e+04" (the tiny Llama's
+    μ(LA) spans 1.6 decades above 10⁴)."""
+    for report, report_rank in ((llama["spectrum"], llama["rank"]), (spectrum, rank)):
+        for name, fig in figures_of(report, report_rank, None, "default"):
+            for ax in fig.axes:
+                for t in ax.get_xticklabels() + ax.get_yticklabels():
+                    assert not re.search(r"\de[+-]\d", t.get_text()), (name, t.get_text())
+    assert [log_tick(v) for v in (0.002, 500.0, 1000.0, 2e4, 1e5, 5e-5)] == [
+        "0.002",
+        "500",
+        "1000",
+        "$2{\\times}10^{4}$",
+        "$10^{5}$",
+        "$5{\\times}10^{-5}$",
+    ]

@@ -184,8 +184,18 @@ def _log_ticks(axis: MplAxis, lim: tuple[float, float], room: float) -> None:
         axis.set_major_formatter(LogFormatterSciNotation(base=10))
     else:
         axis.set_major_locator(LogLocator(base=10, subs=subs))
-        axis.set_major_formatter(FuncFormatter(lambda v, _: mathtext(num(v, 3))))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: log_tick(v)))
     axis.set_minor_formatter(NullFormatter())
+
+
+def log_tick(v: float) -> str:
+    """A label between decades: a plain number from 0.001 to 9999 ("0.02", "500"), else m×10^e in mathtext
+    ("$2{\\times}10^{4}$", "$10^{5}$"), never "2e+04"."""
+    if v <= 0 or 1e-3 <= v < 1e4:
+        return f"{v:g}"  # the ticks are 1, 2, 3 or 5 of a decade: exact in 4 digits
+    e = math.floor(math.log10(v) + 1e-9)
+    m = num(v / 10.0**e, 3)
+    return "$" + ("" if m == "1" else m + r"{\times}") + "10^{" + str(e) + "}$"
 
 
 def _room(ax: Axes, axis: MplAxis) -> float:
