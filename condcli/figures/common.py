@@ -7,8 +7,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from condcli.html.numbers import floats, stat, to_float
-from condcli.html.section import as_map, as_maps, lam_text
+from condcli.numbers import to_float
+from condcli.reports.reading import as_map, as_maps, floats, lam_text, stat
 
 Report = Mapping[str, Any]
 

@@ -21,9 +21,9 @@ from condcli.figures.common import (
     to_float,
 )
 from condcli.figures.model import Axis, Band, Dash, Figure, Heatmap, Marker, Panel, Ref, Series
-from condcli.html.numbers import stat
 from condcli.numbers import measured, num, rel_uncertainty
 from condcli.reports.metrics import forward
+from condcli.reports.reading import stat
 
 SPECTRUM = "Singular values of the embedded tokens X"
 BAND_VISIBLE = 0.01  # a p10–p90 band is drawn where its median width is at least this share of the y axis

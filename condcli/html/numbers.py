@@ -10,19 +10,9 @@ from typing import Any
 
 from condcli.numbers import WARN, floor_num, rel_uncertainty, to_float
 from condcli.numbers import num as shared_num
+from condcli.reports.reading import floats, stat
 
 __all__ = ["WARN", "floats", "floor_num", "full", "is_floor", "num", "rel_uncertainty", "stat", "to_float"]
-
-
-def floats(values: object) -> list[float]:
-    """A JSON list of floats; null and non-numbers become NaN; anything not a list gives []."""
-    if not isinstance(values, list):
-        return []
-    out = []
-    for v in values:
-        f = to_float(v)
-        out.append(math.nan if f is None else f)
-    return out
 
 
 def full(v: float | None) -> str:
@@ -45,8 +35,3 @@ def is_floor(agg: Mapping[str, Any], statistic: str) -> bool:
     """Whether the report marks this statistic of an aggregate as only a floor (absent in older reports)."""
     marks = agg.get("floor")
     return isinstance(marks, Mapping) and marks.get(statistic) is True
-
-
-def stat(agg: object, statistic: str = "median") -> float | None:
-    """One statistic of an aggregate dict, None where the aggregate or the statistic is missing."""
-    return to_float(agg.get(statistic)) if isinstance(agg, Mapping) else None

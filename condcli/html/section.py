@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
-from typing import Any
 
-Report = Mapping[str, Any]
+from condcli.reports.reading import Report, as_map, as_maps, lam_text
+
+__all__ = [
+    "Report",
+    "Section",
+    "as_map",
+    "as_maps",
+    "conditioned_note",
+    "guarded",
+    "lam_text",
+    "missing",
+    "notes_html",
+    "notes_section",
+]
 
 
 @dataclass(frozen=True)
@@ -33,22 +45,6 @@ def guarded(section_id: str, title: str, build: Callable[[], str]) -> Section:
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
         body = missing(f"{title} (this report's layout differs: {type(err).__name__} {err})")
     return Section(section_id, title, body)
-
-
-def as_map(value: object) -> Mapping[str, Any]:
-    """``value`` where it is a JSON object, else {} (an older report may lack it or hold null)."""
-    return value if isinstance(value, Mapping) else {}
-
-
-def as_maps(value: object) -> list[Mapping[str, Any]]:
-    """The JSON objects of a list (an absent or null list is empty)."""
-    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
-
-
-def lam_text(report: Report) -> str:
-    """The report's λ as the CLI prints it ("10"), or "λ" where the settings lack it."""
-    lam = as_map(report.get("settings")).get("lambda")
-    return f"{lam:g}" if isinstance(lam, (int, float)) and not isinstance(lam, bool) else "λ"
 
 
 def notes_html(report: Report) -> str:
