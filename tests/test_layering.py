@@ -211,3 +211,51 @@ def test_the_api_never_imports_the_cli() -> None:
         if target == "condcli.cli" or target.startswith("condcli.cli.")
     )
     assert not back, "\n".join(back)
+
+
+# The package's front door: ``condcli.spectrum`` and the other one-call names resolve to condcli.api on first
+# access (PEP 562 ``__getattr__``, so that ``import condcli`` loads no torch). It is the one module allowed to
+# import a higher layer by name at run time.
+FRONT_DOOR = {"condcli": {"condcli.api"}}
+
+
+def dynamic_imports(name: str) -> Iterator[str]:
+    """Module names ``name`` imports at run time by a string: the literal first argument of
+    ``importlib.import_module(...)``, ``import_module(...)`` or ``__import__(...)``, and every string
+    constant of the module that names a condcli module (a table of names handed to those calls), where the
+    module calls one of them."""
+    tree = ast.parse(modules()[name].read_text(encoding="utf-8"))
+    calls = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called in ("import_module", "__import__"):
+                calls = True
+                first = node.args[0] if node.args else None
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    yield first.value
+    if calls:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in modules():
+                yield node.value
+
+
+def test_no_import_by_name_reaches_upward() -> None:
+    """``importlib.import_module``/``__import__`` of a condcli module of a higher layer is a back edge that
+    the import statements do not show (issue 40: reports/views reached condcli.api that way)."""
+    upward = []
+    for name in modules():
+        allowed = FRONT_DOOR.get(name, set())
+        for target in sorted(set(dynamic_imports(name))):
+            owner = _owner(target)
+            here, there = layer_of(name), None if owner is None else layer_of(owner)
+            if here is not None and there is not None and there < here and owner not in allowed:
+                upward.append(f"{name} ({LAYERS[here][0]}) imports {owner} ({LAYERS[there][0]}) by name")
+    assert not upward, "\n".join(upward)
+
+
+def test_an_import_by_name_is_seen() -> None:
+    """The check above reads both a literal argument and a table of module names."""
+    assert "condcli.api" in set(dynamic_imports("condcli"))
+    assert "condcli.html.sections_spectrum" in set(dynamic_imports("condcli.html"))

@@ -1,28 +1,52 @@
 """What every report offers in Python: its JSON as a dict, tidy tables, files, figures and an inline page.
 
 :class:`ReportViews` is a base class of each command's report (spectrum, sweep-lambda, rank-decay, track,
-check, compare); :class:`SavedReport` gives the same methods to a report.json read back. The tables are
-:mod:`condcli.reports.frames`' (this layer). The page, the plots and the files are drawn by the layers above
-(:mod:`condcli.html`, :mod:`condcli.plots`), which this layer never imports: it asks the one writer of
-report files, :mod:`condcli.writing.report_files`, for them by name, as :mod:`condcli.html` finds a
-command's sections.
+check, compare, weights); :class:`SavedReport` gives the same methods to a report.json read back. The tables
+are :mod:`condcli.reports.frames`' (this layer). The page, the plots and the files are drawn by the one
+writer of report files, :mod:`condcli.writing.report_files`, a layer above this one, which this layer never
+imports: the writer hands itself to :func:`use_writer` when :mod:`condcli.writing` is imported, and
+:mod:`condcli.analysis` (which builds every report) and :mod:`condcli.api` (which reads one back) import it.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from condcli.reports import frames
 
-VIEWS = "condcli.writing.report_files"  # draws a report's page, figures and files (above this layer)
+
+class Writer(Protocol):
+    """What :mod:`condcli.writing.report_files` offers this layer (registered by :func:`use_writer`)."""
+
+    def save(self, data: Mapping[str, Any], folder: str | Path, fmt: str = "png") -> list[Path]: ...
+    def save_csv(self, data: Mapping[str, Any], folder: str | Path) -> list[Path]: ...
+    def figures(
+        self, data: Mapping[str, Any], title: bool = True, style: str = "default"
+    ) -> dict[str, Any]: ...
+    def page(self, data: Mapping[str, Any]) -> str: ...
+    def inline(self, data: Mapping[str, Any]) -> str: ...
 
 
-def _views() -> Any:
-    return importlib.import_module(VIEWS)
+_writer: list[Writer] = []  # the one writer, once condcli.writing is imported
+
+
+def use_writer(writer: Writer) -> None:
+    """Called once by :mod:`condcli.writing` (above this layer): the writer ``save()``, ``write_csv()``,
+    ``plot()``, ``html()`` and ``_repr_html_()`` call."""
+    _writer[:] = [writer]
+
+
+def _views() -> Writer:
+    if not _writer:
+        from condcli.errors import InternalError
+
+        raise InternalError(
+            "no report writer is registered: import condcli.writing (condcli.api and condcli.analysis do)"
+        )
+    return _writer[0]
 
 
 class ReportViews:
