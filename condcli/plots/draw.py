@@ -3,9 +3,9 @@ reference lines, scales and legend as the description gives them (the page draws
 
 Text is set as mathtext (:func:`condcli.figures.labels.mathtext`: "κ(X_l)" → $\\kappa(X_\\ell)$), colours are
 the Okabe–Ito roles and the yellow-free part of viridis (:mod:`condcli.figures.palette`), and a log axis
-labels its decades only (a short range: 1, 2, 5 of each decade), each axis in one tick format. ``title``:
-the figure's and panels' titles (off: panels tagged (a), (b), … for a caption); ``style``: see
-:mod:`.style`."""
+labels its decades, or up to 2.7 decades 1, 2, 5 of each (:func:`_log_ticks`), each axis in one tick
+format. ``title``: the figure's and panels' titles (off: panels tagged (a), (b), … for a caption);
+``style``: see :mod:`.style`."""
 
 from __future__ import annotations
 
@@ -184,14 +184,15 @@ def _log_ticks(axis: MplAxis, lim: tuple[float, float], room: float) -> None:
         axis.set_major_formatter(LogFormatterSciNotation(base=10))
     else:
         axis.set_major_locator(LogLocator(base=10, subs=subs))
-        axis.set_major_formatter(FuncFormatter(lambda v, _: log_tick(v)))
+        plain = lo >= 1e-3 and hi < 1e4  # one format for the whole axis
+        axis.set_major_formatter(FuncFormatter(lambda v, _: log_tick(v, plain)))
     axis.set_minor_formatter(NullFormatter())
 
 
-def log_tick(v: float) -> str:
-    """A label between decades: a plain number from 0.001 to 9999 ("0.02", "500"), else m×10^e in mathtext
-    ("$2{\\times}10^{4}$", "$10^{5}$"), never "2e+04"."""
-    if v <= 0 or 1e-3 <= v < 1e4:
+def log_tick(v: float, plain: bool) -> str:
+    """A label between decades: a plain number ("0.02", "500") on an axis within 0.001–9999 (``plain``),
+    else m×10^e in mathtext ("$2{\\times}10^{4}$", "$10^{3}$"), never "2e+04"."""
+    if v <= 0 or plain:
         return f"{v:g}"  # the ticks are 1, 2, 3 or 5 of a decade: exact in 4 digits
     e = math.floor(math.log10(v) + 1e-9)
     m = num(v / 10.0**e, 3)
