@@ -192,12 +192,9 @@ def build_llama(
     in_memory = train_llama.evaluate(model, train_llama.pack(tokenizer, corpus.heldout, recipe.block))
     meta = _common(name, "small Llama-style decoder on Python stdlib docstrings, causal LM", recipe.seed)
     meta |= {
-        "architecture": f"HF Llama (LlamaForCausalLM): d {recipe.hidden}, {recipe.layers} layers, "
-        f"{recipe.heads} query heads reading {recipe.kv_heads} KV heads, RoPE, SwiGLU {recipe.intermediate}, "
-        f"{'tied' if recipe.tie_embeddings else 'untied'} embeddings, vocab {len(tokenizer)}, "
-        f"{recipe.block} positions",
-        "task": f"causal LM (next-token loss) on Python {versions()['python']} stdlib docstrings, "
-        f"in blocks of {recipe.block} tokens",
+        "architecture": f"HF Llama: d {recipe.hidden}, {recipe.layers} layers, {recipe.heads} heads "
+        f"({recipe.kv_heads} KV), RoPE, vocab {len(tokenizer)}, {recipe.block} positions",
+        "task": f"causal LM (next-token loss) on Python {versions()['python']} stdlib docstrings",
         "conditioning": None,
         "data": {
             "corpus": "samplegen.corpus.stdlib_corpus",
