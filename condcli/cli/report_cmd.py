@@ -62,7 +62,7 @@ def load_report(path: Path, rendered: tuple[str, ...]) -> dict[str, Any]:
     from condcli.errors import InputError
     from condcli.outpaths import kind, shown
     from condcli.parsing import read_json
-    from condcli.reports.spectrum import SCHEMA_VERSION
+    from condcli.reports.schema import SCHEMA_VERSION
 
     what = f"FILE {shown(path)}"
     try:

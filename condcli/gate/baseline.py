@@ -21,7 +21,7 @@ from condcli.errors import InputError, UsageError
 from condcli.gate.metrics import Metric, ReportShapeError, Statistic, extract_metrics, section
 from condcli.gate.report import CheckResult, fmt, percent
 from condcli.parsing import read_json
-from condcli.reports.spectrum import SCHEMA_VERSION
+from condcli.reports.schema import SCHEMA_VERSION
 
 MAKE_ONE = "make one with: condcli spectrum --json > baseline.json"
 # (path, what it is) of the context a baseline records; check warns when they differ

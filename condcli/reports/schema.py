@@ -19,7 +19,7 @@ from condcli.errors import UsageError
 from condcli.reports.metrics import EMBEDDING, FLAGS, FORWARD, HEAD, WEIGHTS
 
 SCHEMA_FILE = "schemas/report.schema.json"
-SCHEMA_VERSION = 1  # the reports' schema_version this schema describes
+SCHEMA_VERSION = 1  # every report's schema_version, and the one this schema describes (defined only here)
 COMMANDS = ("spectrum", "sweep-lambda", "rank-decay", "check", "compare", "track", "weights")
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 

@@ -35,11 +35,10 @@ import torch
 from condcli import __version__
 from condcli.reports.metrics import EMBEDDING, FLAGS, FORWARD, HEAD, ROW_FLAGS, WEIGHTS, MetricDef, flag_of
 from condcli.reports.refusal import split as split_refusal
+from condcli.reports.schema import SCHEMA_VERSION
 from condcli.reports.table import EmbeddingTableReport
 from condcli.reports.views import ReportViews
 from condcli.spectra import COLLAPSED_HEAD, SINK_HEAD, SINK_SKIP, Aggregate, SpectrumBand, json_float
-
-SCHEMA_VERSION = 1
 
 
 def _agg(a: Aggregate | None) -> dict[str, Any] | None:
