@@ -55,12 +55,12 @@ def resolve_model(given: str | None, path: Path | None = None) -> tuple[str, str
 
         folder = (path or Path.cwd() / "pyproject.toml").parent  # a factory file is relative to it
         return rebased(model.strip(), folder), "[tool.condcli] model in pyproject.toml"
-    from condcli.loading.samples import sample_names
+    from condcli.loading.samples import restore_hint, sample_names
 
     if DEFAULT_SAMPLE not in sample_names():
         raise InputError(
             f"no MODEL given and the default sample checkpoint {DEFAULT_SAMPLE!r} is not installed",
-            "pass MODEL, e.g. 'vit_tiny_patch16_224 `weights=random`'",
+            f"pass MODEL, e.g. 'vit_tiny_patch16_224 `weights=random`', or {restore_hint()}",
         )
     return DEFAULT_SAMPLE, "the shipped sample ViT (default)"
 
