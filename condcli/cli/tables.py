@@ -46,7 +46,7 @@ def notes(out: Console, lines: Iterable[str]) -> None:
     if QUIET.get():
         return
     for line in lines:
-        first, *rest = wrapped(as_flags(line), out.width, "note: ")
+        first, *rest = [as_flags(line)] if out.soft_wrap else wrapped(as_flags(line), out.width, "note: ")
         out.print(f"[yellow]note:[/] {escape(first)}")
         for more in rest:
             out.print(escape(more))
@@ -69,16 +69,16 @@ def wrapped(text: str, width: int, prefix: str = "") -> list[str]:
 
 def say(out: Console, markup: str) -> None:
     """A header line in rich markup, wrapped at word boundaries to the console's width."""
-    out.print(markup, soft_wrap=False, overflow="fold")
+    out.print(markup)  # the console's soft_wrap: wrapped at words, but not for a file
 
 
 def stdout_console(piped_width: int = 200) -> Console:
     """The console a command's tables and lines go to: the terminal's width; piped or captured, the width
-    COLUMNS names, else ``piped_width`` (tables are not squeezed into 80 columns for a file). A text line
-    longer than the width wraps at word boundaries."""
+    COLUMNS names, else ``piped_width`` (tables are not squeezed into 80 columns for a file, and text lines
+    are not broken). On a terminal or under COLUMNS a text line longer than the width wraps at words."""
     out = Console()  # text lines wrap at word boundaries to the width
     if not out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
-        out = Console(width=piped_width)
+        out = Console(soft_wrap=True, width=piped_width)  # a file: one line per line, as ever
     return out
 
 
@@ -124,13 +124,14 @@ def _natural(c: Col) -> int:
 
 def _widths(cols: Sequence[Col], width: int) -> list[int | None]:
     """Each column's width: rich's own where the table fits at its natural width, else each its need (widest
-    number or word) and the cells left over shared out to the wrapping columns, in order."""
+    number or word) and the cells left over shared out to the wrapping columns, those that then fit whole
+    first."""
     if sum(_natural(c) + 3 for c in cols) + 1 <= width:
         return [None] * len(cols)
     widths = [_need(c) for c in cols]
     left = width - (sum(w + 3 for w in widths) + 1)
-    for i, c in enumerate(cols):
-        extra = max(0, min(left, _natural(c) - widths[i])) if c.wrap else 0
+    for i in sorted(range(len(cols)), key=lambda i: _natural(cols[i]) - widths[i]):  # the shortest first
+        extra = max(0, min(left, _natural(cols[i]) - widths[i])) if cols[i].wrap else 0
         widths[i] += extra
         left -= extra
     return list(widths)
