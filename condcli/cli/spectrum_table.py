@@ -314,9 +314,9 @@ def _footnotes(out: Console, report: SpectrumReport, shown: Sequence[Column]) ->
     if any(layer.plain.below.get("x") or layer.plain.below.get("attn_input") for layer in report.layers):
         out.print(f"{WARN} on κ(X_l)/κ(A_l): some samples below the capture dtype's resolution.")
     heads_lines = [layer.heads_line() for layer in report.layers]
-    for line in heads_lines:
-        if line is not None:
-            out.print(escape(line))
+    for heads in heads_lines:
+        if heads is not None:
+            out.print(escape(heads))
     if "sink" not in keys and any(line and "attention sinks" in line for line in heads_lines):
         out.print(escape(SINK_NOTE))  # a heads line names sinks, but no column explains the score
     missing = [layer for layer in report.layers if layer.probs_note is not None]
