@@ -8,19 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from condcli.commands import COMMANDS
+
 __version__ = "0.1.0"
 
-# name → the module that defines it, imported on first access (module __getattr__, PEP 562)
-_LAZY = {
-    "spectrum": "condcli.api",
-    "sweep_lambda": "condcli.api",
-    "rank_decay": "condcli.api",
-    "check": "condcli.api",
-    "compare": "condcli.api",
-    "read_report": "condcli.api",
-    "schema": "condcli.api",
-    "weights": "condcli.api",
-}
+# name → the module that defines it, imported on first access (module __getattr__, PEP 562): each command's
+# one call from the command registry, and reading a saved report back
+_LAZY = {c.api: "condcli.api" for c in COMMANDS if c.api is not None} | {"read_report": "condcli.api"}
 
 __all__ = ["__version__", *_LAZY]
 

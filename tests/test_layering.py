@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "condcli.parsing",
             "condcli.distributed",
             "condcli.numbers",
+            "condcli.commands",  # the command registry: declarations only, read by every layer above
             "condcli",
         ),
     ),
@@ -188,7 +189,7 @@ def test_the_neutral_and_pure_modules_import_nothing_above_them() -> None:
 # layer uses, the public training API (condcli.conditioning: user code imports it by that name), the
 # capture hooks (the pipeline's one module beside loading/ and inputs/), and the core's small helpers.
 TOP_LEVEL = {"__init__", "__main__", "errors", "numbers", "conditioning", "capture"}
-TOP_LEVEL |= {"layout", "outpaths", "parsing", "distributed"}
+TOP_LEVEL |= {"layout", "outpaths", "parsing", "distributed", "commands"}
 
 
 def test_the_folders_are_the_layers() -> None:
@@ -256,6 +257,17 @@ def test_no_import_by_name_reaches_upward() -> None:
 
 
 def test_an_import_by_name_is_seen() -> None:
-    """The check above reads both a literal argument and a table of module names."""
+    """The check above sees the front door's import of condcli.api by name (a table of module names)."""
     assert "condcli.api" in set(dynamic_imports("condcli"))
-    assert "condcli.html.sections_spectrum" in set(dynamic_imports("condcli.html"))
+
+
+def test_the_registry_names_modules_of_their_layer() -> None:
+    """The command registry's module names (imported by name by the layer that reads each) exist and belong
+    to that layer: a page's sections to the readers of reports, a table printer to the CLI."""
+    from condcli.commands import COMMANDS
+
+    for c in COMMANDS:
+        for target, reader in ((c.sections, "condcli.html"), (c.table, "condcli.cli")):
+            if target is not None:
+                assert target in modules(), target
+                assert layer_of(target) == layer_of(reader), f"{c.name}: {target}"

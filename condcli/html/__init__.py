@@ -17,17 +17,10 @@ from typing import Any
 
 from condcli.errors import InputError
 from condcli.html.section import Section
+from condcli.commands import COMMANDS
 
-# command → module of its sections (imported lazily)
-SECTIONS: dict[str, str] = {
-    "spectrum": "condcli.html.sections_spectrum",
-    "sweep-lambda": "condcli.html.sections_sweep",
-    "rank-decay": "condcli.html.sections_rank",
-    "check": "condcli.html.sections_check",
-    "compare": "condcli.html.sections_compare",
-    "track": "condcli.html.sections_track",
-    "weights": "condcli.html.sections_weights",
-}
+# command → module of its sections (imported lazily), from the command registry
+SECTIONS: dict[str, str] = {c.name: c.sections for c in COMMANDS if c.sections is not None}
 
 
 def render_html(report: Mapping[str, Any]) -> str:

@@ -16,11 +16,12 @@ from importlib import resources
 from typing import Any
 
 from condcli.errors import UsageError
+from condcli.commands import BY_NAME, REPORTING
 from condcli.reports.metrics import EMBEDDING, FLAGS, FORWARD, HEAD, WEIGHTS
 
 SCHEMA_FILE = "schemas/report.schema.json"
 SCHEMA_VERSION = 1  # every report's schema_version, and the one this schema describes (defined only here)
-COMMANDS = ("spectrum", "sweep-lambda", "rank-decay", "check", "compare", "track", "weights")
+COMMANDS = tuple(c.name for c in REPORTING)  # from the command registry
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 AGG = {"$ref": "#/$defs/aggregate_or_null"}
@@ -88,14 +89,18 @@ def schema_of(command: str | None = None) -> dict[str, Any]:
             "required": ["schema_version", "command"],
             "properties": {"command": {"enum": list(COMMANDS)}},
             "allOf": [
-                {"if": {"properties": {"command": {"const": c}}}, "then": {"$ref": f"#/$defs/{c}"}}
+                {
+                    "if": {"properties": {"command": {"const": c}}},
+                    "then": {"$ref": f"#/$defs/{BY_NAME[c].schema}"},
+                }
                 for c in COMMANDS
             ],
             "$defs": defs,
         }
     if command not in COMMANDS:
         raise UsageError(f"no report schema for {command!r}", f"the commands: {', '.join(COMMANDS)}")
-    return {**head, "title": f"condcli {command} report", "$ref": f"#/$defs/{command}", "$defs": defs}
+    ref = f"#/$defs/{BY_NAME[command].schema}"
+    return {**head, "title": f"condcli {command} report", "$ref": ref, "$defs": defs}
 
 
 @cache

@@ -22,6 +22,7 @@ from typing import Any
 
 from condcli.errors import ParameterTypeError, UsageError, a_type
 from condcli.outpaths import Inputs
+from condcli.commands import COMMANDS
 from condcli.writing.folder import REPORT_FILES, OutputDir, Writer
 
 Report = Mapping[str, Any]
@@ -30,13 +31,7 @@ CELL_HEIGHT = 720  # px: the inline page's frame in a notebook cell (the page sc
 
 # command → the stems of the figures it may draw (--out declares them before any work; a report without
 # layers or without an embedding table draws fewer); check and compare draw none
-PLOT_NAMES: dict[str, tuple[str, ...]] = {
-    "spectrum": ("spectrum", "layers", "embedding_table"),
-    "sweep-lambda": ("sweep",),
-    "rank-decay": ("rank_decay", "rank_heatmap"),
-    "track": ("track",),
-    "weights": ("embedding_table",),
-}
+PLOT_NAMES: dict[str, tuple[str, ...]] = {c.name: c.plots for c in COMMANDS if c.plots}  # the registry's
 
 
 def check_format(fmt: str, param: str = "fmt") -> str:
