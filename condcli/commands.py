@@ -27,6 +27,7 @@ class CommandDef:
     table: str | None = None  # the module whose ``render`` prints its table on a terminal (condcli.cli)
     sections: str | None = None  # the module whose ``sections(report)`` builds its page (condcli.html)
     plots: tuple[str, ...] = ()  # the file stems of the figures --out and report.save() may draw
+    csv: tuple[str, ...] = ()  # the CSV tables its report adds (--csv, report.write_csv(), to_pandas())
     schema: str | None = None  # its definition in report.schema.json's $defs
 
 
@@ -43,6 +44,7 @@ COMMANDS: tuple[CommandDef, ...] = (
         table="condcli.cli.spectrum_table",
         sections="condcli.html.sections_spectrum",
         plots=("spectrum", "layers", "embedding_table"),
+        csv=("samples", "layers", "layer_samples", "heads", "spectrum"),
         schema="spectrum",
     ),
     CommandDef(
@@ -57,6 +59,7 @@ COMMANDS: tuple[CommandDef, ...] = (
         table="condcli.cli.sweep_table",
         sections="condcli.html.sections_sweep",
         plots=("sweep",),
+        csv=("sweep", "sweep_layers"),
         schema="sweep-lambda",
     ),
     CommandDef(
@@ -71,6 +74,7 @@ COMMANDS: tuple[CommandDef, ...] = (
         table="condcli.cli.rank_table",
         sections="condcli.html.sections_rank",
         plots=("rank_decay", "rank_heatmap"),
+        csv=("rank_decay", "rank_decay_curves", "rank_decay_heads"),
         schema="rank-decay",
     ),
     CommandDef(
@@ -84,6 +88,7 @@ COMMANDS: tuple[CommandDef, ...] = (
         api="check",
         table="condcli.cli.check_table",
         sections="condcli.html.sections_check",
+        csv=("checks",),
         schema="check",
     ),
     CommandDef(
@@ -96,6 +101,7 @@ COMMANDS: tuple[CommandDef, ...] = (
         api="compare",
         table="condcli.cli.compare_table",
         sections="condcli.html.sections_compare",
+        csv=("metrics",),
         schema="compare",
     ),
     CommandDef(
@@ -118,6 +124,7 @@ COMMANDS: tuple[CommandDef, ...] = (
         table="condcli.cli.weights_table",
         sections="condcli.html.sections_weights",
         plots=("embedding_table",),
+        csv=("weights",),
         schema="weights",
     ),
     CommandDef(

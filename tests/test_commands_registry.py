@@ -45,6 +45,7 @@ def test_the_command_keyed_tables_read_the_registry() -> None:
     import condcli
     from condcli.cli.examples import EXAMPLES
     from condcli.html import SECTIONS
+    from condcli.reports.frames import CSV_NAMES
     from condcli.reports.schema import COMMANDS as SCHEMA_COMMANDS
     from condcli.writing.report_files import PLOT_NAMES
 
@@ -52,6 +53,7 @@ def test_the_command_keyed_tables_read_the_registry() -> None:
     assert SCHEMA_COMMANDS == tuple(c.name for c in REPORTING)
     assert EXAMPLES == {c.name: c.examples for c in COMMANDS}
     assert PLOT_NAMES == {c.name: c.plots for c in COMMANDS if c.plots}
+    assert set(CSV_NAMES) == {f"{t}.csv" for c in COMMANDS for t in c.csv}
     for c in COMMANDS:
         if c.api is not None:
             assert c.api in condcli.__all__

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from condcli.commands import COMMANDS
 from condcli.numbers import to_float
 from condcli.reports.metrics import EMBEDDING, FLAGS, FORWARD, HEAD
 
@@ -386,24 +387,7 @@ def csv_files(report: Mapping[str, Any]) -> dict[str, str]:
     return {f"{name}.csv": table.csv_text() for name, table in report_tables(report).items()}
 
 
-CSV_NAMES = tuple(
-    f"{name}.csv"
-    for name in (
-        "samples",
-        "layers",
-        "layer_samples",
-        "heads",
-        "spectrum",
-        "sweep",
-        "sweep_layers",
-        "rank_decay",
-        "rank_decay_curves",
-        "rank_decay_heads",
-        "checks",
-        "metrics",
-        "weights",
-    )
-)
+CSV_NAMES = tuple(dict.fromkeys(f"{name}.csv" for c in COMMANDS for name in c.csv))  # the registry's
 """Every file `csv` may write (an output folder declares them before any work)."""
 
 
