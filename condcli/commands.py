@@ -22,6 +22,7 @@ class CommandDef:
 
     name: str
     examples: tuple[str, ...]  # its --help Examples: command lines that run as shown
+    cli: str = ""  # the module whose import registers its Typer command (default condcli.cli.<name>_cmd)
     report: str | None = None  # the report type (``module:Class``), a subclass of ReportViews
     api: str | None = None  # ``condcli.<api>``: its one call in Python (condcli.api)
     table: str | None = None  # the module whose ``render`` prints its table on a terminal (condcli.cli)
@@ -31,6 +32,7 @@ class CommandDef:
     schema: str | None = None  # its definition in report.schema.json's $defs
 
 
+# in the order `condcli --help` lists them
 COMMANDS: tuple[CommandDef, ...] = (
     CommandDef(
         "spectrum",
@@ -49,7 +51,8 @@ COMMANDS: tuple[CommandDef, ...] = (
     ),
     CommandDef(
         "sweep-lambda",
-        (
+        cli="condcli.cli.sweep_cmd",
+        examples=(
             "condcli sweep-lambda vit-plain",
             "condcli sweep-lambda vit-plain --lambdas 1,2,5,10 --target-kappa 2 --out sw",
             "condcli sweep-lambda bert-docstrings --range 1 50 --steps 50 --layers 0,-1",
@@ -117,17 +120,6 @@ COMMANDS: tuple[CommandDef, ...] = (
         schema="track",
     ),
     CommandDef(
-        "weights",
-        ("condcli weights gpt2-docstrings", "condcli weights hf:gpt2 --heads --out runs/weights"),
-        report="condcli.reports.weights:WeightsReport",
-        api="weights",
-        table="condcli.cli.weights_table",
-        sections="condcli.html.sections_weights",
-        plots=("embedding_table",),
-        csv=("weights",),
-        schema="weights",
-    ),
-    CommandDef(
         "inspect",
         (
             "condcli inspect vit-plain",
@@ -142,7 +134,24 @@ COMMANDS: tuple[CommandDef, ...] = (
     CommandDef(
         "schema", ("condcli schema spectrum", "condcli schema > condcli-report.schema.json"), api="schema"
     ),
+    CommandDef(
+        "weights",
+        ("condcli weights gpt2-docstrings", "condcli weights hf:gpt2 --heads --out runs/weights"),
+        report="condcli.reports.weights:WeightsReport",
+        api="weights",
+        table="condcli.cli.weights_table",
+        sections="condcli.html.sections_weights",
+        plots=("embedding_table",),
+        csv=("weights",),
+        schema="weights",
+    ),
 )
+
+
+def cli_module(c: CommandDef) -> str:
+    """The module that registers ``c``'s Typer command."""
+    return c.cli or f"condcli.cli.{c.name.replace('-', '_')}_cmd"
+
 
 BY_NAME: dict[str, CommandDef] = {c.name: c for c in COMMANDS}
 REPORTING: tuple[CommandDef, ...] = tuple(c for c in COMMANDS if c.schema is not None)

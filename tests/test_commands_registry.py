@@ -10,18 +10,18 @@ import pytest
 from condcli.commands import BY_NAME, COMMANDS, REPORTING, CommandDef
 
 
-def _cli_commands() -> set[str]:
+def _cli_commands() -> list[str]:
     import typer.main
 
     from condcli.cli import app
 
-    return {str(c.name) for c in typer.main.get_command(app).commands.values()}  # type: ignore[attr-defined]
+    return [str(c.name) for c in typer.main.get_command(app).commands.values()]  # type: ignore[attr-defined]
 
 
-def test_every_cli_command_is_declared_once() -> None:
+def test_every_cli_command_is_declared_once_in_help_order() -> None:
     names = [c.name for c in COMMANDS]
     assert len(names) == len(set(names))
-    assert set(names) == _cli_commands()
+    assert names == _cli_commands()
 
 
 @pytest.mark.parametrize("c", REPORTING, ids=lambda c: c.name)
