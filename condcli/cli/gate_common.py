@@ -33,12 +33,20 @@ StatisticOption = Annotated[
 
 def warn(lines: Iterable[str]) -> None:
     """Each line as ``warning: …`` on stderr (also with --json, whose stdout holds only the report)."""
+    import os
+
     from rich.console import Console
     from rich.markup import escape
 
-    err = Console(stderr=True, soft_wrap=True)
+    from condcli.cli.tables import wrapped
+
+    err = Console(stderr=True)
+    fold = err.is_terminal or os.environ.get("COLUMNS", "").isdigit()  # a log file keeps one line each
     for line in lines:
-        err.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
+        first, *rest = wrapped(line, err.width, "warning: ") if fold else [line]
+        err.print(f"[yellow]warning:[/] {escape(first)}", highlight=False, soft_wrap=True)
+        for more in rest:
+            err.print(escape(more), highlight=False, soft_wrap=True)
 
 
 def out_dir(out: Path | None, csv: Path | None, read: Inputs, junit: Path | None) -> Outputs:
