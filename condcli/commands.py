@@ -27,9 +27,17 @@ class CommandDef:
     api: str | None = None  # ``condcli.<api>``: its one call in Python (condcli.api)
     table: str | None = None  # the module whose ``render`` prints its table on a terminal (condcli.cli)
     sections: str | None = None  # the module whose ``sections(report)`` builds its page (condcli.html)
-    plots: tuple[str, ...] = ()  # the file stems of the figures --out and report.save() may draw
+    # the figures --out, report.save() and report.plot() draw: file stem → ``module:builder``, a builder of
+    # condcli.figures that turns the report into a description (None: nothing to draw), which condcli.plots
+    # draws as the file and condcli.html as SVG
+    figures: tuple[tuple[str, str], ...] = ()
     csv: tuple[str, ...] = ()  # the CSV tables its report adds (--csv, report.write_csv(), to_pandas())
     schema: str | None = None  # its definition in report.schema.json's $defs
+
+    @property
+    def plots(self) -> tuple[str, ...]:
+        """The file stems of its figures, in order."""
+        return tuple(stem for stem, _ in self.figures)
 
 
 # in the order `condcli --help` lists them
@@ -45,7 +53,11 @@ COMMANDS: tuple[CommandDef, ...] = (
         api="spectrum",
         table="condcli.cli.spectrum_table",
         sections="condcli.html.sections_spectrum",
-        plots=("spectrum", "layers", "embedding_table"),
+        figures=(
+            ("spectrum", "condcli.figures.spectrum:spectrum"),
+            ("layers", "condcli.figures.spectrum:layers"),
+            ("embedding_table", "condcli.figures.embedding_table:embedding_table"),
+        ),
         csv=("samples", "layers", "layer_samples", "heads", "spectrum"),
         schema="spectrum",
     ),
@@ -61,7 +73,7 @@ COMMANDS: tuple[CommandDef, ...] = (
         api="sweep_lambda",
         table="condcli.cli.sweep_table",
         sections="condcli.html.sections_sweep",
-        plots=("sweep",),
+        figures=(("sweep", "condcli.figures.sweep:sweep"),),
         csv=("sweep", "sweep_layers"),
         schema="sweep-lambda",
     ),
@@ -76,7 +88,10 @@ COMMANDS: tuple[CommandDef, ...] = (
         api="rank_decay",
         table="condcli.cli.rank_table",
         sections="condcli.html.sections_rank",
-        plots=("rank_decay", "rank_heatmap"),
+        figures=(
+            ("rank_decay", "condcli.figures.rank:curves"),
+            ("rank_heatmap", "condcli.figures.rank:heatmap"),
+        ),
         csv=("rank_decay", "rank_decay_curves", "rank_decay_heads"),
         schema="rank-decay",
     ),
@@ -116,7 +131,7 @@ COMMANDS: tuple[CommandDef, ...] = (
         report="condcli.reports.track:TrackReport",
         table="condcli.cli.track_table",
         sections="condcli.html.sections_track",
-        plots=("track",),
+        figures=(("track", "condcli.figures.track:track"),),
         schema="track",
     ),
     CommandDef(
@@ -141,7 +156,7 @@ COMMANDS: tuple[CommandDef, ...] = (
         api="weights",
         table="condcli.cli.weights_table",
         sections="condcli.html.sections_weights",
-        plots=("embedding_table",),
+        figures=(("embedding_table", "condcli.figures.embedding_table:embedding_table"),),
         csv=("weights",),
         schema="weights",
     ),

@@ -34,6 +34,9 @@ def test_a_reporting_command_names_what_exists(c: CommandDef) -> None:
     assert issubclass(getattr(importlib.import_module(module), cls), ReportViews)
     assert callable(importlib.import_module(c.sections).sections)
     assert callable(importlib.import_module(c.table).render)
+    for _, builder in c.figures:
+        module, _, name = builder.partition(":")
+        assert callable(getattr(importlib.import_module(module), name))
     assert c.schema in _defs()
     if c.api is not None:
         import condcli.api

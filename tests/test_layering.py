@@ -267,7 +267,8 @@ def test_the_registry_names_modules_of_their_layer() -> None:
     from condcli.commands import COMMANDS
 
     for c in COMMANDS:
-        for target, reader in ((c.sections, "condcli.html"), (c.table, "condcli.cli")):
+        figures = [(builder.partition(":")[0], "condcli.figures") for _, builder in c.figures]
+        for target, reader in ((c.sections, "condcli.html"), (c.table, "condcli.cli"), *figures):
             if target is not None:
                 assert target in modules(), target
                 assert layer_of(target) == layer_of(reader), f"{c.name}: {target}"

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from condcli.commands import BY_NAME, COMMANDS
 from condcli.errors import ParameterTypeError, UsageError, a_type
 from condcli.outpaths import Inputs
-from condcli.commands import COMMANDS
 from condcli.writing.folder import REPORT_FILES, OutputDir, Writer
 
 Report = Mapping[str, Any]
@@ -68,25 +68,18 @@ def figures(data: Report, title: bool = True, style: str = "default") -> dict[st
 
 
 def _draw(command: str, data: Report, title: bool, style: Any) -> dict[str, Any]:
-    from condcli import plots
-    from condcli.plots.embedding_table import embedding_table_figure
+    """Each figure the command registry declares for ``command``: its builder's description of ``data``
+    drawn by :func:`condcli.plots.render` (None where the builder has nothing to draw)."""
+    import importlib
 
-    if command == "spectrum":
-        return {
-            "spectrum": plots.spectrum_figure(data, title, style),
-            "layers": plots.layers_figure(data, title, style),
-            "embedding_table": embedding_table_figure(data),
-        }
-    if command == "sweep-lambda":
-        return {"sweep": plots.sweep_figure(data, title, style)}
-    if command == "rank-decay":
-        return {
-            "rank_decay": plots.rank_curves_figure(data, title, style),
-            "rank_heatmap": plots.rank_heatmap_figure(data, title, style),
-        }
-    if command == "track":
-        return {"track": plots.track_figure(data, title, style)}
-    return {"embedding_table": embedding_table_figure(data)}  # weights
+    from condcli.plots import render
+
+    drawn: dict[str, Any] = {}
+    for stem, builder in BY_NAME[command].figures:
+        module, _, name = builder.partition(":")
+        desc = getattr(importlib.import_module(module), name)(data)
+        drawn[stem] = None if desc is None else render(desc, title, style)
+    return drawn
 
 
 def report_json(report: Report) -> str:
