@@ -15,9 +15,9 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from condcli.commands import COMMANDS
 from condcli.errors import InputError
 from condcli.html.section import Section
-from condcli.commands import COMMANDS
 
 # command → module of its sections (imported lazily), from the command registry
 SECTIONS: dict[str, str] = {c.name: c.sections for c in COMMANDS if c.sections is not None}

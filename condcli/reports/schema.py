@@ -15,8 +15,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from condcli.errors import UsageError
 from condcli.commands import BY_NAME, REPORTING
+from condcli.errors import UsageError
 from condcli.reports.metrics import EMBEDDING, FLAGS, FORWARD, HEAD, WEIGHTS
 
 SCHEMA_FILE = "schemas/report.schema.json"
