@@ -40,6 +40,9 @@ LLAMA = "llama-docstrings"  # the shipped LLM sample
 PROMPTS_FILE = f"{LLAMA}/prompts.txt"  # a file of the shipped sample: `--text` reads it so from any folder
 PROMPTS = (samples_dir() / PROMPTS_FILE).read_text(encoding="utf-8")
 GGUF = "tiny-llama-q8.gguf"
+TERMINAL = {
+    "COLUMNS": "100"
+}  # the blocks show what a 100-column terminal shows (tables fitted, text wrapped)
 
 
 def empty(folder: Path) -> None:
@@ -215,7 +218,7 @@ def run(name: str, work: Path) -> str:
         from condcli.cli import app
 
         with _in(work if block.setup else ROOT):
-            result = CliRunner().invoke(app, list(block.argv), env=block.env or None)
+            result = CliRunner().invoke(app, list(block.argv), env={**TERMINAL, **(block.env or {})})
         if result.exit_code != block.code:
             raise RuntimeError(
                 f"{name}: condcli {' '.join(block.argv)} exited {result.exit_code}: {result.output}"
@@ -223,7 +226,7 @@ def run(name: str, work: Path) -> str:
         text = result.stdout
     # paths inside the checkout as the page shows them: relative, the same in a clone anywhere
     text = text.replace(str(ROOT) + os.sep, "").replace(str(ROOT), ".")
-    lines = text.rstrip("\n").splitlines()
+    lines = [line.rstrip() for line in text.rstrip("\n").splitlines()]  # a terminal shows no trailing spaces
     return "\n".join(block.keep(lines) if block.keep else lines)
 
 

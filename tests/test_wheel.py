@@ -123,7 +123,7 @@ def test_no_message_in_the_wheel_tells_a_pip_user_to_run_make(venv: FreshVenv) -
 def demo(venv: FreshVenv, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The README's first command (`make demo`: condcli spectrum --out demo-output) from an empty folder."""
     folder = tmp_path_factory.mktemp("demo")
-    done = venv.run([str(venv.condcli), "spectrum", "--out", "demo-output"], folder)
+    done = venv.run([str(venv.condcli), "spectrum", "--out", "demo-output"], folder, **rg.TERMINAL)
     assert done.returncode == 0, done.stderr
     return folder, done.stdout
 
@@ -131,7 +131,8 @@ def demo(venv: FreshVenv, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pat
 def test_the_first_command_prints_the_readme_table_and_writes_its_files(demo: tuple[Path, str]) -> None:
     folder, stdout = demo
     (page,) = SHOWN["demo"]
-    assert_same_block(page, stdout.rstrip("\n"), "README demo (from the wheel)")
+    printed = "\n".join(line.rstrip() for line in stdout.rstrip("\n").splitlines())
+    assert_same_block(page, printed, "README demo (from the wheel)")
     assert sorted(p.name for p in (folder / "demo-output").iterdir()) == [
         ".condcli-manifest.json",
         "layers.png",
@@ -159,9 +160,9 @@ def test_every_readme_block_prints_the_same_from_the_wheel(name: str, venv: Fres
     if block.python is not None:
         done = venv.run([str(venv.python), "-c", _python_snippet()], empty)
     else:
-        done = venv.run([str(venv.condcli), *block.argv], empty, **block.env)
+        done = venv.run([str(venv.condcli), *block.argv], empty, **{**rg.TERMINAL, **block.env})
     assert done.returncode == block.code, f"exit {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    lines = done.stdout.replace(str(empty) + os.sep, "").rstrip("\n").splitlines()
+    lines = [ln.rstrip() for ln in done.stdout.replace(str(empty) + os.sep, "").rstrip("\n").splitlines()]
     printed = "\n".join(block.keep(lines) if block.keep else lines)
     for page in SHOWN[name]:
         assert_same_block(page, printed, f"README {name} (from the wheel)")
