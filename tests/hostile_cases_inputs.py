@@ -105,7 +105,9 @@ CASES: list[Hostile] = [
         "do not belong to this model",
         bert_with(
             {
-                name: (Path(__file__).resolve().parents[1] / "condcli" / "sample_checkpoints" / BERT / name).read_bytes()
+                name: (
+                    Path(__file__).resolve().parents[1] / "condcli" / "sample_checkpoints" / BERT / name
+                ).read_bytes()
                 for name in ("tokenizer.json", "tokenizer_config.json")
             }
         ),

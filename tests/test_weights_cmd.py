@@ -234,7 +234,12 @@ def test_out_writes_json_html_and_the_spectrum_plot(tmp_path: Path, cli: Callabl
     ]
     assert json.loads((out / "report.json").read_text()) == json.loads(result.stdout)
     page = (out / "report.html").read_text()
-    anchors = ('id="embedding-table"', 'id="weights-layers"', 'id="embedding-table-spectrum"', 'id="glossary"')
+    anchors = (
+        'id="embedding-table"',
+        'id="weights-layers"',
+        'id="embedding-table-spectrum"',
+        'id="glossary"',
+    )
     for anchor in anchors:  # the glossary as every command's page has it (issue 40)
         assert anchor in page
     assert "untied" in page and "lm_head" in page
