@@ -69,7 +69,7 @@ COMMANDS: tuple[CommandDef, ...] = (
             "condcli sweep-lambda vit-plain --lambdas 1,2,5,10 --target-kappa 2 --out sw",
             "condcli sweep-lambda bert-docstrings --range 1 50 --steps 50 --layers 0,-1",
         ),
-        report="condcli.reports.spectrum:SweepReport",
+        report="condcli.reports.sweep:SweepReport",
         api="sweep_lambda",
         table="condcli.cli.sweep_table",
         sections="condcli.html.sections_sweep",

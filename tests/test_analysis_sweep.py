@@ -20,7 +20,7 @@ from condcli.analysis.sweep import SweepOptions, analyse_sweep, lambda_grid, per
 from condcli.errors import InputError, UsageError
 from condcli.inputs.batches import InputSpec, stream
 from condcli.loading.sources import LoadedModel, load
-from condcli.reports.spectrum import SweepReport
+from condcli.reports.sweep import SweepReport
 from tests.helpers import np_kappa, np_sigma
 
 REL = 1e-9

@@ -109,7 +109,7 @@ def test_streamed_equals_the_model_loaded_whole(
     from condcli.adapters import adapter_for
     from condcli.analysis.weights import WeightsSource, weights_report
     from condcli.loading.hf import analysed_module
-    from condcli.reports.spectrum import ModelInfo
+    from condcli.reports.envelope import ModelInfo
 
     folder = llama_folder(tmp_path / "m", tied=False, dtype=torch.float32)
     streamed = cli_json("weights", str(folder))

@@ -16,7 +16,7 @@ from condcli.conditioning import Conditioning
 from condcli.errors import InputError
 from condcli.inputs.batches import InputStream
 from condcli.loading.sources import LoadedModel
-from condcli.reports.spectrum import EmbeddingReport, InputsInfo, ModelInfo, Settings
+from condcli.reports.envelope import EmbeddingReport, InputsInfo, ModelInfo, Settings
 
 DEFAULT_LAMBDA = 10.0  # the paper's λ (grid 1–20, best ≈ 10)
 

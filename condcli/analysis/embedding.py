@@ -11,8 +11,8 @@ import torch
 from condcli.adapters.base import Adapter
 from condcli.analysis.persample import distinct_rows, distinct_summaries, summarize_samples
 from condcli.errors import InternalError
+from condcli.reports.envelope import EMBEDDING_KEYS, EmbeddingReport
 from condcli.reports.metrics import EMBEDDING
-from condcli.reports.spectrum import EMBEDDING_KEYS, EmbeddingReport
 from condcli.spectra import ScalarStream, SpectrumStream, corrected_kappa_from_sigma, shift, weyl_bound
 from condcli.spectra.aggregate import ShardOrder, check_fields
 from condcli.spectra.core import precision_tolerance
@@ -33,7 +33,7 @@ def _tolerances(
 class EmbeddingAccumulator:
     """Feed it each batch's per-sample X (padding removed); :meth:`result` gives the report section.
 
-    One stream per key of the section (:data:`condcli.reports.spectrum.EMBEDDING_KEYS`: the registry's
+    One stream per key of the section (:data:`condcli.reports.envelope.EMBEDDING_KEYS`: the registry's
     embedding metrics and the statistics beside them), merged across processes like every accumulator."""
 
     def __init__(self, lam: float, *, spectra: bool = True) -> None:

@@ -11,7 +11,7 @@ import torch
 from condcli.capture import LayerCapture, capture, layer_set
 from condcli.inputs.batches import InputSpec, stream
 from condcli.loading.sources import LoadedModel
-from condcli.reports.spectrum import envelope
+from condcli.reports.envelope import envelope
 
 
 @dataclass

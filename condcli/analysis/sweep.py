@@ -35,7 +35,7 @@ from condcli.conditioning import Conditioning
 from condcli.errors import InternalError, UsageError
 from condcli.inputs.batches import InputStream
 from condcli.loading.sources import LoadedModel
-from condcli.reports.spectrum import SweepLayer, SweepReport, SweepResult
+from condcli.reports.sweep import SweepLayer, SweepReport, SweepResult
 from condcli.spectra import (
     ScalarStream,
     shifted_condition_number,

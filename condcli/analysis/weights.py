@@ -32,7 +32,7 @@ from condcli.analysis.runs import RunOptions
 from condcli.analysis.weights_stream import StreamedModel, on_meta, safetensors_files, skeleton
 from condcli.errors import InputError
 from condcli.loading.tensor_shapes import check_model, check_stored
-from condcli.reports.spectrum import ModelInfo
+from condcli.reports.envelope import ModelInfo
 from condcli.reports.table import EmbeddingTableReport
 from condcli.reports.weights import LayerWeights, WeightsReport
 from condcli.spectra import condition_number

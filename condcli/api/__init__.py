@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
     from condcli.gate.report import CheckReport, CompareReport
     from condcli.reports.rank import RankDecayReport
-    from condcli.reports.spectrum import SpectrumReport, SweepReport
+    from condcli.reports.spectrum import SpectrumReport
+    from condcli.reports.sweep import SweepReport
     from condcli.reports.weights import WeightsReport
 
 __all__ = ["check", "compare", "rank_decay", "read_report", "schema", "spectrum", "sweep_lambda", "weights"]
@@ -330,7 +331,7 @@ def weights(
     tensor by tensor; an ``nn.Module`` is read as it is. ``options``: ``weights``, ``checkpoint``,
     ``adapter``, ``model_args``, ``trust_remote_code``."""
     from condcli.analysis.weights import WeightsSource, analyse_weights, weights_report
-    from condcli.reports.spectrum import ModelInfo
+    from condcli.reports.envelope import ModelInfo
 
     run, _ = _run(model, None, layers, None, "cpu", None, None, 8, seed, options)
     if not _is_module(model):

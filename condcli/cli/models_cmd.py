@@ -50,7 +50,7 @@ def models_command(as_json: o.Json = False) -> None:
     from condcli.cli.tables import Col, fitted, stdout_console
     from condcli.loading.project_config import DEFAULT_SAMPLE
     from condcli.loading.samples import list_samples, restore_hint, samples_dir
-    from condcli.reports.spectrum import envelope
+    from condcli.reports.envelope import envelope
 
     samples = list_samples()
     if as_json:

@@ -11,7 +11,7 @@ from rich.table import Table
 from condcli.cli.flags import as_flags
 from condcli.cli.tables import header, notes, quiet
 from condcli.numbers import WARN, num
-from condcli.reports.spectrum import SweepReport
+from condcli.reports.sweep import SweepReport
 
 
 def _bound(v: float) -> str:

@@ -17,7 +17,7 @@ from rich.text import Text
 from condcli.cli.flags import as_flags
 from condcli.loading.big_model import describe as placed
 from condcli.numbers import WARN, floor_num, measured
-from condcli.reports.spectrum import InputsInfo, ModelInfo
+from condcli.reports.envelope import InputsInfo, ModelInfo
 from condcli.spectra import Aggregate
 
 

@@ -16,7 +16,8 @@ from typing import Any
 from condcli.gate.metrics import stable_label
 from condcli.numbers import WARN, num
 from condcli.numbers import fmt_pair as fmt_pair  # the tables, the gate and the page print pairs alike
-from condcli.reports.spectrum import SpectrumReport, envelope
+from condcli.reports.envelope import envelope
+from condcli.reports.spectrum import SpectrumReport
 from condcli.reports.views import ReportViews
 from condcli.spectra import json_float
 

@@ -10,14 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from condcli.reports.spectrum import (
-    ConditionedForward,
-    EmbeddingReport,
-    InputsInfo,
-    ModelInfo,
-    Settings,
-    analysis_header,
-)
+from condcli.reports.envelope import EmbeddingReport, InputsInfo, ModelInfo, Settings, analysis_header
+from condcli.reports.spectrum import ConditionedForward
 from condcli.reports.views import ReportViews
 from condcli.spectra import SpectrumBand, json_float
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from condcli.reports.spectrum import SpectrumReport, envelope
+from condcli.reports.envelope import envelope
+from condcli.reports.spectrum import SpectrumReport
 from condcli.reports.views import ReportViews
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from condcli.reports.spectrum import ModelInfo, WeightKappas, envelope
+from condcli.reports.envelope import ModelInfo, envelope
+from condcli.reports.spectrum import WeightKappas
 from condcli.reports.table import EmbeddingTableReport
 from condcli.reports.views import ReportViews
 from condcli.spectra import json_float
