@@ -322,7 +322,15 @@ class Adapter:
     def run(self, inputs: dict[str, torch.Tensor]) -> Any:
         """One forward pass of the model on a batch's inputs. Where the model's own code rejects them (it
         raises, from its own frames, not condcli's), the run stops with an ``inputs`` refusal that says what
-        the model said it needs (issue 42)."""
+        the model said it needs (issue 42). An error raised after X was formed is the model's own: it
+        propagates."""
+        reached: list[bool] = []  # X was formed: the model took its inputs
+        point = self.embedding.module
+        mark = (
+            point.register_forward_pre_hook(lambda *_: reached.append(True))
+            if self.embedding.at_input
+            else point.register_forward_hook(lambda *_: reached.append(True))
+        )
         try:
             if self.forward is not None:
                 return self.forward(inputs)
@@ -331,7 +339,7 @@ class Adapter:
             oom = type(e).__name__ == "OutOfMemoryError" or any(
                 w in str(e) for w in ("out of memory", "allocate memory")
             )
-            if oom or isinstance(e, CondcliError) or _raised_by_condcli(e):
+            if oom or reached or isinstance(e, CondcliError) or _raised_by_condcli(e):
                 raise
             given = ", ".join(
                 f"{k} {tuple(v.shape)}" for k, v in inputs.items() if isinstance(v, torch.Tensor)
@@ -346,6 +354,8 @@ class Adapter:
                 "this model needs inputs condcli does not make; describe them with `adapter` "
                 "(docs/guides/your-own-model.md) or run it through the Python API with your own batch",
             ) from e
+        finally:
+            mark.remove()
 
     @contextmanager
     def eager_attention(self) -> Iterator[None]:
