@@ -396,7 +396,7 @@ def test_readme_records_the_vit_results() -> None:
     points = round(100 * (plain["heldout"]["value"] - cond["heldout"]["value"]))
     assert f"{points} points lower" in readme
     total = sum(p.stat().st_size for name in SHIPPED for p in (samples_dir() / name).iterdir())
-    assert f"`sample_checkpoints/` ({total / 1e6:.0f} MB)" in readme
+    assert f"`condcli/sample_checkpoints/` ({total / 1e6:.0f} MB)" in readme
     for name in TEXT:
         m = meta(name)
         assert f"{m['heldout']['value']:.3f} nats/token" in readme

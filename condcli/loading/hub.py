@@ -48,10 +48,9 @@ class HubId:
 
     def local_fix(self) -> str:
         """How to point at a local copy instead."""
-        return (
-            f"download it where there is network (huggingface-cli download {self.repo} --local-dir DIR, or "
-            "save_pretrained(DIR)) and give that folder DIR as MODEL"
-        )
+        # one literal, so the hub tool's own flag reads as part of its command line (not a flag of condcli's)
+        fix = "where there is network (huggingface-cli download {} --local-dir DIR, or save_pretrained"
+        return "download it " + fix.format(self.repo) + "(DIR)) and give that folder DIR as MODEL"
 
 
 @lru_cache(maxsize=1)

@@ -1,4 +1,5 @@
-"""Why a layer or a model yields no number, as a code and a sentence (SPEC §7 ``layers_refused[i].reason``).
+"""Why a layer or a model yields no number, as a code and a sentence (docs/math.md#json:
+``layers_refused[i].reason``).
 
 The codes (each derived from what a forward of the model showed, never a default message):
 

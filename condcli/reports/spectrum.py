@@ -251,8 +251,9 @@ class SpectrumReport(ReportViews):
 
 
 def refused_json(index: int, name: str, why: str) -> dict[str, Any]:
-    """One entry of ``layers_refused`` (SPEC §7): ``reason`` as {code, text}; ``refused`` keeps the sentence.
-    A reason without a code is the first batch's proof contradicting the Q/K/V reading: qkv-unreadable."""
+    """One entry of ``layers_refused`` (docs/math.md#json): ``reason`` as {code, text}; ``refused`` keeps the
+    sentence. A reason without a code is the first batch's proof contradicting the Q/K/V reading:
+    qkv-unreadable."""
     code, text = split_refusal(why)
     return {
         "index": index,
