@@ -14,7 +14,6 @@ import pytest
 from click.testing import Result
 from PIL import Image
 
-from condcli import plots
 from condcli.loading.samples import sample_names
 from tests.helpers import np_kappa
 
@@ -145,11 +144,13 @@ def test_out_writes_the_report_and_plots(tmp_path: Path, cli: Callable[..., Resu
 def test_a_failure_while_writing_leaves_no_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable[..., Result]
 ) -> None:
-    def broken(report: Any, folder: Path, fmt: str) -> list[Path]:
+    def broken(figures: Any, folder: Path, fmt: str, style: str = "default") -> list[Path]:
         (folder / "spectrum.png").write_bytes(b"half")
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(plots, "spectrum_plots", broken)
+    import condcli.plots.base
+
+    monkeypatch.setattr(condcli.plots.base, "write_figures", broken)  # the one writer saves figures here
     result = cli("spectrum", "vit-plain", *FAST, "--out", str(tmp_path))
     assert result.exit_code != 0
     assert list(tmp_path.iterdir()) == []  # neither report.json nor the half plot, nor the staging folder
