@@ -94,6 +94,7 @@ def analyse_spectrum(
             index=i,
             name=specs[i].name,
             attention=specs[i].attention,
+            causal=specs[i].causal,
             heads=specs[i].heads,
             approximation=specs[i].approximation,
             weights=kappas[i],

@@ -287,8 +287,9 @@ def _footnotes(out: Console, report: SpectrumReport, shown: Sequence[Column]) ->
         )
     out.print(escape(as_flags(mu_note(shown))))
     keys = {c.key for c in shown}
+    causal = any(layer.causal or "causal" in layer.attention for layer in report.layers)
     for line in column_notes(keys):
-        if line.startswith("sink:") and any("causal" in layer.attention for layer in report.layers):
+        if line.startswith("sink:") and causal:
             line = SINK_NOTE  # the same, with the queries a causal sink score skips
         out.print(escape(line))
     if _gqa(report) and keys & {"kappa_wk", "kappa_wv", "mu_la", "mu_a"}:

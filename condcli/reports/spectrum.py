@@ -184,6 +184,7 @@ class LayerReport:
     sink_heads: tuple[float, ...] | None = None  # per head: median over samples of the sink score
     # how Q/K/V were found: "family", "declared", "generic (verified)" or "generic (unverified)"
     qkv_source: str = "family"
+    causal: bool = False  # a causal mask: its sink score leaves out the first queries (the table says so)
 
     def heads_line(self) -> str | None:
         """:func:`heads_line` of this layer."""
