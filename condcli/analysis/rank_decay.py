@@ -49,6 +49,21 @@ class RankDecayOptions:
         check_lambda(self.lam, "conditioned" if self.conditioned else "lam")
 
     @classmethod
+    def of(
+        cls, run: RunOptions, lam: float, index: int | None, conditioned: float | None, heads: bool
+    ) -> RankDecayOptions:
+        """The options of a run checked by :meth:`check_run`, once its model is loaded (``lam``: the
+        loaded setup's λ) — what the CLI and the API both run."""
+        return cls(
+            lam=lam,
+            conditioned=conditioned is not None,
+            index=index,
+            layers=run.layer_choice(),
+            heads=heads,
+            seed=run.seed,
+        )
+
+    @classmethod
     def check_run(cls, run: RunOptions, index: int | None, conditioned: float | None) -> RunOptions:
         """``run`` with the λ of a rank-decay run, every option checked before any work: ``conditioned``
         (the λ of the conditioned forward) sets κ(X + λ·I_k)'s λ too, so a different ``lam`` is refused.

@@ -233,14 +233,7 @@ def rank_decay(
     run, given = _run(model, inputs, layers, None, device, dtype, max_samples, batch_size, seed, options)
     run = RankDecayOptions.check_run(run, index, conditioned)  # the options, checked before any work
     setup = _setup(model, run, given, tokenizer, processor)
-    spec = RankDecayOptions(
-        lam=setup.lam,
-        conditioned=conditioned is not None,
-        index=index,
-        layers=run.layer_choice(),
-        heads=heads,
-        seed=run.seed,
-    )
+    spec = RankDecayOptions.of(run, setup.lam, index, conditioned, heads)
     return setup.analyse("rank-decay", analyse_rank_decay, spec)
 
 

@@ -63,14 +63,7 @@ def rank_decay_command(
     fmt = o.plot_format(fmt)
     files = outputs("rank-decay", out, csv, run.input_paths(), fmt)  # before any work
     setup = o.setup_run(run)
-    options = RankDecayOptions(
-        lam=setup.lam,
-        conditioned=conditioned is not None,
-        index=index,
-        layers=run.layer_choice(),
-        heads=heads,
-        seed=run.seed,
-    )
+    options = RankDecayOptions.of(run, setup.lam, index, conditioned, heads)
     report = setup.analyse("rank-decay", analyse_rank_decay, options)
     table = functools.partial(render, stdout_console(), report)
     emit(report.to_json(), files, as_json=run.as_json, render=table, title=title, style=style)
