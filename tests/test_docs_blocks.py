@@ -16,20 +16,42 @@ from tests.claims import assert_same_at_claimed_precision, same_at_claimed_preci
 TOKEN = re.compile(r"[^\s,;()\[\]]+|[\s,;()\[\]]+")
 
 
+def _runs(text: str) -> list[tuple[bool, str]]:
+    """The block as runs: each table line alone (True), and each stretch of other lines joined into one
+    (False), so that prose compares as words whatever column a path of this checkout made it wrap at."""
+    runs: list[tuple[bool, str]] = []
+    for line in text.splitlines():
+        if re.search(r"[│┃]", line):
+            runs.append((True, line))
+        elif runs and not runs[-1][0]:
+            runs[-1] = (False, runs[-1][1] + "\n" + line)
+        else:
+            runs.append((False, line))
+    return runs
+
+
 def assert_same_block(page: str, printed: str, where: str) -> None:
-    """Line by line: a table line cell by cell (tests/claims.py), any other line token by token, each number
-    within the precision it claims."""
-    old, new = page.splitlines(), printed.splitlines()
-    assert len(old) == len(new), f"{where}: {len(old)} lines on the page, {len(new)} printed now:\n{printed}"
-    for a, b in zip(old, new, strict=True):
-        if re.search(r"[│┃]", a + b):
+    """A table line cell by cell (tests/claims.py), any other text token by token (line breaks in prose are
+    spaces: a path as long as the checkout's folder wraps it elsewhere), each number within the precision it
+    claims."""
+    old, new = _runs(page), _runs(printed)
+    shape = [t for t, _ in old], [t for t, _ in new]
+    assert shape[0] == shape[1], f"{where}: the page and what is printed now differ in layout:\n{printed}"
+    for (table, a), (_, b) in zip(old, new, strict=True):
+        if table:
             assert_same_at_claimed_precision(a, b)
             continue
         ta, tb = TOKEN.findall(a), TOKEN.findall(b)
         same = len(ta) == len(tb) and all(
-            same_at_claimed_precision(x, y) if x.strip() else x == y for x, y in zip(ta, tb, strict=True)
+            same_at_claimed_precision(x, y) if x.strip() else _space(x) == _space(y)
+            for x, y in zip(ta, tb, strict=True)
         )
         assert same, f"{where}: the page says\n  {a}\nnow printed\n  {b}"
+
+
+def _space(gap: str) -> str:
+    """A gap between words as it reads: a line break inside prose is a space; other spacing is kept."""
+    return re.sub(r" *\n *", " ", gap)
 
 
 def _shown() -> dict[str, list[tuple[Path, str]]]:
