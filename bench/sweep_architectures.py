@@ -399,15 +399,15 @@ def main() -> None:
     parser.add_argument(
         "--condcli", type=Path, default=None, help="sweep the condcli of this checkout instead"
     )
+    parser.add_argument(
+        "--skip", type=Path, nargs="*", default=[], help="logs (.jsonl) of cut runs: not rerun"
+    )
     parser.add_argument("--render", type=Path, default=None, help="only write the table of this .jsonl")
     parser.add_argument("--compare", type=Path, default=None, help="a .jsonl of an earlier run: before/after")
     args = parser.parse_args()
     if args.render is not None:
-        done = [reclassify(json.loads(line)) for line in args.render.read_text().splitlines() if line.strip()]
-        before = None
-        if args.compare is not None:
-            lines = args.compare.read_text().splitlines()
-            before = [reclassify(json.loads(line)) for line in lines if line.strip()]
+        done = [reclassify(r) for r in _read_log(args.render)]
+        before = None if args.compare is None else [reclassify(r) for r in _read_log(args.compare)]
         write(sorted(done, key=lambda r: (r["kind"], r["name"])), args, before)
         return
     if (
@@ -431,6 +431,8 @@ def main() -> None:
         random.Random(0).shuffle(cases)
     if args.limit:
         cases = cases[: args.limit]
+    done = {(r["kind"], r["name"]) for log in args.skip for r in _read_log(log)}
+    cases = [c for c in cases if c not in done]
     if args.only:
         cases = [c for c in cases if c[1] in args.only] or [
             ("timm" if "_" in n and n not in dict(cases) else "hf", n) for n in args.only
@@ -439,6 +441,16 @@ def main() -> None:
         warm_up(Path(tmp))
         results = run_all(cases, args.jobs, args.timeout, Path(tmp), args.out_json.with_suffix(".jsonl"))
     write(results, args)
+
+
+def _read_log(log: Path) -> list[dict[str, Any]]:
+    """The results of a run's log (JSON lines), the last line of each case kept (a case rerun replaces it)."""
+    results: dict[tuple[str, str], dict[str, Any]] = {}
+    for line in log.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            results[(r["kind"], r["name"])] = r
+    return list(results.values())
 
 
 def reclassify(result: dict[str, Any]) -> dict[str, Any]:
@@ -497,7 +509,8 @@ def write(
         "inputs condcli does not make, and which), **crash** (exit 3), **timeout**, **not built** (the "
         "tiny config cannot be built or saved and loaded back offline: a limit of this sweep, not of "
         "condcli).\n\n"
-        "Rerun: `nice -n 10 python bench/sweep_architectures.py --shuffle --jobs 3` (all cases; `--limit "
+        "Rerun: `nice -n 10 python bench/sweep_architectures.py --shuffle --jobs 3` (all cases; "
+        "`--skip LOG.jsonl` continues a cut run; `--limit "
         "N` for the first N of the seeded order, `--only NAME …` for some); `--render LOG.jsonl --compare"
         " OLD.jsonl` rewrites this page from a run's log."
     )
