@@ -140,8 +140,9 @@ def test_sequence_first_attention_is_refused_not_misread() -> None:
 
     layer = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32)  # batch_first=False
     model = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
-    with pytest.raises(InputError, match="batch_first=False"):
+    with pytest.raises(InputError, match="batch_first=False") as refused:
         adapter_for(model)
+    assert getattr(refused.value, "code", None) == "qkv-unreadable"  # what stands before q/k/v: the layout
     first = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, batch_first=True)
     assert len(adapter_for(torch.nn.TransformerEncoder(first, 2, enable_nested_tensor=False)).layers) == 2
 

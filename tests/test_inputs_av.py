@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -254,7 +255,8 @@ def test_the_model_receives_what_the_processor_made(folders: dict[str, Path]) ->
     ("name", "says"),
     [
         ("siglip2-bare", "requires pixel_attention_mask, spatial_shapes"),
-        ("timesformer", "reads its tokens regrouped"),
+        # TimeSformer's divided space-time attention regroups the tokens before q/k/v: coded so (issue 42)
+        ("timesformer", "[qkv-unreadable] the first attention block 'encoder.layer.0.temporal_attention'"),
         ("xclip-vision", "has a frame count (num_frames 4) but embeds frames one by one"),
         ("ast-wrong-extractor", "makes input_values of shape (1, 32, 8), but the model's config asks for"),
         ("videomae-wrong-crop", "makes pixel_values of shape (1, 4, 3, 24, 24), but the model's config asks"),
@@ -266,6 +268,7 @@ def test_a_model_whose_inputs_condcli_cannot_make_is_refused_in_one_line(
     result = cli("spectrum", str(folders[name]), *SAMPLES, "--json")
     assert result.exit_code == 2 and result.stdout == ""
     assert says in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert re.match(r"error: \[(inputs|qkv-unreadable|p-unobservable)\] ", result.stderr), result.stderr
 
 
 def test_images_given_to_a_video_model_are_refused(folders: dict[str, Path], cli: Callable[..., Any]) -> None:

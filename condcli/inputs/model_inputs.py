@@ -64,9 +64,9 @@ def hf_preprocessing(
         pre = video_preprocessing(source, config, trust, keep)
     elif main == "pixel_values" and isinstance(getattr(config, "num_frames", None), int):
         raise InputError(
-            f"{name} has a frame count (num_frames {config.num_frames}) but embeds frames one by one: it may"
-            " read clips flattened into the batch (X-CLIP's vision encoder), and condcli cannot tell which"
-            " rows belong to which clip",
+            f"[inputs] {name} has a frame count (num_frames {config.num_frames}) but embeds frames one by"
+            " one: it may read clips flattened into the batch (X-CLIP's vision encoder), and condcli cannot"
+            " tell which rows belong to which clip",
             "analyse the whole model it belongs to, or describe it in a TOML file passed as `adapter`",
         )
     elif main == "pixel_values" or (input_kind == "images" and main in ("", "input_ids")):

@@ -21,6 +21,7 @@ from condcli.inputs.preprocessing import PREPROCESSOR, _first_line, _load_local,
 from condcli.inputs.video import Video
 from condcli.inputs.video import describe as describe_video
 from condcli.inputs.video import synthetic_inputs as video_inputs
+from condcli.reports.refusal import Refused
 
 VIDEO_PREPROCESSOR = "video_preprocessor_config.json"
 NO_CONFIG = "(the model has no preprocessor config)"
@@ -121,7 +122,8 @@ def audio_preprocessing(
         describe = f"{type(extractor).__name__} defaults {NO_CONFIG}"
     model_type = getattr(config, "model_type", "?")
     if extractor is None and kind != "log-mel":
-        raise InputError(
+        raise Refused(
+            "inputs",
             f"this {model_type} model reads audio as {kind} input_values, but it has no feature extractor"
             " and transformers names none for its family",
             f"put the model's own {PREPROCESSOR} beside its weights",

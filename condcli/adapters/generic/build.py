@@ -42,6 +42,7 @@ from condcli.adapters.generic.vision import Entry
 from condcli.adapters.generic.vision import plan as vision_plan
 from condcli.adapters.softmax_tap import softmax_probe
 from condcli.errors import InputError
+from condcli.reports.refusal import Refused
 
 
 def _blocks(model: nn.Module) -> tuple[str, list[tuple[str, nn.Module]]] | None:
@@ -214,9 +215,11 @@ def build(model: nn.Module) -> Adapter:
     name = type(model).__name__
     seq_first = [m for m in model.modules() if isinstance(m, nn.MultiheadAttention) and not m.batch_first]
     if seq_first:
-        raise InputError(
-            f"{name} runs nn.MultiheadAttention with batch_first=False (sequence, batch, width): the "
-            "generic adapter reads (batch, tokens, width) and would take the sequence for the batch",
+        raise Refused(
+            "qkv-unreadable",
+            f"{name} runs nn.MultiheadAttention with batch_first=False (sequence, batch, width): between X"
+            " and q/k/v the sequence axis comes first, and the generic adapter reads (batch, tokens, width):"
+            " it would take the sequence for the batch",
             "build the model with batch_first=True (the weights are the same)",
         )
     inside = _positions_inside(model)

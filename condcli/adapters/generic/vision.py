@@ -21,7 +21,7 @@ from condcli.adapters.generic.attn import Reading
 from condcli.adapters.generic.blocks import TRACE_BATCH, Discovery, Found, discover
 from condcli.adapters.generic.layouts import Grouping, attention_input, stream_input
 from condcli.adapters.generic.trace import Trace
-from condcli.errors import InputError
+from condcli.reports.refusal import Refused
 
 Tensor = torch.Tensor
 # a position encoding added to the tokens: a part of the last piece of its module or parameter name
@@ -188,10 +188,11 @@ def _whole_samples(found: Discovery) -> None:
     x = calls[0].inp if calls else None
     if x is not None and x.ndim == 3 and x.shape[0] != TRACE_BATCH:
         name = found.layers[0].name
-        raise InputError(
+        raise Refused(
+            "qkv-unreadable",
             f"the first attention block '{name}' reads its tokens regrouped ({x.shape[0]} groups for"
-            f" {TRACE_BATCH} samples), and no module hands it the samples whole: X cannot be placed as"
-            " (B, N, d) here",
+            f" {TRACE_BATCH} samples), and no module hands it the samples whole: between X and q/k/v the"
+            " samples' tokens are regrouped, so X cannot be placed as (B, N, d) here",
             "describe the model's embedding and blocks in a TOML file passed as `adapter` "
             "(docs/guides/your-own-model.md)",
         )
