@@ -113,6 +113,23 @@ def test_p_unobservable_for_weights_returned_as_a_band_names_both_widths() -> No
     assert "for each of the 16 queries, 5 keys around it" in str(e.value)
 
 
+def test_per_window_p_returned_three_d_is_read_window_by_window() -> None:
+    """SAM's windowed attention returns P as (B·G·H, q, k): batch, then window, then head folded into one
+    axis. Each window's square P is read as its own group: window g of sample b, head h is row
+    (b·G + g)·H + h (issue 42)."""
+    from condcli.adapters.generic.probs import returned_probs
+
+    batch, windows, heads, w = 2, 3, 2, 4
+    folded = torch.softmax(torch.randn(batch * windows * heads, w, w, dtype=torch.float64), -1)
+    x = torch.randn(batch * windows, w, D)
+    p = returned_probs("vision_encoder.layers.0", "one", "outer", heads, (x,), {}, (x, folded), batch)
+    assert p.shape == (batch, windows, heads, w, w)
+    for b in range(batch):
+        for g in range(windows):
+            for h in range(heads):
+                assert torch.equal(p[b, g, h], folded[(b * windows + g) * heads + h])
+
+
 class NeedsBoxes(nn.Module):
     def forward(self, x: torch.Tensor, bbox_boxes: torch.Tensor | None = None) -> torch.Tensor:
         if bbox_boxes is None:

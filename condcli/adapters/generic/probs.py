@@ -161,10 +161,14 @@ def stochastic(t: torch.Tensor, rows: Rows = "one") -> bool:
 
 def _layout(t: torch.Tensor, batch: int, heads: int, grouping: Grouping) -> torch.Tensor | None:
     """(B·G, H, q, k) → (B, G, H, q, k), or (B, H, G, q, k) (Hiera's mask units) → the same, or 3-D
-    (B·H, q, k) → (B, 1, H, q, k) (no batch or group axis; H × q × k for one sample); None where
-    the layout is not one of these (or cannot be told apart: as many groups as heads)."""
+    (B·H, q, k) → (B, 1, H, q, k) (no batch or group axis; H × q × k for one sample), or 3-D per window
+    (B·G·H, q, k) → (B, G, H, q, k) (SAM's windowed attention folds its heads into the windows' batch
+    axis, heads innermost, as the 3-D and 4-D layouts above hold them); None where the layout is not one
+    of these (or cannot be told apart: as many groups as heads)."""
     if t.ndim == 3 and t.shape[0] == batch * heads and t.shape[-1] > 1:  # (B·H, q, k): no group axis
         return t.reshape(batch, 1, heads, *t.shape[-2:])
+    if t.ndim == 3 and t.shape[0] % (batch * heads) == 0 and t.shape[-1] > 1:  # (B·G·H, q, k): windows
+        return grouped(t.reshape(-1, heads, *t.shape[-2:]), batch, grouping)
     if t.ndim == 4 and t.shape[0] % batch == 0:
         return grouped(t, batch, grouping)
     if t.ndim == 5 and t.shape[0] == batch and (t.shape[1] == heads) != (t.shape[2] == heads):
