@@ -160,6 +160,45 @@ def test_an_error_raised_by_condcli_itself_stays_internal() -> None:
         adapter.run({"x": torch.zeros(1, 3, D)})
 
 
+class BrokenRotary(nn.Module):
+    """Takes its inputs, then its own attention fails on them (CodeGen with a rotary width larger than its
+    head: a shape error inside the model's own code, after X was formed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.block = nn.Linear(D, D), nn.Identity()
+        self.rotary = torch.ones(1, 1, 2 * D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block(self.embed(x)) * self.rotary
+
+
+def test_a_model_failing_after_x_in_its_own_code_is_an_inputs_refusal_naming_where() -> None:
+    from condcli.adapters.base import Adapter, EmbeddingPoint
+    from condcli.adapters.generic.watch import Watch
+
+    model = BrokenRotary()
+    adapter = Adapter("toy", model, EmbeddingPoint(model.embed, "embed", "toy"), (), "text")
+    with Watch(), pytest.raises(Refused) as e:  # the first batch's watch passes every torch call on
+        adapter.run({"x": torch.zeros(1, 3, D)})
+    said = str(e.value)
+    assert e.value.code == "inputs"
+    assert "after taking them, in its own test_refusal_codes.py (forward)" in said
+    assert "RuntimeError: The size of tensor a (8) must match the size of tensor b (16)" in said
+
+
+def test_a_condcli_hook_raising_after_x_stays_internal() -> None:
+    from condcli.adapters.base import Adapter, EmbeddingPoint, group_tokens
+
+    model = BrokenRotary()
+    model.rotary = torch.ones(1, 1, D)  # the model itself is fine
+    adapter = Adapter("toy", model, EmbeddingPoint(model.embed, "embed", "toy"), (), "text")
+    # a condcli function misused as a hook after X: it raises from condcli's own frame (a buggy probe)
+    model.block.register_forward_pre_hook(group_tokens)  # type: ignore[arg-type]
+    with pytest.raises(AttributeError, match="reshape"):
+        adapter.run({"x": torch.zeros(1, 3, D)})
+
+
 def test_layers_refused_entry_carries_code_and_text() -> None:
     coded = refused_json(3, "blocks.3", "[p-unobservable] P is a band")
     assert coded["reason"] == {"code": "p-unobservable", "text": "P is a band"}

@@ -28,6 +28,7 @@ from condcli.errors import InputError
 from condcli.reports.table import EmbeddingTableReport, TableSpectrum
 from condcli.spectra._tensor import EPS64
 from condcli.spectra.core import gram_verdict, kappa_from_sigma
+from condcli.spectra.strategies import one_blas_thread
 
 # rows [start, stop) of a table, in its stored dtype, on the device to compute on
 RowReader = Callable[[int, int], torch.Tensor]
@@ -78,7 +79,11 @@ def gram_spectrum(read: RowReader, shape: tuple[int, int], what: str = "the tabl
         gram = part if gram is None else gram.add_(part)
         del chunk, part
     assert gram is not None
-    ev: torch.Tensor = torch.linalg.eigvalsh(gram).flip(-1)
+    # on one MKL thread: a d × d eigvalsh is a long chain of small steps each ending at a barrier, and on 2
+    # cores shared with another busy process MKL's 2 threads took 4.8 s for d = 768 where one thread takes
+    # 0.08 s (docs/performance.md#the-embedding-table)
+    with one_blas_thread():
+        ev: torch.Tensor = torch.linalg.eigvalsh(gram).flip(-1)
     return ev[: min(shape)]
 
 
