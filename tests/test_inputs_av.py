@@ -369,3 +369,29 @@ def test_a_broken_audio_or_video_processor_is_one_line(
     result = cli("spectrum", str(folder), "--max-samples", "1", "--json")
     assert result.exit_code == 2 and result.stdout == ""
     assert says in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_feature_extractor_whose_backend_is_missing_is_an_inputs_refusal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """transformers stands a dummy class in for an extractor whose library is not installed (NeuCodec's
+    needs torchaudio): building it raises ImportError, which is one [inputs] line naming it (issue 42)."""
+    from condcli.inputs import preprocessing_av
+    from condcli.reports.refusal import Refused
+
+    class NeedsTorchaudio:
+        def __init__(self, **_: Any) -> None:
+            raise ImportError(
+                "\nNeedsTorchaudio requires the torchaudio library but it was not found in your environment. "
+                "Please install it and restart your\nruntime.\n"
+            )
+
+    monkeypatch.setattr(preprocessing_av, "_family_class", lambda config, names: NeedsTorchaudio)
+    config = type("Config", (), {"model_type": "neucodec"})()
+    with pytest.raises(Refused) as e:
+        preprocessing_av._default_extractor("waveform", config)
+    assert e.value.code == "inputs"
+    assert str(e.value).startswith(
+        "[inputs] the neucodec model's feature extractor cannot be built here: NeedsTorchaudio requires the"
+        " torchaudio library but it was not found in your environment — install the library it names"
+    )

@@ -94,6 +94,19 @@ def _default_extractor(kind: AudioKind, config: Any) -> Any:
     cls = _family_class(config, FEATURE_EXTRACTOR_MAPPING_NAMES)
     if cls is None:
         return None
+    try:
+        return _built(cls, kind, config)
+    except ImportError as e:  # transformers' dummy class of an extractor whose backend is missing
+        said = " ".join(str(e).split()).split(". ")[0]
+        raise Refused(
+            "inputs",
+            f"the {getattr(config, 'model_type', '?')} model's feature extractor cannot be built here:"
+            f" {said}",
+            f"install the library it names, or put the model's own {PREPROCESSOR} beside its weights",
+        ) from None
+
+
+def _built(cls: Any, kind: AudioKind, config: Any) -> Any:
     if kind == "log-mel":
         return cls(feature_size=_positive(config, "num_mel_bins", 80))
     if kind == "spectrogram":
