@@ -257,3 +257,14 @@ def test_the_page_shows_each_refused_layer_with_its_code() -> None:
         {"layers": [], "layers_refused": [refused_json(2, "blocks.2", "[p-unobservable] a band")]}
     )
     assert "layer 2 blocks.2: no numbers, refused: [p-unobservable] a band" in page
+
+
+def test_x_that_comes_in_groups_is_refused_naming_its_shape() -> None:
+    """X is N × d per sample; a first block that reads its tokens as a stack of groups (CSATv2, found by the
+    sweep) gives no X, and the run says so in one coded line instead of failing inside the analysis."""
+    from condcli.analysis.embedding import EmbeddingAccumulator
+
+    with pytest.raises(Refused) as e:
+        EmbeddingAccumulator(10.0).add([torch.randn(4, 6, D), torch.randn(4, 6, D)])
+    assert e.value.code == "qkv-unreadable" and "came as (4, 6, 8) per sample" in str(e.value)
+    EmbeddingAccumulator(10.0).add([torch.randn(6, D)])  # the ordinary (N, d) sample is taken

@@ -13,6 +13,7 @@ from condcli.analysis.persample import distinct_rows, distinct_summaries, summar
 from condcli.errors import InternalError
 from condcli.reports.envelope import EMBEDDING_KEYS, EmbeddingReport
 from condcli.reports.metrics import EMBEDDING
+from condcli.reports.refusal import Refused
 from condcli.spectra import ScalarStream, SpectrumStream, corrected_kappa_from_sigma, shift, weyl_bound
 from condcli.spectra.aggregate import ShardOrder, check_fields
 from condcli.spectra.core import precision_tolerance
@@ -57,6 +58,16 @@ class EmbeddingAccumulator:
     def add(self, mats: Sequence[torch.Tensor], *, exact_lookup: bool = False) -> None:
         """One batch of X matrices (N_b, d), in the model's dtype. ``exact_lookup``: X is the model's stored
         token embeddings gathered by the ids, so storing it added no rounding: flagged against float64."""
+        grouped = [tuple(m.shape) for m in mats if m.ndim != 2]
+        if grouped:  # X is N × d per sample; a stack of groups is no X (CSATv2's first block reads groups)
+            raise Refused(
+                "qkv-unreadable",
+                f"X, the first attention block's input, came as {grouped[0]} per sample, not tokens × width:"
+                " between the embedding and q/k/v the tokens are regrouped, so X cannot be placed as (N, d)"
+                " here",
+                "describe the model's embedding and blocks in a TOML file passed as `adapter` "
+                "(docs/guides/your-own-model.md)",
+            )
         dtype = mats[0].dtype
         self.capture_dtype = str(dtype).removeprefix("torch.")
         self.exact_lookup = self.exact_lookup and exact_lookup

@@ -25,6 +25,7 @@ from condcli.analysis.persample import (
 from condcli.capture import LayerCapture
 from condcli.errors import InputError, InternalError
 from condcli.reports.metrics import FLAGS, FORWARD, HEAD, MIXING_FLAG, ROW_FLAGS, WEIGHTS
+from condcli.reports.refusal import Refused
 from condcli.reports.spectrum import ForwardStats, HeadReport, WeightKappas
 from condcli.spectra import (
     ScalarStream,
@@ -213,6 +214,17 @@ class ForwardAccumulator:
         is on, they come from the heads that can decide them, the same numbers as decomposing every head."""
         put = self.streams
         ka, a_rel = ka_rel
+        heads = int(self.kv.numel())
+        shown = {int(m.shape[-3]) for m in p}
+        if shown - {heads}:  # P laid with its heads on another axis (HaloNet: heads × blocks), never guessed
+            raise Refused(
+                "p-unobservable",
+                f"layer {self.spec.name}: P cannot be observed: its weights were taken as (groups, heads, q,"
+                f" k) = {tuple(p[0].shape)}, {sorted(shown)} heads where the layer has {heads}: a layout"
+                " condcli cannot tell apart",
+                "run 'condcli inspect' to see what was found; describe the attention in a TOML file passed "
+                "as `adapter` (docs/guides/your-own-model.md)",
+            )
         method = _probs_method(p, dtype)
         tokens = max((int(m.shape[-1]) for m in p), default=0)
         prune = bool(p) and headmax.enabled(p[0].device, causal=self.spec.causal, tokens=tokens)
