@@ -193,3 +193,31 @@ def test_a_lower_triangular_matrix_that_is_not_probabilities_goes_to_the_svd() -
         kappa, floor, _, _ = reference(p[i])
         assert bool(got.below_precision[i]) == floor
         assert float(got.reported[i]) == pytest.approx(kappa, rel=max(causal.RTOL, 8 * 120 * EPS64 * kappa))
+
+
+def clustered_sink(n: int) -> torch.Tensor:
+    """A sink head whose smallest singular values lie within 0.2% of each other (float32, n × n): every
+    query puts almost all its weight on token 0 and a nearly even 1e-4 on each earlier key."""
+    g = torch.Generator().manual_seed(0)
+    w = torch.tril(1e-4 * torch.exp(2e-4 * torch.randn(n, n, generator=g, dtype=torch.float64)))
+    w[:, 0] = 1.0
+    return (w / w.sum(-1, keepdim=True)).float()
+
+
+def test_a_clustered_sink_is_tried_again_with_more_steps_before_its_svd(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first :data:`INVERSE_STEPS` leave σ_n of this head undecided (σ_{n−1} within 0.2%); the retry
+    with :data:`RETRY_STEPS` decides it, so no SVD runs, and the κ is the SVD's. Below RETRY_TOKENS it goes
+    to the SVD as before (there the SVD costs less than the steps)."""
+    p = clustered_sink(512)[None]
+    first = causal.decide(causal.brackets(p.double(), torch.float32), 512, torch.float32)
+    assert not bool(first.ok[0])  # the case the retry is for
+    kappa, floor, _, _ = reference(p[0])
+    for tokens, counted in ((512, {"decided": 1, "svd": 0}), (513, {"decided": 0, "svd": 1})):
+        monkeypatch.setattr(causal, "RETRY_TOKENS", tokens)
+        causal.reset_counts()
+        got = causal.summarize_causal(p, torch.float32)
+        assert causal.counts() == counted
+        assert not bool(got.below_precision[0]) and not floor
+        assert float(got.kappa[0]) == pytest.approx(kappa, rel=max(causal.RTOL, 8 * 512 * EPS64 * kappa))

@@ -41,7 +41,9 @@ A matrix is **decided** here where its SVD path's verdict is proven (σ_n > tol 
 tol's own bounds and the SVD's σ̂ slack: :func:`condcli.spectra.certify.kappa_bounds`) and the value is tight:
 a measurement's κ bracket [σ_1⁻/σ_n⁺, σ_1⁺/σ_n⁻] and a floor's σ_1 bracket within :data:`RTOL` relative (or,
 where float64 SVD's own error bound 4n·eps64·κ is wider, within that and :data:`MEASURE_RTOL`/4: an SVD would
-not tell it better). Every other matrix goes to the SVD path, and :func:`counts` says how many did.
+not tell it better). A matrix left undecided is tried once more with :data:`RETRY_STEPS` Lanczos steps on
+(PPᵀ)⁻¹ where n ≥ :data:`RETRY_TOKENS` (a sink head whose smallest σ cluster needs them to tell σ_n from
+σ_{n−1}); every other matrix goes to the SVD path, and :func:`counts` says how many did.
 """
 
 from __future__ import annotations
@@ -61,6 +63,12 @@ RTOL = 1e-8  # the stated relative error of a κ decided here (half the width of
 MIN_TOKENS = 96  # below this an n × n SVD costs less than the Lanczos steps' Python overhead
 TOP_STEPS = 40  # most Lanczos steps on PᵀP (σ_1: σ_2/σ_1 ≈ 0.3 to 0.8 for attention, a few dozen suffice)
 INVERSE_STEPS = 60  # most Lanczos steps on (PPᵀ)⁻¹ (σ_n)
+# a matrix these steps leave undecided (a sink head: its smallest σ lie within 1e-4 of each other, and
+# Lanczos needs more steps to tell σ_n from σ_{n−1}) is tried once more with this many, where n is long
+# enough that they cost less than its SVD (at n = 512 a sink head took 2.3 s at 200 steps against 0.4 s for
+# the SVD; at 2,048 the SVD takes 30–45 s: docs/performance.md)
+RETRY_STEPS = 300
+RETRY_TOKENS = 1024
 POWER_STEPS = 2  # power steps on PᵀP after the Ritz vector, before Collatz–Wielandt
 _U = EPS64 / 2
 
@@ -100,7 +108,9 @@ def eligible(x: torch.Tensor) -> torch.Tensor:
     return (x.triu(1).flatten(-2).count_nonzero(-1) == 0) & _finite_non_negative(x)
 
 
-def brackets(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tensor:
+def brackets(
+    x: torch.Tensor, capture_dtype: torch.dtype | str, inverse_steps: int = INVERSE_STEPS
+) -> torch.Tensor:
     """``x`` (..., n, n) float64 lower triangular, non-negative, positive diagonal, captured in
     ``capture_dtype`` → (..., 5): ‖x‖_F², and proven bounds σ_1⁻, σ_1⁺, σ_n⁻ (Krylov-certified: the module
     docstring; 0 where none), σ_n⁺. The floor proof comes first; σ_n's Lanczos runs only where it proves no
@@ -114,7 +124,7 @@ def brackets(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tensor:
     sn_lo = torch.zeros_like(sn_hi)
     rest = ~_floored(sn_hi, _tolerance(fro2, s1_hi, n, machine_eps(capture_dtype) / 2))
     if bool(rest.any()):
-        lo, hi = _sigma_n(flat if bool(rest.all()) else flat[rest], fro2[rest])  # no copy of one matrix
+        lo, hi = _sigma_n(flat if bool(rest.all()) else flat[rest], fro2[rest], inverse_steps)  # no copy
         sn_lo[rest] = lo
         sn_hi[rest] = torch.minimum(sn_hi[rest], hi)
     out = torch.stack([fro2, s1_lo, s1_hi, sn_lo, sn_hi], -1)
@@ -190,7 +200,9 @@ def _pair(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, fro2: torch.Tensor 
     return _Pair(rho, ((r1.square() + r2.square()) / 2).sqrt(), norm_a, norm_b, delta)
 
 
-def _sigma_n(x: torch.Tensor, fro2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _sigma_n(
+    x: torch.Tensor, fro2: torch.Tensor, steps: int = INVERSE_STEPS
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(lower, upper) bounds on σ_n of lower-triangular matrices (B, n, n) with a positive diagonal (the
     module docstring): the lower one Krylov-certified (0 where the bracket does not apply), the upper one
     proven (inf where none)."""
@@ -205,7 +217,7 @@ def _sigma_n(x: torch.Tensor, fro2: torch.Tensor) -> tuple[torch.Tensor, torch.T
 
     zero = torch.zeros(batch, dtype=x.dtype, device=x.device)
     inf = torch.full_like(zero, torch.inf)
-    ritz = top_ritz(inverse_gram, start, INVERSE_STEPS, (1e-10, 1e-2))
+    ritz = top_ritz(inverse_gram, start, steps, (1e-10, 1e-2))
     if not bool(torch.isfinite(ritz.values).all()):
         return zero, inf
     u = ritz.vectors[:, :, :1]
@@ -265,16 +277,39 @@ def decide(terms: torch.Tensor, n: int, capture_dtype: torch.dtype | str) -> Dec
     return Decided(measured | floored, floor, reported, torch.stack([s1, sn], -1), tol)
 
 
-def _brackets_where_eligible(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tensor:
+def _brackets_where_eligible(
+    x: torch.Tensor, capture_dtype: torch.dtype | str, inverse_steps: int = INVERSE_STEPS
+) -> torch.Tensor:
     """:func:`brackets` of the matrices of ``x`` that are finite and non-negative, NaN for the others (they go
     to the SVD): with :func:`applies`, those are the :func:`eligible` ones."""
     ok = _finite_non_negative(x)
     if bool(ok.all()):
-        return brackets(x, capture_dtype)
+        return brackets(x, capture_dtype, inverse_steps)
     out = torch.full((*x.shape[:-2], 5), torch.nan, dtype=x.dtype, device=x.device)
     if bool(ok.any()):
-        out[ok] = brackets(x[ok], capture_dtype)
+        out[ok] = brackets(x[ok], capture_dtype, inverse_steps)
     return out
+
+
+def _decided(f: torch.Tensor, capture_dtype: torch.dtype | str) -> Decided:
+    """:func:`decide` over the stack ``f`` (float64), each matrix the first steps leave undecided tried once
+    more with :data:`RETRY_STEPS` where n ≥ :data:`RETRY_TOKENS`."""
+    n = int(f.shape[-1])
+    decided = decide(run_grouped(lambda m: _brackets_where_eligible(m, capture_dtype), f), n, capture_dtype)
+    retry = ~decided.ok & _finite_non_negative(f)
+    if n < RETRY_TOKENS or not bool(retry.any()):
+        return decided
+    again = decide(
+        run_grouped(lambda m: _brackets_where_eligible(m, capture_dtype, RETRY_STEPS), f[retry]),
+        n,
+        capture_dtype,
+    )
+    fields = {}
+    for name in ("ok", "below", "reported", "sigma", "tolerance"):
+        merged = getattr(decided, name).clone()
+        merged[retry] = getattr(again, name)
+        fields[name] = merged
+    return Decided(**fields)
 
 
 def _finite_non_negative(x: torch.Tensor) -> torch.Tensor:
@@ -291,7 +326,7 @@ def summarize_causal(x: torch.Tensor, capture_dtype: torch.dtype | str) -> Spect
     tol): the callers that take this path use κ, the flag and σ_n alone."""
     f, scale = upcast(x)  # float32/16 captures (and probabilities) are in the safe band: no rescale
     n = int(f.shape[-1])
-    decided = decide(run_grouped(lambda m: _brackets_where_eligible(m, capture_dtype), f), n, capture_dtype)
+    decided = _decided(f, capture_dtype)
     ok = decided.ok & _finite_non_negative(x) & (scale is None)
     sigma, tol, below = decided.sigma, decided.tolerance, decided.below
     rank = torch.where(below, n - 1, n).to(torch.int64)
