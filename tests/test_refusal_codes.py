@@ -268,3 +268,14 @@ def test_x_that_comes_in_groups_is_refused_naming_its_shape() -> None:
         EmbeddingAccumulator(10.0).add([torch.randn(4, 6, D), torch.randn(4, 6, D)])
     assert e.value.code == "qkv-unreadable" and "came as (4, 6, 8) per sample" in str(e.value)
     EmbeddingAccumulator(10.0).add([torch.randn(6, D)])  # the ordinary (N, d) sample is taken
+
+
+def test_weights_returned_inside_a_nested_tuple_are_p() -> None:
+    """I-BERT's attention returns ((context, weights), (their scaling factors)): the weights are P, not
+    "no attention weights" (issue 42: a false reason the sweep found)."""
+    from condcli.adapters.generic.probs import returned_probs
+
+    x = torch.randn(2, 5, D)
+    weights = torch.softmax(torch.randn(2, 2, 5, 5, dtype=torch.float64), -1)
+    got = returned_probs("encoder.layer.0", "one", "outer", 2, (x,), {}, ((x, weights), (None, None)), 2)
+    assert got.shape == (2, 1, 2, 5, 5) and torch.equal(got[:, 0], weights)

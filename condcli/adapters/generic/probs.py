@@ -193,6 +193,8 @@ def returned_probs(
     the last that is a probability matrix over the keys. Where the call returned none, the capture stops
     with one line naming ``layer``: a P that is missing is never reported as absent without a word.
     """
+    if isinstance(output, tuple | list) and output and isinstance(output[0], tuple | list):
+        output = output[0]  # I-BERT: ((context, weights), (their scaling factors))
     found = tuple(output[1:]) if isinstance(output, tuple | list) else ()  # OpenAI GPT returns a list
     four = [t for t in found if isinstance(t, torch.Tensor) and t.ndim in (3, 4, 5)]
     x = args[0] if args and isinstance(args[0], torch.Tensor) else kwargs.get("hidden_states")
