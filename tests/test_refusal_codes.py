@@ -279,3 +279,16 @@ def test_weights_returned_inside_a_nested_tuple_are_p() -> None:
     weights = torch.softmax(torch.randn(2, 2, 5, 5, dtype=torch.float64), -1)
     got = returned_probs("encoder.layer.0", "one", "outer", 2, (x,), {}, ((x, weights), (None, None)), 2)
     assert got.shape == (2, 1, 2, 5, 5) and torch.equal(got[:, 0], weights)
+
+
+def test_scores_returned_as_weights_are_named_as_such() -> None:
+    """ProphetNet returns its scores before the softmax where output_attentions asks for weights: the refusal
+    says that what came back is no probability matrix, not that nothing came back."""
+    from condcli.adapters.generic.probs import returned_probs
+
+    x = torch.randn(2, 5, D)
+    scores = torch.randn(2, 2, 5, 5)
+    with pytest.raises(Refused) as e:
+        returned_probs("layers.0", "one", "outer", 2, (x,), {}, (x, scores), 2)
+    assert e.value.code == "p-unobservable"
+    assert "what it returned beside its output ((2, 2, 5, 5)) is no probability matrix" in str(e.value)

@@ -221,6 +221,12 @@ def returned_probs(
             "it returned attention weights whose rows sum to less than 1 (a dropped sink column or a gate?), "
             "and condcli found no sink in the module to say what they are"
         )
+    elif four:  # ProphetNet returns its scores before the softmax as its "attention weights"
+        shapes = ", ".join(str(tuple(t.shape)) for t in four)
+        why = (
+            f"what it returned beside its output ({shapes}) is no probability matrix over the keys (entries"
+            " outside [0, 1] or rows that do not sum to 1: scores before the softmax?)"
+        )
     else:
         why = "it returned no attention weights under eager attention, even with output_attentions"
     raise Refused(
