@@ -145,6 +145,7 @@ class ForwardAccumulator:
         # samples whose matrix has exactly repeated rows, fewer distinct than k: κ = inf, not a floor
         self.repeated = {flag: 0 for flag in ROW_FLAGS}
         self.distinct = ScalarStream()  # X_l's distinct rows per sample
+        self.rows = ScalarStream()  # X_l's rows per sample: the block's own length (a pooled block's is less)
 
     def add(self, layer: LayerCapture, lengths: torch.Tensor | None) -> None:
         try:
@@ -166,6 +167,7 @@ class ForwardAccumulator:
         self.below["x"] += int(sx.below.sum())
         assert sx.distinct is not None and sx.repeated is not None
         self.distinct.extend(sx.distinct)
+        self.rows.extend([int(m.shape[-2]) for m in xs])
         self.repeated["x"] += int(sx.repeated.sum())
         sd = distinct_summaries(xs, layer.x_in.dtype, sx)
         put["kappa_distinct"].extend(sd.reported, sd.below, sd.uncertainty)
@@ -309,6 +311,7 @@ class ForwardAccumulator:
                 "heads",
                 "repeated",
                 "distinct",
+                "rows",
             },
         )
         return {
@@ -316,6 +319,7 @@ class ForwardAccumulator:
             "below": dict(self.below),
             "repeated": dict(self.repeated),
             "distinct": self.distinct.export_shard(),
+            "rows": self.rows.export_shard(),
             "heads": {k: [s.export_shard() for s in per_head] for k, per_head in self.heads.items()},
         }
 
@@ -330,6 +334,7 @@ class ForwardAccumulator:
         self.below = {k: sum(p["below"][k] for p in parts) for k in self.below}
         self.repeated = {k: sum(p["repeated"][k] for p in parts) for k in self.repeated}
         self.distinct.absorb_shards([p["distinct"] for p in parts], order, f"{name} distinct_rows")
+        self.rows.absorb_shards([p["rows"] for p in parts], order, f"{name} rows")
 
     @property
     def has_probs(self) -> bool:
@@ -349,7 +354,7 @@ class ForwardAccumulator:
             below["probs"] = None
         if not has_m:
             below[MIXING_FLAG] = None
-        return ForwardStats(values, below, dict(self.repeated), self.distinct.result())
+        return ForwardStats(values, below, dict(self.repeated), self.distinct.result(), self.rows.result())
 
     def entropy_heads(self) -> tuple[float, ...] | None:
         """Per head, the median over samples of H(P); None where P was not observed."""

@@ -52,6 +52,7 @@ class ForwardStats:
     # samples whose X_l ("x") or A_l ("attn_input") has exactly repeated rows, fewer distinct than k: κ = inf
     repeated: Mapping[str, int] | None = None
     distinct_rows: Aggregate | None = None  # X_l's distinct rows per sample
+    rows: Aggregate | None = None  # X_l's rows per sample: the block's own length (less after pooling)
 
     def __getitem__(self, key: str) -> Aggregate | None:
         return self.values.get(key)
@@ -68,6 +69,8 @@ class ForwardStats:
             out["repeated_rows"] = {flag: self.repeated.get(flag, 0) for flag in ROW_FLAGS}
         if self.distinct_rows is not None:
             out["distinct_rows"] = self.distinct_rows.to_json()
+        if self.rows is not None:
+            out["rows"] = self.rows.to_json()
         return out
 
 
