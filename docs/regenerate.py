@@ -127,7 +127,7 @@ BLOCKS: dict[str, Block] = {
     "sweep-tail": Block(("sweep-lambda",), keep=last(5)),
     "rank-decay": Block(("rank-decay", "--conditioned", "10")),
     "check": Block(("check", "--max-kappa", "100"), code=1),
-    "check-conditioned": Block(("check", "vit-conditioned", "--max-kappa", "10", "--max-mu-la", "1e7")),
+    "check-conditioned": Block(("check", "vit-conditioned", "--max-kappa", "30", "--max-mu-la", "1e10")),
     "compare": Block(("compare", "vit-plain", "vit-conditioned", "--layers", "0,-1")),
     "models": Block(("models",)),
     "schema": Block(("schema", "spectrum"), keep=first(8)),

@@ -81,8 +81,8 @@ def figure(data: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("held-out accuracy (%)")
     done, missing = len(data["runs"]), len(data.get("missing", ()))
     ax.set_title(
-        f"sample ViT on shapes10 (6 layers, d 96, 3 epochs), 2,000 held-out images: "
-        f"{done} of {done + missing} runs",
+        f"sample ViT on shapes10 (6 layers, d 96, 3 epochs)\n2,000 held-out images, {done} of "
+        f"{done + missing} runs",
         fontsize=9,
     )
     ax.grid(alpha=0.3)

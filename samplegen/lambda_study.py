@@ -115,13 +115,13 @@ def _run(recipe: train_vit.VitRecipe, heldout: tuple[Any, Any], keep: Path) -> d
     }
 
 
-SHIPPED = {0.0: "vit-plain", 10.0: "vit-conditioned"}  # the samples are the seed-0 runs of these λ
+SHIPPED = {0.0: "vit-plain", build.CONDITIONED_LAMBDA: "vit-conditioned"}  # the seed-0 runs of these λ
 
 
 def reuse_shipped(runs: Path, base: train_vit.VitRecipe) -> list[str]:
-    """The seed-0 runs of λ = 0 and 10 taken from the shipped samples, where the recipe their metadata
-    records is this study's (so they are those runs; tests/test_samples.py reproduces their held-out
-    accuracy from the shipped weights with independent code); what was done, one line per sample."""
+    """The seed-0 runs of the shipped λ (:data:`SHIPPED`) taken from the shipped samples, where the recipe
+    their metadata records is this study's (so they are those runs; tests/test_samples.py reproduces their
+    held-out accuracy from the shipped weights with independent code); what was done, one line per sample."""
     done = []
     for lam, name in SHIPPED.items():
         target = runs / f"{_key(lam, 0)}.json"
@@ -144,6 +144,7 @@ def reuse_shipped(runs: Path, base: train_vit.VitRecipe) -> list[str]:
             "versions": meta["versions"],
             "source": f"the shipped {name} (its metadata.json records this recipe at seed 0), not retrained "
             "here; tests/test_samples.py reproduces its held-out accuracy from the shipped weights",
+            "shipped_as": name,
         }
         target.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         done.append(f"{name}: λ {lam:g}, seed 0 taken from the shipped sample")

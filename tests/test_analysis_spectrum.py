@@ -204,14 +204,16 @@ def _folder(name: str) -> str:
 
 def test_a_model_with_its_own_shift_reports_what_its_blocks_see() -> None:
     loaded = load("vit-conditioned", LoadOptions(device="cpu"))
+    assert loaded.adapter.builtin is not None
+    own = loaded.adapter.builtin.lam  # κ(X + λ·I_k) at the model's own λ is what block 0 sees
     batches = list(stream(loaded.preprocessing, InputSpec(max_samples=3, batch_size=3)))
-    report = analyse_spectrum(loaded, replay(batches), SpectrumOptions(lam=LAM, layers=[0]), "test")
-    assert report.embedding.model_conditioning == "X + 10·I_k"
+    report = analyse_spectrum(loaded, replay(batches), SpectrumOptions(lam=own, layers=[0]), "test")
+    assert report.embedding.model_conditioning == "X + 1·I_k"
     assert not report.conditioned_forward.applied and "its plain forward is the conditioned one" in str(
         report.conditioned_forward.reason
     )
     assert report.layers[0].conditioned is None
-    # X is taken before the model's own shift; block 0 sees X + 10·I_k
+    # X is taken before the model's own shift; block 0 sees X + 1·I_k
     np.testing.assert_allclose(
         report.layers[0].plain["kappa"].per_sample, report.embedding.kappa_conditioned.per_sample, rtol=1e-5
     )

@@ -24,7 +24,7 @@ FAST = ["--max-samples", "2", "--batch-size", "2", "--layers", "0,-1"]
 def compared(cli: Callable[..., Result]) -> dict[str, Any]:
     result = cli("compare", "vit-plain", "vit-conditioned", *FAST, "--json")
     assert result.exit_code == 0, result.output
-    assert "warning: B adds X + 10·I_k at X itself" in result.stderr
+    assert "warning: B adds X + 1·I_k at X itself" in result.stderr
     data: dict[str, Any] = json.loads(result.stdout)
     return data
 
@@ -60,7 +60,7 @@ def test_ratios_are_b_over_a_of_the_two_reports(compared: dict[str, Any]) -> Non
         x, y = a["embedding"][key]["median"], b["embedding"][key]["median"]
         assert (rows[f"embedding.{key}"]["a"], rows[f"embedding.{key}"]["b"]) == (x, y)
         assert rows[f"embedding.{key}"]["ratio"] == pytest.approx(y / x, rel=1e-12)
-    seen = rows["embedding.seen"]  # A's blocks see X, B's see its own X + 10·I_k
+    seen = rows["embedding.seen"]  # A's blocks see X, B's see its own X + 1·I_k
     assert seen["a"] == a["embedding"]["kappa"]["median"]
     assert seen["b"] == b["embedding"]["kappa_conditioned"]["median"]
     for i, (la, lb) in enumerate(zip(a["layers"], b["layers"], strict=True)):
@@ -71,7 +71,7 @@ def test_ratios_are_b_over_a_of_the_two_reports(compared: dict[str, Any]) -> Non
             )
         row = rows[f"layers[{la['index']}].kappa_wq"]
         assert row["ratio"] == pytest.approx(lb["kappa_wq"] / la["kappa_wq"], rel=1e-12), i
-    assert rows["layers[0].kappa"]["ratio"] < 0.05  # the conditioned sample's blocks see a far smaller κ
+    assert rows["layers[0].kappa"]["ratio"] < 0.25  # the conditioned sample's blocks see a far smaller κ
 
 
 def test_table_prints_the_same_numbers(compared: dict[str, Any], cli: Callable[..., Result]) -> None:
@@ -91,7 +91,7 @@ def test_table_prints_the_same_numbers(compared: dict[str, Any], cli: Callable[.
     line = next(s for s in out.splitlines() if s.startswith("│ 5 blocks.5") and "→" in s and "μ" not in s)
     cells = [c.strip() for c in line.strip("│ ").split("│")]
     assert cells[5:7] == [f"{fmt(mu['a'])} → {fmt(mu['b'])}", fmt(mu["ratio"])]
-    assert "κ of the tokens the blocks see" in out and "= κ(X + 10·I_k)" in out
+    assert "κ of the tokens the blocks see" in out and "= κ(X + 1·I_k)" in out
 
 
 def test_models_with_different_inputs_are_compared_and_it_is_said(
@@ -156,5 +156,5 @@ def test_readme_numbers_are_what_compare_prints_today() -> None:
     block = section.split("```text\n")[1].split("```")[0]
     for line in block.splitlines():
         assert line in result.stdout, line
-    for text in ("1.5e+09 → 5.08e+04", "3.38e-05", "1.73e+11 → 6.34e+05", "3.66e-06"):
+    for text in ("1.5e+09 → 1e+07", "0.00667", "1.73e+11 → 1.17e+09", "0.00675"):
         assert text in result.stdout and text in section, text

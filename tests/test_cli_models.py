@@ -26,7 +26,7 @@ def test_models_json_lists_every_sample_with_its_metric(cli_json: Callable[..., 
         meta = json.loads((samples_dir() / name / "metadata.json").read_text())
         assert row["heldout"] == {"metric": meta["heldout"]["metric"], "value": meta["heldout"]["value"]}
         assert row["size_bytes"] == sum(p.stat().st_size for p in (samples_dir() / name).iterdir())
-    assert rows["vit-conditioned"]["conditioning"] == "X + 10·I_k"
+    assert rows["vit-conditioned"]["conditioning"] == "X + 1·I_k"
     assert rows["vit-plain"]["conditioning"] is None
 
 
@@ -39,7 +39,7 @@ def test_models_table(cli: Callable[..., Result]) -> None:
         assert name in result.stdout
     gpt2 = json.loads((samples_dir() / "gpt2-docstrings" / "metadata.json").read_text())
     assert f"loss {gpt2['heldout']['value']:.3f} nats/token" in result.stdout
-    assert "X + 10·I_k" in result.stdout and "condcli inspect vit-plain" in result.stdout
+    assert "X + 1·I_k" in result.stdout and "condcli inspect vit-plain" in result.stdout
 
 
 def test_models_says_what_the_vit_pair_shows(cli: Callable[..., Result]) -> None:
@@ -86,6 +86,6 @@ def test_default_model_is_the_shipped_sample_vit(
 def test_inspect_names_the_conditioning_a_sample_was_trained_with(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inspect", "vit-conditioned", "--max-samples", "1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["embedding"]["model_conditioning"] == "X + 10·I_k"
+    assert report["embedding"]["model_conditioning"] == "X + 1·I_k"
     assert report["embedding"]["where"] == "pos_drop.inner"
     assert any("X is taken before it" in note for note in report["notes"])

@@ -171,7 +171,7 @@ def test_out_equals_json_and_a_failure_while_writing_leaves_no_file(
         (["gpt2-docstrings", "--index", "500"], "--index 500 is larger than n ="),
         (["vit-plain", "--layers", "none"], "--layers none leaves no attention"),
         (["vit-plain", "--layers", "9"], "--layers asks for a layer"),
-        (["vit-conditioned", "--conditioned", "10"], "already adds X + 10·I_k"),
+        (["vit-conditioned", "--conditioned", "1"], "already adds X + 1·I_k"),
         (["vit-plain", "--conditioned", "5", "--lambda", "10"], "--conditioned 5 and --lambda 10 disagree"),
         (["vit-plain", "--conditioned", "-1"], "--conditioned must be a finite number ≥ 0"),
         (["vit-plain", "--format", "gif"], "--format 'gif' is not known"),

@@ -61,7 +61,7 @@ def test_two_saved_reports_compare_as_the_two_models_do(
     models = _json(saved["models"])
     assert differences(models, reports) == []  # numbers equal at the golden precision, all else equal
     assert reports["warnings"] and reports["warnings"] == models["warnings"]
-    assert "warning: B adds X + 10·I_k at X itself" in result.stderr
+    assert "warning: B adds X + 1·I_k at X itself" in result.stderr
     assert differences(_json(saved["a"]), reports["a"]) == [] and reports["b"] == _json(saved["b"])
 
 
@@ -85,7 +85,7 @@ def test_every_value_and_ratio_is_the_files_own(saved: dict[str, Path], cli: Cal
     compared, _ = _compare(cli, saved["a"], saved["b"])
     rows = compared["metrics"]
     assert len(rows) > 20 and {r["metric"] for r in rows} >= {"embedding.kappa", "layers[5].mu_la"}
-    seen = rows[0]  # A's blocks see X, B's its own X + 10·I_k
+    seen = rows[0]  # A's blocks see X, B's its own X + 1·I_k
     assert seen["metric"] == "embedding.seen"
     assert (seen["a"], seen["b"]) == (_value(a, "embedding.kappa"), _value(b, "embedding.kappa_conditioned"))
     for row in rows[1:]:
@@ -132,7 +132,7 @@ def test_one_report_and_one_model_runs_the_model_with_the_reports_settings(
     assert [layer["index"] for layer in mixed["a"]["layers"]] == [0]
     assert mixed["a"]["inputs"]["count"] == 2
     note = (
-        f"note: A runs with the settings of B's report {saved['b']}: seed 0, 2 samples, dtype float32, λ 10"
+        f"note: A runs with the settings of B's report {saved['b']}: seed 0, 2 samples, dtype float32, λ 1"
     )
     assert f"{note} (options given win)" in result.stderr.splitlines()
     by_model = {r["metric"]: r for r in mixed["metrics"]}

@@ -94,10 +94,10 @@ def _raised(call: Callable[[], object]) -> CondcliError:
         ),
         (
             lambda: gate.check("vit-conditioned", limits={"max_kappa": 100}, lam=3, **RUN),
-            "max_kappa gates what the blocks see, and this model adds X + 10·I_k at X itself: lam=3 would "
+            "max_kappa gates what the blocks see, and this model adds X + 1·I_k at X itself: lam=3 would "
             "measure another shift — drop lam",
             ["check", "vit-conditioned", *FAST, "--max-kappa", "100", "--lambda", "3"],
-            "--max-kappa gates what the blocks see, and this model adds X + 10·I_k at X itself: --lambda 3 "
+            "--max-kappa gates what the blocks see, and this model adds X + 1·I_k at X itself: --lambda 3 "
             "would measure another shift — drop --lambda",
         ),
         (

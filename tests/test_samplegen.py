@@ -193,9 +193,11 @@ def test_the_lambda_study_results_agree_with_the_samples_and_the_pages() -> None
     assert set(data["missing"]) == keys - set(data["runs"]) and set(data["runs"]) <= keys
     base = train_vit.VitRecipe()
     assert data["recipe"] == {**base.__dict__, "lam": "varied", "seed": "varied"}
+    shipped = {run["shipped_as"]: run for run in data["runs"].values() if "shipped_as" in run}
+    assert {n: r["lambda"] for n, r in shipped.items()} == {n: lam for lam, n in lambda_study.SHIPPED.items()}
     for run in data["runs"].values():
-        if "source" in run:  # a shipped sample stands for its run: the same recipe, accuracy and weights
-            name = lambda_study.SHIPPED[run["lambda"]]
+        if "shipped_as" in run:  # a shipped sample is its run: the same recipe, accuracy and weights
+            name = run["shipped_as"]
             meta = json.loads((build.ROOT / name / "metadata.json").read_text())
             assert run["seed"] == 0 and meta["heldout"]["value"] == run["accuracy"]
             assert meta["training"]["recipe"]["lam"] == (None if run["lambda"] == 0 else run["lambda"])

@@ -22,6 +22,8 @@ from condcli.loading.sources import LoadOptions, load
 from samplegen import shapes, train_lm
 from tests.helpers import np_kappa, np_shifted_kappa
 
+CONDITIONED_LAMBDA = 1.0  # vit-conditioned's λ, chosen by the λ study (docs/samples.md); build.py rebuilds it
+
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ("vit-plain", "vit-conditioned", "gpt2-docstrings", "bert-docstrings", "llama-docstrings")
 TEXT = ("gpt2-docstrings", "bert-docstrings")  # trained in blocks of 128 by samplegen.train_lm
@@ -152,16 +154,21 @@ def test_the_conditioning_is_part_of_the_conditioned_vit(vit_heldout: tuple[np.n
     ref.pos_drop = ref.pos_drop[0]  # the same weights without X + λ·I_k
     with torch.no_grad():
         without = float((ref(pixels).argmax(-1).numpy() == labels[:500]).mean())
-    assert without < meta("vit-conditioned")["heldout"]["value"] - 0.2
+    # at λ = 1: 83.0% on the 2,000 held-out images with its shift, 72.0% on their first 500 without it, far
+    # past the held-out set's own ±0.9-point standard error: the shift is part of what it learned
+    assert without < meta("vit-conditioned")["heldout"]["value"] - 0.05
 
 
 def test_plain_and_conditioned_vit_differ_only_in_the_conditioning() -> None:
     plain, cond = meta("vit-plain"), meta("vit-conditioned")
     assert plain["conditioning"] is None
-    assert cond["conditioning"] == {"lambda": 10.0, "mode": "shift", "at": "pos_drop"}
+    assert cond["conditioning"] == {"lambda": CONDITIONED_LAMBDA, "mode": "shift", "at": "pos_drop"}
     assert plain["data"] == cond["data"] and plain["seed"] == cond["seed"]
     recipe_p, recipe_c = dict(plain["training"]["recipe"]), dict(cond["training"]["recipe"])
-    assert recipe_p.pop("lam") is None and recipe_c.pop("lam") == 10.0
+    assert recipe_p.pop("lam") is None and recipe_c.pop("lam") == CONDITIONED_LAMBDA
+    from samplegen.build import CONDITIONED_LAMBDA as rebuilt
+
+    assert rebuilt == CONDITIONED_LAMBDA  # `make samples` rebuilds what ships
     assert recipe_p == recipe_c
     for key in ("steps", "optimizer", "schedule"):
         assert plain["training"][key] == cond["training"][key]
@@ -178,12 +185,12 @@ def test_plain_and_conditioned_vit_differ_only_in_the_conditioning() -> None:
 
 def test_loading_the_conditioned_vit_takes_x_before_the_shift() -> None:
     loaded = load("vit-conditioned", LoadOptions(device="cpu"))
-    assert loaded.adapter.builtin is not None and loaded.adapter.builtin.lam == 10.0
+    assert loaded.adapter.builtin is not None and loaded.adapter.builtin.lam == CONDITIONED_LAMBDA
     batch = next(iter(stream(loaded.preprocessing, InputSpec(max_samples=2))))
     cap = capture(loaded.adapter, batch, layers=[0], probes=("x_in",))
     x, x0 = cap.x.double(), cap.layers[0].x_in
     assert x0 is not None
-    torch.testing.assert_close(x0.double(), x + 10.0 * torch.eye(x.shape[1], x.shape[2]))
+    torch.testing.assert_close(x0.double(), x + CONDITIONED_LAMBDA * torch.eye(x.shape[1], x.shape[2]))
 
 
 @pytest.mark.parametrize("name", ["vit-plain", "vit-conditioned"])
@@ -390,11 +397,12 @@ def test_readme_records_the_vit_results() -> None:
         assert cells[4] == f"{m['embedding']['kappa_shifted']['median']:.3g}"
     plain, cond = meta("vit-plain"), meta("vit-conditioned")
     curve_p, curve_c = plain["training"]["train_loss_per_epoch"], cond["training"]["train_loss_per_epoch"]
-    assert all(c > p for p, c in zip(curve_p, curve_c, strict=True))  # "behind the plain one in every epoch"
+    assert all(c < p for p, c in zip(curve_p, curve_c, strict=True))
+    assert "a training loss ahead of the plain one in every epoch" in readme
     assert f"({curve_c[-1]:.2f} vs {curve_p[-1]:.2f} in the last)" in readme
     assert f"({plain['training']['steps']} steps on 2 CPU cores)" in readme
-    points = round(100 * (plain["heldout"]["value"] - cond["heldout"]["value"]))
-    assert f"{points} points lower" in readme
+    points = round(100 * (cond["heldout"]["value"] - plain["heldout"]["value"]))
+    assert points > 0 and f"{points} points higher" in readme
     total = sum(p.stat().st_size for name in SHIPPED for p in (samples_dir() / name).iterdir())
     assert f"`condcli/sample_checkpoints/` ({total / 1e6:.0f} MB)" in readme
     for name in TEXT:
