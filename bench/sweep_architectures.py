@@ -431,8 +431,8 @@ def main() -> None:
         random.Random(0).shuffle(cases)
     if args.limit:
         cases = cases[: args.limit]
-    done = {(r["kind"], r["name"]) for log in args.skip for r in _read_log(log)}
-    cases = [c for c in cases if c not in done]
+    skipped = {(r["kind"], r["name"]) for log in args.skip for r in _read_log(log)}
+    cases = [c for c in cases if c not in skipped]
     if args.only:
         cases = [c for c in cases if c[1] in args.only] or [
             ("timm" if "_" in n and n not in dict(cases) else "hf", n) for n in args.only

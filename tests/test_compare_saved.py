@@ -131,9 +131,7 @@ def test_one_report_and_one_model_runs_the_model_with_the_reports_settings(
     mixed, result = _compare(cli, "vit-plain", saved["b"], "--layers", "0")
     assert [layer["index"] for layer in mixed["a"]["layers"]] == [0]
     assert mixed["a"]["inputs"]["count"] == 2
-    note = (
-        f"note: A runs with the settings of B's report {saved['b']}: seed 0, 2 samples, dtype float32, λ 1"
-    )
+    note = f"note: A runs with the settings of B's report {saved['b']}: seed 0, 2 samples, dtype float32, λ 1"
     assert f"{note} (options given win)" in result.stderr.splitlines()
     by_model = {r["metric"]: r for r in mixed["metrics"]}
     assert by_model["layers[0].mu_la"]["b"] == _value(_json(saved["b"]), "layers[0].mu_la")
