@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from condcli.adapters import condition_model
 from condcli.monitor import Monitor
-from samplegen import shapes, train_vit
+from samplegen import build, shapes, train_vit
 from samplegen.common import deterministic, fit
 
 PROBE = 16  # held-out images measured at every step
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     pixels, _, _ = train_vit.heldout(base)
     probe = pixels[:PROBE]
     runs: dict[str, Any] = {}
-    for name, lam in (("plain", None), ("conditioned", 10.0)):
+    for name, lam in (("plain", None), ("conditioned", build.CONDITIONED_LAMBDA)):
         print(f"{name} run")
         save = (args.checkpoints, args.save_every) if args.checkpoints is not None and lam is None else None
         runs[name] = run(replace(base, lam=lam), args.every, probe, save)
