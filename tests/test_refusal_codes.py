@@ -292,3 +292,23 @@ def test_scores_returned_as_weights_are_named_as_such() -> None:
         returned_probs("layers.0", "one", "outer", 2, (x,), {}, (x, scores), 2)
     assert e.value.code == "p-unobservable"
     assert "what it returned beside its output ((2, 2, 5, 5)) is no probability matrix" in str(e.value)
+
+
+class AssertsItsSize(nn.Module):
+    """timm's patch embedding checks the image size with an assert: the model rejecting its inputs."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        assert x.shape[-1] == 64, f"Input height ({x.shape[-1]}) doesn't match model (64)."
+        return x
+
+
+def test_an_assert_in_the_models_own_code_is_an_inputs_refusal() -> None:
+    from condcli.adapters.base import Adapter, EmbeddingPoint
+
+    model = AssertsItsSize()
+    adapter = Adapter("toy", model, EmbeddingPoint(model, "", "toy"), (), "images")
+    with pytest.raises(Refused) as e:
+        adapter.run({"x": torch.zeros(1, 3, 224)})
+    assert e.value.code == "inputs" and "AssertionError: Input height (224) doesn't match model (64)" in str(
+        e.value
+    )

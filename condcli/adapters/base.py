@@ -337,7 +337,15 @@ class Adapter:
             if self.forward is not None:
                 return self.forward(inputs)
             return self.model(**inputs)
-        except (ValueError, TypeError, AttributeError, IndexError, KeyError, RuntimeError) as e:
+        except (
+            ValueError,
+            TypeError,
+            AttributeError,
+            IndexError,
+            KeyError,
+            RuntimeError,
+            AssertionError,
+        ) as e:
             oom = type(e).__name__ == "OutOfMemoryError" or any(
                 w in str(e) for w in ("out of memory", "allocate memory")
             )

@@ -33,12 +33,14 @@ def read_config(folder: Path) -> dict[str, Any]:
 
 
 def flavour(folder: Path) -> Literal["timm", "hf"]:
-    """Whether ``folder`` is a timm (``architecture``) or an HF (``model_type``) model folder."""
+    """Whether ``folder`` is a timm (``architecture``) or an HF (``model_type``) model folder. A config with
+    both is transformers' (its ``TimmWrapper`` saves the timm name as ``architecture`` beside
+    ``model_type: timm_wrapper``, and ``model_args`` null): timm's ``save_for_hf`` writes no model_type."""
     cfg = read_config(folder)
-    if "architecture" in cfg:
-        return "timm"
     if "model_type" in cfg:
         return "hf"
+    if "architecture" in cfg:
+        return "timm"
     raise InputError(
         f"{folder}/config.json names neither a timm 'architecture' nor an HF 'model_type'", RESAVE
     )
