@@ -199,7 +199,8 @@ def classify(workdir: Path, timed_out: bool, kind: str, name: str) -> dict[str, 
     result["error"] = lines[-1][:400] if lines else ""
     if timed_out:
         result["class"] = "timeout" if result.get("built") else "not built"
-        result.setdefault("why", "build past the timeout")
+        ran = "condcli ran past the timeout" if result.get("built") else "build past the timeout"
+        result.setdefault("why", ran)
         return result
     if not result.get("built", False):
         result["class"] = "not built"
