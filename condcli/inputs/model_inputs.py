@@ -58,7 +58,11 @@ def hf_preprocessing(
         features: AudioKind = "log-mel" if getattr(config, "num_mel_bins", None) is not None else "filterbank"
         pre = audio_preprocessing(source, config, trust, features, keep)
     elif main == "input_values":
-        kind: AudioKind = "spectrogram" if getattr(config, "num_mel_bins", None) is not None else "waveform"
+        # a spectrogram model (AST) names its mel bins and its frame count (max_length); SpeechT5 names mel
+        # bins for the speech it speaks, and its encoder reads a waveform
+        mel = getattr(config, "num_mel_bins", None) is not None
+        frames = isinstance(getattr(config, "max_length", None), int)
+        kind: AudioKind = "spectrogram" if mel and frames else "waveform"
         pre = audio_preprocessing(source, config, trust, kind, keep)
     elif main == "pixel_values" and clip_frames(analysed) is not None:
         pre = video_preprocessing(source, config, trust, keep)
