@@ -316,15 +316,15 @@ def test_bad_usage_or_input_is_one_line_and_exit_2(
 
 def test_a_model_that_conditions_itself_is_gated_on_what_its_blocks_see(check_json: CheckJson) -> None:
     code, r = check_json(
-        "vit-conditioned", *FAST, "--layers", "0", "--max-kappa", "10", "--max-kappa-layer", "10"
+        "vit-conditioned", *FAST, "--layers", "0", "--max-kappa", "30", "--max-kappa-layer", "30"
     )
     assert code == 0
     kappa, layer = r["checks"][0], r["checks"][1]
     assert kappa["metric"] == "embedding.kappa_conditioned"
-    assert kappa["label"] == "κ(X + 10·I_k), the model's own shift"
+    assert kappa["label"] == "κ(X + 1·I_k), the model's own shift"
     assert kappa["value"] == r["embedding"]["kappa_conditioned"]["median"]
     assert r["embedding"]["kappa"]["median"] > 100  # X before the model's own shift
-    # block 0's input is X + 10·I_k, read by the layer capture (an independent path to the same matrix)
+    # block 0's input is X + 1·I_k, read by the layer capture (an independent path to the same matrix)
     assert layer["value"] == pytest.approx(kappa["value"], rel=1e-5)
 
 

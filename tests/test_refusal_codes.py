@@ -174,29 +174,39 @@ class BrokenRotary(nn.Module):
 
 
 def test_a_model_failing_after_x_in_its_own_code_is_an_inputs_refusal_naming_where() -> None:
-    from condcli.adapters.base import Adapter, EmbeddingPoint
+    """The library lets the model's own error through (its callers clean up on it); the CLI reads that it
+    came from the model's code with only a watch that passes torch calls on between, and makes it one
+    [inputs] line, exit 2, naming the file and function, not an internal error."""
+    from condcli.adapters.base import Adapter, EmbeddingPoint, model_failure
     from condcli.adapters.generic.watch import Watch
+    from condcli.cli.main import _model_failed
 
     model = BrokenRotary()
     adapter = Adapter("toy", model, EmbeddingPoint(model.embed, "embed", "toy"), (), "text")
-    with Watch(), pytest.raises(Refused) as e:  # the first batch's watch passes every torch call on
+    with Watch(), pytest.raises(RuntimeError, match="must match the size") as e:  # the watch passes it on
         adapter.run({"x": torch.zeros(1, 3, D)})
-    said = str(e.value)
-    assert e.value.code == "inputs"
-    assert "after taking them, in its own test_refusal_codes.py (forward)" in said
-    assert "RuntimeError: The size of tensor a (8) must match the size of tensor b (16)" in said
+    assert model_failure(e.value) == "test_refusal_codes.py (forward)"
+    refused = _model_failed(e.value)
+    assert isinstance(refused, Refused) and refused.code == "inputs" and refused.exit_code == 2
+    said = str(refused)
+    assert (
+        "after taking them, in test_refusal_codes.py (forward): RuntimeError: The size of tensor a (8)"
+        in said
+    )
 
 
 def test_a_condcli_hook_raising_after_x_stays_internal() -> None:
-    from condcli.adapters.base import Adapter, EmbeddingPoint, group_tokens
+    from condcli.adapters.base import Adapter, EmbeddingPoint, group_tokens, model_failure
+    from condcli.cli.main import _model_failed
 
     model = BrokenRotary()
     model.rotary = torch.ones(1, 1, D)  # the model itself is fine
     adapter = Adapter("toy", model, EmbeddingPoint(model.embed, "embed", "toy"), (), "text")
     # a condcli function misused as a hook after X: it raises from condcli's own frame (a buggy probe)
     model.block.register_forward_pre_hook(group_tokens)  # type: ignore[arg-type]
-    with pytest.raises(AttributeError, match="reshape"):
+    with pytest.raises(AttributeError, match="reshape") as e:
         adapter.run({"x": torch.zeros(1, 3, D)})
+    assert model_failure(e.value) is None and _model_failed(e.value) is None
 
 
 def test_layers_refused_entry_carries_code_and_text() -> None:

@@ -322,10 +322,8 @@ class Adapter:
     def run(self, inputs: dict[str, torch.Tensor]) -> Any:
         """One forward pass of the model on a batch's inputs. Where the model's own code rejects them (it
         raises, from its own frames, not condcli's), the run stops with an ``inputs`` refusal that says what
-        the model said it needs (issue 42). After X was formed, the same holds where the model's code
-        raised with no condcli code between it and the error but the watches that pass each torch call on
-        unchanged (``__torch_function__``): the refusal then names the model's file and function that
-        raised. Anything else raised after X propagates (a condcli hook on the traceback is condcli's)."""
+        the model said it needs (issue 42). An error raised after X was formed propagates as it is (the
+        callers clean up their hooks on it); the CLI reads where it came from (:func:`model_failure`)."""
         reached: list[bool] = []  # X was formed: the model took its inputs
         point = self.embedding.module
         mark = (
@@ -349,7 +347,7 @@ class Adapter:
             oom = type(e).__name__ == "OutOfMemoryError" or any(
                 w in str(e) for w in ("out of memory", "allocate memory")
             )
-            if oom or isinstance(e, CondcliError) or _raised_by_condcli(e, passed_on=bool(reached)):
+            if oom or reached or isinstance(e, CondcliError) or _raised_by_condcli(e):
                 raise
             given = ", ".join(
                 f"{k} {tuple(v.shape)}" for k, v in inputs.items() if isinstance(v, torch.Tensor)
@@ -357,10 +355,9 @@ class Adapter:
             said = " ".join(str(e).split())[:300] or type(e).__name__
             others = _other_inputs(self.model, inputs)
             also = f"; its forward also takes {', '.join(others)}" if others else ""
-            where = f", after taking them, in its own {_raised_in(e)}" if reached else ""
             raise Refused(
                 "inputs",
-                f"{type(self.model).__name__} rejected the inputs condcli gave it ({given}){where}: "
+                f"{type(self.model).__name__} rejected the inputs condcli gave it ({given}): "
                 f"{type(e).__name__}: {said}{also}",
                 "this model needs inputs condcli does not make; describe them with `adapter` "
                 "(docs/guides/your-own-model.md) or run it through the Python API with your own batch",
@@ -414,23 +411,30 @@ def _frames(error: BaseException) -> list[tuple[str, str]]:
     return frames
 
 
-def _raised_by_condcli(error: BaseException, passed_on: bool = False) -> bool:
+def _raised_by_condcli(error: BaseException) -> bool:
     """Whether condcli's own code (a hook, a probe, a tap) is on ``error``'s traceback inside the forward:
-    only a model that raised from its own code, with no condcli frame below the call, rejected its inputs.
-    ``passed_on``: a watch's ``__torch_function__`` (it calls the torch function the model asked for, with
-    the model's own arguments) is not counted as condcli's."""
+    only a model that raised from its own code, with no condcli frame below the call, rejected its inputs."""
     inside = list(dropwhile(lambda f: f[0].startswith(_CONDCLI), _frames(error)))  # past run() and wrappers
-    return any(
-        f.startswith(_CONDCLI) and not (passed_on and name == "__torch_function__") for f, name in inside
-    )
+    return any(f.startswith(_CONDCLI) for f, _ in inside)
 
 
-def _raised_in(error: BaseException) -> str:
-    """The model's innermost frame on ``error``'s traceback that is neither condcli's nor torch's, as
-    ``file.py (function)``."""
+def model_failure(error: BaseException) -> str | None:
+    """Where the model's own code raised ``error`` inside a forward condcli ran (:meth:`Adapter.run`), as
+    ``file.py (function)``: its innermost frame that is neither condcli's nor torch's, where no condcli code
+    stands between the call and the error but the watches that pass each torch call on unchanged
+    (``__torch_function__``). None where condcli's code (a hook, a probe) is on that stretch, or the error
+    did not come from a forward (issue 42: CodeGen with a rotary width past its head, found by the sweep)."""
+    frames = _frames(error)
+    here = str(Path(__file__).resolve())
+    calls = [i for i, (f, name) in enumerate(frames) if name == "run" and str(Path(f).resolve()) == here]
+    if not calls:
+        return None
+    inside = frames[calls[-1] + 1 :]
+    if any(f.startswith(_CONDCLI) and name != "__torch_function__" for f, name in inside):
+        return None
     torch_dir = str(Path(torch.__file__).resolve().parent)
-    own = [(f, n) for f, n in _frames(error) if not f.startswith((_CONDCLI, torch_dir))]
-    return f"{Path(own[-1][0]).name} ({own[-1][1]})" if own else "code"
+    own = [(f, name) for f, name in inside if not f.startswith((_CONDCLI, torch_dir))]
+    return f"{Path(own[-1][0]).name} ({own[-1][1]})" if own else None
 
 
 _CONDCLI = str(Path(__file__).resolve().parents[1])

@@ -81,9 +81,16 @@ def command(name: str) -> Callable[[F], F]:
                     raise
                 raise typer.Exit(_out_of_memory(e, name, hint)) from None
             except Exception as e:
-                if not is_out_of_memory(e):
+                if is_out_of_memory(e):
+                    raise typer.Exit(_out_of_memory(e, name, hint)) from None
+                refused = _model_failed(e)
+                if refused is None:
                     raise
-                raise typer.Exit(_out_of_memory(e, name, hint)) from None
+                if _state["debug"]:
+                    traceback.print_exc()
+                raise typer.Exit(
+                    _fail(Console(stderr=True), error_line(refused), refused.exit_code)
+                ) from None
 
         app.command(
             name,
@@ -195,14 +202,41 @@ def out_of_memory(error: BaseException) -> bool:
     return is_out_of_memory(error)
 
 
+def _model_failed(error: BaseException) -> CondcliError | None:
+    """An ``inputs`` refusal where ``error`` came from the model's own code inside a forward condcli ran, with
+    none of condcli's code between (:func:`condcli.adapters.base.model_failure`): the model failed on the
+    inputs it was given, which is no bug of condcli's. None otherwise."""
+    if "torch" not in sys.modules:  # no forward ran
+        return None
+    from condcli.adapters.base import model_failure
+    from condcli.reports.refusal import Refused
+
+    where = model_failure(error)
+    if where is None:
+        return None
+    said = " ".join(str(error).split())[:300] or type(error).__name__
+    return Refused(
+        "inputs",
+        f"the model's own code failed on the inputs condcli gave it, after taking them, in {where}: "
+        f"{type(error).__name__}: {said}",
+        "this model needs inputs condcli does not make, or its config does not fit its code; run it on "
+        "your own batch through the Python API, or describe its inputs with `adapter` "
+        "(docs/guides/your-own-model.md)",
+    )
+
+
 def _unexpected(console: Console, error: BaseException) -> int:
-    """Anything not raised on purpose: out of memory (exit 2: not a bug), else a bug in one line (exit 3),
-    the traceback kept for --debug."""
+    """Anything not raised on purpose: out of memory (exit 2: not a bug), a model that failed in its own
+    code on the inputs it was given (exit 2, :func:`_model_failed`), else a bug in one line (exit 3), the
+    traceback kept for --debug."""
     if _state["debug"]:
         traceback.print_exception(error)
     if out_of_memory(error):
         cuda = type(error).__name__ == "OutOfMemoryError"
         return _fail(console, OUT_OF_MEMORY + (" (or --device cpu)" if cuda else ""), EXIT_USAGE)
+    refused = _model_failed(error)
+    if refused is not None:
+        return _fail(console, error_line(refused), refused.exit_code)
     line = f"internal error: {type(error).__name__}: {error}"
     return _fail(console, f"{line} (rerun with --debug for the traceback and report it)", EXIT_INTERNAL)
 

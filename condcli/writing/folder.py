@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from condcli.errors import CondcliError, InternalError, OutOfMemory, UsageError, is_out_of_memory
+from condcli.errors import CondcliError, InternalError, OutOfMemory, Stopped, UsageError, is_out_of_memory
 from condcli.outpaths import (
     Inputs,
     check_name,
@@ -128,11 +128,14 @@ class OutputDir:
                 ) from e
             raise
         finally:
-            with signals_deferred():  # a signal now is delivered once the folder is gone, not halfway
+
+            def clean() -> None:
                 if staging is not None and not (staging / BACKUP / ".kept").exists():
                     shutil.rmtree(staging, ignore_errors=True)
                 if not done:
                     remove_folders(created)
+
+            cleaned_despite_signals(clean)
 
     def _previous(self, now: set[str]) -> tuple[list[str], dict[str, str]]:
         """The previous manifest's files that this write does not make again and that are still condcli's
@@ -221,6 +224,26 @@ def signals_deferred() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def cleaned_despite_signals(clean: Callable[[], None]) -> None:
+    """Run ``clean`` with SIGINT and SIGTERM held back, and run it whole even where a signal lands in the few
+    instructions before they are held (the console script's handler raises where the program is: there it
+    would skip the clean-up and leave a staging folder behind); that signal's exception is raised once
+    ``clean`` has run. A second signal ends the process at once (condcli/__main__.py)."""
+    ran: list[bool] = []
+    caught: BaseException | None = None
+    while not ran:
+        try:
+            with signals_deferred():  # a signal now is delivered once the folder is gone, not halfway
+                clean()
+                ran.append(True)
+        except (KeyboardInterrupt, Stopped) as e:
+            if ran:  # held back during clean() and delivered after it: clean() ran whole
+                raise
+            caught = e  # landed before the signals were held: clean() did not run; run it now
+    if caught is not None:
+        raise caught
 
 
 def _swap(staging: Path, out: Path, names: Iterable[str], stale: Iterable[str], what: str) -> None:
