@@ -149,11 +149,12 @@ def build_hf(model_type: str, folder: Path) -> str:
     raise first
 
 
-def child(kind: str, name: str, workdir: str, timeout: float) -> None:
-    """Build and run one case in this (forked) process; write result.json into ``workdir``."""
+def child(kind: str, name: str, workdir: str, timeout: float, threads: int) -> None:
+    """Build and run one case in this (forked) process on ``threads`` torch threads (its share of the cores:
+    the CPUs over ``--jobs``); write result.json into ``workdir``."""
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     out = Path(workdir)
     result: dict[str, Any] = {"kind": kind, "name": name}
     fd_out = os.open(out / "stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -323,6 +324,7 @@ def run_all(
     """Every case in a forked child, ``jobs`` at a time; each result also appended to ``log`` (JSON lines) as
     it comes."""
     ctx = mp.get_context("fork")
+    threads = max(1, (os.cpu_count() or 1) // jobs)
     pending = list(enumerate(cases))
     running: dict[int, tuple[Any, float, Path, str, str]] = {}
     results: list[dict[str, Any]] = []
@@ -331,7 +333,7 @@ def run_all(
             i, (kind, name) = pending.pop(0)
             work = root / f"{i:04d}"
             work.mkdir()
-            proc = ctx.Process(target=child, args=(kind, name, str(work), timeout))
+            proc = ctx.Process(target=child, args=(kind, name, str(work), timeout, threads))
             proc.start()
             running[i] = (proc, time.monotonic(), work, kind, name)
         time.sleep(0.2)

@@ -221,3 +221,75 @@ def test_a_clustered_sink_is_tried_again_with_more_steps_before_its_svd(
         assert causal.counts() == counted
         assert not bool(got.below_precision[0]) and not floor
         assert float(got.kappa[0]) == pytest.approx(kappa, rel=max(causal.RTOL, 8 * 512 * EPS64 * kappa))
+
+
+def global_head(n: int, kind: str, seed: int) -> torch.Tensor:
+    """A global (not triangular) softmax P (n, n) in float32 of a given kind of head, as a ViT's."""
+    g = torch.Generator().manual_seed(seed)
+    s = torch.randn(n, n, generator=g, dtype=torch.float64)
+    i = torch.arange(n)
+    if kind == "broad":
+        s = s * 0.02
+    elif kind == "warm":
+        s = s * 1.0
+    elif kind == "hot":
+        s = s * 8
+    elif kind == "sink":
+        s[:, 0] += 8
+    elif kind == "identity":
+        s += 10 * torch.eye(n, dtype=torch.float64)
+    elif kind == "local":
+        s = -0.5 * (i[:, None] - i[None, :]).abs().double() + 0.5 * s
+    elif kind == "windows":  # windowed attention written as one n × n P: block diagonal
+        s = s.masked_fill((i[:, None] // 32) != (i[None, :] // 32), -math.inf)
+    elif kind == "repeated":  # two equal queries: exactly singular, a floor
+        s[1] = s[0]
+    return torch.softmax(s, -1).float()
+
+
+GLOBAL_KINDS = ["broad", "warm", "hot", "sink", "identity", "local", "windows", "repeated"]
+
+
+@pytest.mark.parametrize("kind", GLOBAL_KINDS)
+def test_global_attention_through_lu_factors_agrees_with_svd(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From LU_TOKENS on, a P that is not triangular takes the brackets through its LU factors: where they
+    decide, the κ (or floor) is the SVD's; they hold the SVD's σ either way (``check``). LU_TOKENS is lowered
+    here so that the matrices stay small; the next test runs at the real threshold."""
+    monkeypatch.setattr(causal, "LU_TOKENS", 160)
+    p = global_head(200, kind, 3)
+    assert causal.applies(p[None]) and bool(causal.eligible(p[None])[0])
+    check(p, must_decide=kind not in ("broad", "repeated"))  # a decided verdict is the SVD's
+    if kind == "repeated":
+        assert reference(p)[1]  # two equal rows: the SVD's floor, which check held the brackets to
+
+
+def test_global_attention_at_the_real_threshold() -> None:
+    """At LU_TOKENS tokens a ViT-like stack of global heads is summarised by the LU path: every head decided
+    or sent to the SVD and counted, every reported κ and floor flag the SVD path's."""
+    n = causal.LU_TOKENS
+    p = torch.stack([global_head(n, kind, 5) for kind in ("warm", "hot", "sink")])
+    assert causal.applies(p) and causal.eligible(p).all()
+    assert not causal.applies(p[:, : n - 1, : n - 1])  # below the threshold global P keeps its SVD
+    causal.reset_counts()
+    got = causal.summarize_causal(p, torch.float32)
+    assert causal.counts()["decided"] >= 2 and sum(causal.counts().values()) == 3
+    for i in range(3):
+        kappa, floor, _, _ = reference(p[i])
+        assert bool(got.below_precision[i]) == floor
+        assert float(got.reported[i]) == pytest.approx(kappa, rel=max(causal.RTOL, 8 * n * EPS64 * kappa))
+
+
+def test_global_attention_that_is_not_probabilities_goes_to_the_svd(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A negative entry (Collatz–Wielandt needs P ≥ 0) or a NaN: that matrix is the SVD path's."""
+    monkeypatch.setattr(causal, "LU_TOKENS", 160)
+    p = torch.stack([global_head(180, kind, 9) for kind in ("warm", "hot", "sink")])
+    p[1, 50, 3] = -0.25
+    assert causal.eligible(p).tolist() == [True, False, True]
+    causal.reset_counts()
+    got = causal.summarize_causal(p, torch.float32)
+    assert causal.counts() == {"decided": 2, "svd": 1}
+    kappa, floor, _, _ = reference(p[1])
+    assert bool(got.below_precision[1]) == floor
+    assert float(got.reported[1]) == pytest.approx(kappa, rel=max(causal.RTOL, 8 * 180 * EPS64 * kappa))

@@ -2,7 +2,12 @@
 
 Causal attention (and sliding-window or block-causal attention: banded) gives a lower-triangular P ≥ 0:
 products with P, Pᵀ, P⁻¹ and P⁻ᵀ each cost O(n²), and σ_n(P) = 1/‖P⁻¹‖₂ (a zero on the diagonal makes P
-singular, a floor the floor proof settles at once). For one n × n matrix (float64, upcast exactly from the
+singular, a floor the floor proof settles at once). Global attention's P, square but not triangular, takes
+the same path from :data:`LU_TOKENS` tokens on: its LU factors (partial pivoting, O(n³/3) once, a third of
+its SVD's cost or less) stand in for the triangular solves, so that P⁻¹ and P⁻ᵀ again cost O(n²) a
+product, and the floor proof takes x = P⁻¹b from them (no diagonal and no trailing blocks: those bound
+σ_n of triangular matrices only); every bound below holds whatever the factors' error, which enters only
+through the solves' backward error (:class:`_Solver`). For one n × n matrix (float64, upcast exactly from the
 capture; u_64 = eps64/2, γ_n = n·u_64/(1 − n·u_64), every product of P with a vector z off by at most
 γ_n·|P||z| entry-wise, Higham Thm 3.5), and for unit vectors ū, v̄ with ρ = ūᵀPv̄ and ε² = (‖Pv̄ − ρū‖² +
 ‖Pᵀū − ρv̄‖²)/2 (the residual of the Rayleigh quotient of J = [[0, P], [Pᵀ, 0]] at [ū; v̄]/√2; J's
@@ -20,13 +25,13 @@ quadratically in ε. Products, norms and dots add at most δ = γ_n(‖P|v̄|‖
 - **σ_n from above, proven** (this proves floors). The floor proof of :mod:`condcli.spectra.certify` (x =
   P⁻¹b and a step of inverse iteration, on trailing blocks where the solves overflow), and σ_n ≤
   min(‖Pv̄‖, ‖Pᵀū‖) + δ for the pair below.
-- **σ_n from below.** Lanczos on (PPᵀ)⁻¹ = P⁻ᵀP⁻¹ (two triangular solves a step) from a fixed Gaussian
-  vector gives its two largest Ritz values θ_1 ≥ θ_2 with residual estimates r_1, r_2, and the Ritz vector u
-  of θ_1 (≈ P's left singular vector of σ_n). v̄ = P⁻¹u and ū = P⁻ᵀv̄ (normalised; the solves damp u's error
-  along the other singular vectors by σ_n/σ_j), and Kato–Temple on (0, β) gives σ_n ≥ ρ − ε²/(β − ρ) for
-  β = (θ_2 + r_2)^{−1/2} ≤ σ_{n−1}, less a margin for the solves' backward error, where β > ρ. Where it is
-  not (σ_{n−1} too close to σ_n), the first-order σ_n ≥ (θ_1 + r_1)^{−1/2} stands instead: too wide to report
-  a κ from, narrow enough to spare a head its SVD where only a layer's maximum is wanted
+- **σ_n from below.** Lanczos on (PPᵀ)⁻¹ = P⁻ᵀP⁻¹ (two triangular solves a step, or two with LU factors) from
+  a fixed Gaussian vector gives its two largest Ritz values θ_1 ≥ θ_2 with residual estimates r_1, r_2, and
+  the Ritz vector u of θ_1 (≈ P's left singular vector of σ_n). v̄ = P⁻¹u and ū = P⁻ᵀv̄ (normalised; the
+  solves damp u's error along the other singular vectors by σ_n/σ_j), and Kato–Temple on (0, β) gives σ_n ≥ ρ
+  − ε²/(β − ρ) for β = (θ_2 + r_2)^{−1/2} ≤ σ_{n−1}, less a margin for the solves' backward error, where β >
+  ρ. Where it is not (σ_{n−1} too close to σ_n), the first-order σ_n ≥ (θ_1 + r_1)^{−1/2} stands instead: too
+  wide to report a κ from, narrow enough to spare a head its SVD where only a layer's maximum is wanted
   (:mod:`condcli.analysis.headmax`).
 
 **What rests on the Krylov space** (the only part of the certificate that is not a proof; floors never rest
@@ -40,10 +45,11 @@ bound the chance that k steps from a random start underestimate λ_1 by a factor
 A matrix is **decided** here where its SVD path's verdict is proven (σ_n > tol or σ_n ≤ tol certainly, with
 tol's own bounds and the SVD's σ̂ slack: :func:`condcli.spectra.certify.kappa_bounds`) and the value is tight:
 a measurement's κ bracket [σ_1⁻/σ_n⁺, σ_1⁺/σ_n⁻] and a floor's σ_1 bracket within :data:`RTOL` relative (or,
-where float64 SVD's own error bound 4n·eps64·κ is wider, within that and :data:`MEASURE_RTOL`/4: an SVD would
-not tell it better). A matrix left undecided is tried once more with :data:`RETRY_STEPS` Lanczos steps on
-(PPᵀ)⁻¹ where n ≥ :data:`RETRY_TOKENS` (a sink head whose smallest σ cluster needs them to tell σ_n from
-σ_{n−1}); every other matrix goes to the SVD path, and :func:`counts` says how many did.
+where float64 SVD's own error bound 4n·eps64·κ is wider, within that: an SVD would not tell it better; a head
+that close to the capture's floor has a relative uncertainty of u·κ, far wider still). A matrix left undecided
+is tried once more with :data:`RETRY_STEPS` Lanczos steps on (PPᵀ)⁻¹ where n ≥ :data:`RETRY_TOKENS` (a sink
+head whose smallest σ cluster needs them to tell σ_n from σ_{n−1}); every other matrix goes to the SVD path,
+and :func:`counts` says how many did.
 """
 
 from __future__ import annotations
@@ -54,8 +60,8 @@ from dataclasses import dataclass
 import torch
 
 from condcli.spectra._tensor import EPS64, machine_eps
-from condcli.spectra.core import MEASURE_RTOL, SpectrumSummary, floor_kappa, summarize, upcast
-from condcli.spectra.floor_proof import _floored, _resolved, _sigma_k_above, _tolerance
+from condcli.spectra.core import SpectrumSummary, floor_kappa, summarize, upcast
+from condcli.spectra.floor_proof import _floored, _resolved, _sigma_k_above, _tolerance, lu_sigma_k_above
 from condcli.spectra.lanczos import top_ritz
 from condcli.spectra.strategies import run_grouped
 
@@ -69,6 +75,10 @@ INVERSE_STEPS = 60  # most Lanczos steps on (PPᵀ)⁻¹ (σ_n)
 # the SVD; at 2,048 the SVD takes 30–45 s: docs/performance.md)
 RETRY_STEPS = 300
 RETRY_TOKENS = 1024
+# a square P that is not triangular (global attention) is taken here from this many tokens on: its LU factors
+# cost O(n³/3) once and every step after them O(n²), about a third of its SVD at 1,521 tokens and under half
+# at 4,096 (docs/performance.md); below, the SVD costs less
+LU_TOKENS = 1024
 POWER_STEPS = 2  # power steps on PᵀP after the Ritz vector, before Collatz–Wielandt
 _U = EPS64 / 2
 
@@ -92,43 +102,97 @@ def reset_counts() -> None:
 
 def applies(x: torch.Tensor) -> bool:
     """Whether :func:`summarize_causal` takes the stack ``x`` (..., n, n): square, n ≥ :data:`MIN_TOKENS`,
-    and zero above the diagonal wherever it is not NaN (causal, sliding-window or block-causal attention).
-    Each matrix is then decided here only where it is :func:`eligible`; the stack's summary has the same
-    form either way, so the heads of one layer are summarised alike whatever chunk they fall in."""
+    and zero above the diagonal wherever it is not NaN (causal, sliding-window or block-causal attention),
+    or any square stack from :data:`LU_TOKENS` on (global attention, through LU factors). Each matrix is
+    then decided here only where it is :func:`eligible`; the stack's summary has the same form either way,
+    so the heads of one layer are summarised alike whatever chunk they fall in."""
     if x.dim() < 2 or x.shape[-1] != x.shape[-2] or x.shape[-1] < MIN_TOKENS or x.numel() == 0:
         return False
+    if x.shape[-1] >= LU_TOKENS:
+        return True
     upper = x.triu(1)
     return int(upper.count_nonzero()) == 0 or bool(((upper == 0) | upper.isnan()).all())
 
 
 def eligible(x: torch.Tensor) -> torch.Tensor:
-    """(...,) bool: the matrices of ``x`` (..., n, n) the brackets hold for: lower triangular, finite and
-    non-negative (attention probabilities). A zero on the diagonal (a query whose own key's weight
-    underflowed) makes P exactly singular: the floor proof's σ_n ≤ min|P_ii| = 0 settles it."""
-    return (x.triu(1).flatten(-2).count_nonzero(-1) == 0) & _finite_non_negative(x)
+    """(...,) bool: the matrices of ``x`` (..., n, n) the brackets hold for: finite and non-negative
+    (attention probabilities), and lower triangular or at least :data:`LU_TOKENS` wide. A zero on a
+    triangular P's diagonal (a query whose own key's weight underflowed) makes it exactly singular: the
+    floor proof's σ_n ≤ min|P_ii| = 0 settles it."""
+    return (triangular(x) | (x.shape[-1] >= LU_TOKENS)) & _finite_non_negative(x)
+
+
+def triangular(x: torch.Tensor) -> torch.Tensor:
+    """(...,) bool: the matrices of ``x`` (..., n, n) that are zero above the diagonal."""
+    return x.triu(1).flatten(-2).count_nonzero(-1) == 0
 
 
 def brackets(
     x: torch.Tensor, capture_dtype: torch.dtype | str, inverse_steps: int = INVERSE_STEPS
 ) -> torch.Tensor:
-    """``x`` (..., n, n) float64 lower triangular, non-negative, positive diagonal, captured in
-    ``capture_dtype`` → (..., 5): ‖x‖_F², and proven bounds σ_1⁻, σ_1⁺, σ_n⁻ (Krylov-certified: the module
-    docstring; 0 where none), σ_n⁺. The floor proof comes first; σ_n's Lanczos runs only where it proves no
-    floor. A batchable op: one matrix or a stack."""
+    """``x`` (..., n, n) float64 non-negative, lower triangular with a positive diagonal or (from
+    :data:`LU_TOKENS` on) any square, captured in ``capture_dtype`` → (..., 5): ‖x‖_F², and proven bounds
+    σ_1⁻, σ_1⁺, σ_n⁻ (Krylov-certified: the module docstring; 0 where none), σ_n⁺. The floor proof comes
+    first; σ_n's Lanczos runs only where it proves no floor. A batchable op: one matrix or a stack."""
     lead = x.shape[:-2]
     n = int(x.shape[-1])
     flat = x.reshape(-1, n, n)
     fro2 = torch.linalg.vector_norm(flat, dim=(-2, -1)).square()
     s1_lo, s1_hi = _sigma_1(flat, fro2)
-    sn_hi = _sigma_k_above(flat, fro2)
+    solver = _Solver.of(flat)
+    sn_hi = _sigma_k_above(flat, fro2) if solver.lu is None else lu_sigma_k_above(flat, fro2, solver.lu)
     sn_lo = torch.zeros_like(sn_hi)
     rest = ~_floored(sn_hi, _tolerance(fro2, s1_hi, n, machine_eps(capture_dtype) / 2))
     if bool(rest.any()):
-        lo, hi = _sigma_n(flat if bool(rest.all()) else flat[rest], fro2[rest], inverse_steps)  # no copy
+        every = bool(rest.all())
+        lo, hi = _sigma_n(
+            flat if every else flat[rest],  # no copy
+            fro2[rest],
+            solver if every else solver.subset(rest),
+            inverse_steps,
+        )
         sn_lo[rest] = lo
         sn_hi[rest] = torch.minimum(sn_hi[rest], hi)
     out = torch.stack([fro2, s1_lo, s1_hi, sn_lo, sn_hi], -1)
     return out.reshape(*lead, 5)
+
+
+@dataclass(frozen=True)
+class _Solver:
+    """Solves with a stack of matrices (B, n, n): triangular solves where every one is lower triangular,
+    else with their LU factors (partial pivoting). ``margin`` (B,) bounds the 2-norm of the backward error
+    of one solve: (P + ΔP)x̂ = b with ‖ΔP‖₂ ≤ γ_n‖P‖_F for a triangular solve (Higham Thm 8.5) and
+    ≤ γ_{3n}‖L̂‖_F‖Û‖_F for one with LU factors (Thm 9.4: |ΔP| ≤ γ_{3n}|L̂||Û|)."""
+
+    x: torch.Tensor
+    lu: tuple[torch.Tensor, torch.Tensor] | None
+    margin: torch.Tensor
+
+    @staticmethod
+    def of(x: torch.Tensor) -> _Solver:
+        n = x.shape[-1]
+        if bool(triangular(x).all()):
+            fro = torch.linalg.vector_norm(x, dim=(-2, -1))
+            return _Solver(x, None, n * _U / (1 - n * _U) * fro)
+        factors, pivots, _ = torch.linalg.lu_factor_ex(
+            x
+        )  # a zero pivot: the solves overflow, the SVD decides
+        lower = torch.linalg.vector_norm(factors.tril(-1), dim=(-2, -1)).square() + n  # L̂'s unit diagonal
+        upper = torch.linalg.vector_norm(factors.triu(), dim=(-2, -1)).square()
+        gamma = 3 * n * _U / (1 - 3 * n * _U)
+        return _Solver(x, (factors, pivots), gamma * (lower * upper).sqrt())
+
+    def subset(self, keep: torch.Tensor) -> _Solver:
+        lu = None if self.lu is None else (self.lu[0][keep], self.lu[1][keep])
+        return _Solver(self.x[keep], lu, self.margin[keep])
+
+    def solve(self, r: torch.Tensor, *, adjoint: bool = False) -> torch.Tensor:
+        """P⁻¹r (P⁻ᵀr where ``adjoint``), r (B, n, 1)."""
+        if self.lu is not None:
+            out: torch.Tensor = torch.linalg.lu_solve(*self.lu, r, adjoint=adjoint)
+        else:
+            out = torch.linalg.solve_triangular(self.x.mT if adjoint else self.x, r, upper=adjoint)
+        return out
 
 
 def _sigma_1(x: torch.Tensor, fro2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -201,19 +265,17 @@ def _pair(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, fro2: torch.Tensor 
 
 
 def _sigma_n(
-    x: torch.Tensor, fro2: torch.Tensor, steps: int = INVERSE_STEPS
+    x: torch.Tensor, fro2: torch.Tensor, solver: _Solver, steps: int = INVERSE_STEPS
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(lower, upper) bounds on σ_n of lower-triangular matrices (B, n, n) with a positive diagonal (the
-    module docstring): the lower one Krylov-certified (0 where the bracket does not apply), the upper one
-    proven (inf where none)."""
+    """(lower, upper) bounds on σ_n of matrices (B, n, n) with ‖x‖_F² ``fro2`` that ``solver`` solves with
+    (the module docstring): the lower one Krylov-certified (0 where the bracket does not apply), the upper
+    one proven (inf where none)."""
     batch, n, _ = x.shape
     gen = torch.Generator().manual_seed(0)
     start = torch.randn(n, 1, generator=gen, dtype=x.dtype).to(x.device).expand(batch, n, 1).clone()
 
     def inverse_gram(v: torch.Tensor) -> torch.Tensor:  # (PPᵀ)⁻¹v = P⁻ᵀ(P⁻¹v)
-        w = torch.linalg.solve_triangular(x, v, upper=False)
-        out: torch.Tensor = torch.linalg.solve_triangular(x.mT, w, upper=True)
-        return out
+        return solver.solve(solver.solve(v), adjoint=True)
 
     zero = torch.zeros(batch, dtype=x.dtype, device=x.device)
     inf = torch.full_like(zero, torch.inf)
@@ -222,16 +284,15 @@ def _sigma_n(
         return zero, inf
     u = ritz.vectors[:, :, :1]
     # v = P⁻¹u damps u's error along u_j by σ_n/σ_j, and u = P⁻ᵀv once more
-    v = torch.linalg.solve_triangular(x, u, upper=False)
+    v = solver.solve(u)
     v = v / torch.linalg.vector_norm(v, dim=(-2, -1), keepdim=True)
-    pair = _pair(x, torch.linalg.solve_triangular(x.mT, v, upper=True), v)
+    pair = _pair(x, solver.solve(v, adjoint=True), v)
     upper = torch.minimum(pair.norm_p, pair.norm_pt) + pair.delta
-    gamma = n * _U / (1 - n * _U)
     tiny = torch.finfo(x.dtype).tiny
 
     def below(theta: torch.Tensor) -> torch.Tensor:
         """σ ≥ this where λ ≤ ``theta`` (the Krylov assumption), less the solves' backward error."""
-        return (1 - 1e-6) * theta.clamp_min(tiny).rsqrt() - 2 * gamma * fro2.sqrt()
+        return (1 - 1e-6) * theta.clamp_min(tiny).rsqrt() - 2 * solver.margin
 
     beta = below(ritz.values[:, 1] + ritz.residuals[:, 1])  # β ≤ σ_{n−1}
     if n == 1 or ritz.steps < 2:
@@ -269,7 +330,7 @@ def decide(terms: torch.Tensor, n: int, capture_dtype: torch.dtype | str) -> Dec
     sn = torch.where(resolved, (sn_lo + sn_hi) / 2, sn_hi)
     tol = torch.maximum(u * fro2.sqrt(), n * EPS64 * s1)
     kappa = s1 / sn
-    allowed = torch.clamp(4 * n * EPS64 * kappa, RTOL, MEASURE_RTOL / 4).clamp_min(RTOL)
+    allowed = (4 * n * EPS64 * kappa).clamp_min(RTOL)
     kappa_width = (s1_hi / sn_lo.clamp_min(torch.finfo(sn_lo.dtype).tiny)) / (s1_lo / sn_hi) - 1
     measured = resolved & (kappa_width <= 2 * allowed)
     floored = floor & (s1_hi / s1_lo - 1 <= 2 * RTOL)

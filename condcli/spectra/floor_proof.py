@@ -1,6 +1,6 @@
 """The floor proof shared by :mod:`condcli.spectra.certify` (any square matrix) and
-:mod:`condcli.spectra.causal` (lower-triangular attention): σ_k from above by triangular solves, bounds on the
-tol the SVD path computes, and where σ̂_k > tol or σ̂_k ≤ tol is proven (the derivations are in
+:mod:`condcli.spectra.causal` (attention): σ_k from above by triangular solves (or solves with LU factors),
+bounds on the tol the SVD path computes, and where σ̂_k > tol or σ̂_k ≤ tol is proven (the derivations are in
 :mod:`condcli.spectra.certify`'s docstring)."""
 
 from __future__ import annotations
@@ -31,9 +31,20 @@ def _sigma_k_above(x: torch.Tensor, fro2: torch.Tensor) -> torch.Tensor:
     return torch.minimum(bound, x.diagonal(dim1=-2, dim2=-1).abs().amin(-1))
 
 
-def _inverse_iteration_bound(x: torch.Tensor, fro2: torch.Tensor) -> torch.Tensor:
+def lu_sigma_k_above(
+    x: torch.Tensor, fro2: torch.Tensor, lu: tuple[torch.Tensor, torch.Tensor]
+) -> torch.Tensor:
+    """:func:`_sigma_k_above` of square matrices that are not triangular, x from solves with their LU factors
+    ``lu`` (``torch.linalg.lu_factor``): the bound holds whatever the factors' error; inf where they
+    overflow (no trailing blocks and no diagonal here: those bound σ_k of triangular matrices only)."""
+    return _inverse_iteration_bound(x, fro2, lu)
+
+
+def _inverse_iteration_bound(
+    x: torch.Tensor, fro2: torch.Tensor, lu: tuple[torch.Tensor, torch.Tensor] | None = None
+) -> torch.Tensor:
     """σ_k ≤ ‖fl(Px)‖/‖x‖ + γ_n‖P‖_F for x from the solves (``fro2``: ‖P‖_F² of the whole matrix, at least
-    x's own); inf where they overflow."""
+    x's own; ``lu``: P's LU factors, else P is lower triangular); inf where they overflow."""
     n = x.shape[-1]
     sign = torch.Generator().manual_seed(0)
     b = (torch.randint(0, 2, (n, 1), generator=sign) * 2 - 1).to(x.dtype).to(x.device)
@@ -42,7 +53,10 @@ def _inverse_iteration_bound(x: torch.Tensor, fro2: torch.Tensor) -> torch.Tenso
         """P⁻¹r (or P⁻ᵀr), scaled to a largest entry of 1 so that the next solve does not overflow."""
         # r is scaled down first: far below float64's resolution (σ_k ≈ 1e-20) a solve's intermediate
         # values can grow far beyond the solution's and overflow; every finite x still gives a bound
-        out = torch.linalg.solve_triangular(x.mT if adjoint else x, r * SOLVE_SCALE, upper=adjoint)
+        if lu is not None:
+            out = torch.linalg.lu_solve(*lu, r * SOLVE_SCALE, adjoint=adjoint)
+        else:
+            out = torch.linalg.solve_triangular(x.mT if adjoint else x, r * SOLVE_SCALE, upper=adjoint)
         scaled: torch.Tensor = out / out.abs().amax(-2, keepdim=True)
         return scaled
 
