@@ -301,8 +301,13 @@ def timm_cases(count: int) -> list[str]:
 
 def warm_up(tmp: Path) -> None:
     """One run in this process before forking, so that every child starts with condcli's lazy imports done
-    (they cost more than a tiny model's analysis)."""
+    (they cost more than a tiny model's analysis). On one torch thread: GNU OpenMP's threads do not survive a
+    fork, and a child's first parallel op would wait for them forever; the children start their own."""
+    import torch
+
     from condcli.cli.main import main as cli
+
+    torch.set_num_threads(1)
 
     folder = tmp / "warm"
     build_hf("bert", folder)

@@ -23,6 +23,7 @@ docs/performance.md#decomposition-strategies.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +48,9 @@ class Strategy:
 
 
 _POOL: dict[int, ThreadPoolExecutor] = {}
+# a forked child inherits the pools but not their threads: mapping onto one would wait forever (a DataLoader
+# worker or a sweep's child that runs condcli after its parent did), so the child starts with none
+os.register_at_fork(after_in_child=_POOL.clear)
 _worker = threading.local()
 
 
