@@ -119,7 +119,9 @@ def eligible(x: torch.Tensor) -> torch.Tensor:
     (attention probabilities), and lower triangular or at least :data:`LU_TOKENS` wide. A zero on a
     triangular P's diagonal (a query whose own key's weight underflowed) makes it exactly singular: the
     floor proof's σ_n ≤ min|P_ii| = 0 settles it."""
-    return (triangular(x) | (x.shape[-1] >= LU_TOKENS)) & _finite_non_negative(x)
+    if x.shape[-1] >= LU_TOKENS:
+        return finite_non_negative(x)
+    return triangular(x) & finite_non_negative(x)
 
 
 def triangular(x: torch.Tensor) -> torch.Tensor:
@@ -128,18 +130,24 @@ def triangular(x: torch.Tensor) -> torch.Tensor:
 
 
 def brackets(
-    x: torch.Tensor, capture_dtype: torch.dtype | str, inverse_steps: int = INVERSE_STEPS
+    x: torch.Tensor,
+    capture_dtype: torch.dtype | str,
+    inverse_steps: int = INVERSE_STEPS,
+    *,
+    lower: bool | None = None,
 ) -> torch.Tensor:
     """``x`` (..., n, n) float64 non-negative, lower triangular with a positive diagonal or (from
     :data:`LU_TOKENS` on) any square, captured in ``capture_dtype`` → (..., 5): ‖x‖_F², and proven bounds
     σ_1⁻, σ_1⁺, σ_n⁻ (Krylov-certified: the module docstring; 0 where none), σ_n⁺. The floor proof comes
-    first; σ_n's Lanczos runs only where it proves no floor. A batchable op: one matrix or a stack."""
+    first; σ_n's Lanczos runs only where it proves no floor. A batchable op: one matrix or a stack.
+    ``lower``: whether every matrix is known to be lower triangular (a caller that checked; else checked
+    here: a pass over n² entries that costs a fifth of a head's brackets at 2,048 tokens)."""
     lead = x.shape[:-2]
     n = int(x.shape[-1])
     flat = x.reshape(-1, n, n)
     fro2 = torch.linalg.vector_norm(flat, dim=(-2, -1)).square()
     s1_lo, s1_hi = _sigma_1(flat, fro2)
-    solver = _Solver.of(flat)
+    solver = _Solver.of(flat, lower)
     sn_hi = _sigma_k_above(flat, fro2) if solver.lu is None else lu_sigma_k_above(flat, fro2, solver.lu)
     sn_lo = torch.zeros_like(sn_hi)
     rest = ~_floored(sn_hi, _tolerance(fro2, s1_hi, n, machine_eps(capture_dtype) / 2))
@@ -169,9 +177,9 @@ class _Solver:
     margin: torch.Tensor
 
     @staticmethod
-    def of(x: torch.Tensor) -> _Solver:
+    def of(x: torch.Tensor, lower: bool | None = None) -> _Solver:
         n = x.shape[-1]
-        if bool(triangular(x).all()):
+        if lower if lower is not None else bool(triangular(x).all()):
             fro = torch.linalg.vector_norm(x, dim=(-2, -1))
             return _Solver(x, None, n * _U / (1 - n * _U) * fro)
         factors, pivots, _ = torch.linalg.lu_factor_ex(
@@ -343,7 +351,7 @@ def _brackets_where_eligible(
 ) -> torch.Tensor:
     """:func:`brackets` of the matrices of ``x`` that are finite and non-negative, NaN for the others (they go
     to the SVD): with :func:`applies`, those are the :func:`eligible` ones."""
-    ok = _finite_non_negative(x)
+    ok = finite_non_negative(x)
     if bool(ok.all()):
         return brackets(x, capture_dtype, inverse_steps)
     out = torch.full((*x.shape[:-2], 5), torch.nan, dtype=x.dtype, device=x.device)
@@ -357,7 +365,7 @@ def _decided(f: torch.Tensor, capture_dtype: torch.dtype | str) -> Decided:
     more with :data:`RETRY_STEPS` where n ≥ :data:`RETRY_TOKENS`."""
     n = int(f.shape[-1])
     decided = decide(run_grouped(lambda m: _brackets_where_eligible(m, capture_dtype), f), n, capture_dtype)
-    retry = ~decided.ok & _finite_non_negative(f)
+    retry = ~decided.ok & finite_non_negative(f)
     if n < RETRY_TOKENS or not bool(retry.any()):
         return decided
     again = decide(
@@ -373,7 +381,7 @@ def _decided(f: torch.Tensor, capture_dtype: torch.dtype | str) -> Decided:
     return Decided(**fields)
 
 
-def _finite_non_negative(x: torch.Tensor) -> torch.Tensor:
+def finite_non_negative(x: torch.Tensor) -> torch.Tensor:
     """(...,) bool: every entry finite and ≥ 0 (NaN propagates through amin and amax)."""
     flat = x.flatten(-2)
     return flat.amin(-1).ge(0) & torch.isfinite(flat.amax(-1))
@@ -388,7 +396,7 @@ def summarize_causal(x: torch.Tensor, capture_dtype: torch.dtype | str) -> Spect
     f, scale = upcast(x)  # float32/16 captures (and probabilities) are in the safe band: no rescale
     n = int(f.shape[-1])
     decided = _decided(f, capture_dtype)
-    ok = decided.ok & _finite_non_negative(x) & (scale is None)
+    ok = decided.ok & finite_non_negative(x) & (scale is None)
     sigma, tol, below = decided.sigma, decided.tolerance, decided.below
     rank = torch.where(below, n - 1, n).to(torch.int64)
     kappa = decided.reported  # for a floor, the floor itself (as a Gram-decided floor's)

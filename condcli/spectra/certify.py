@@ -71,11 +71,11 @@ def bound_terms(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tens
     fro2 = torch.linalg.vector_norm(x, dim=(-2, -1)).square()  # no squared copy of x
     lo = torch.zeros_like(fro2)
     hi = torch.full_like(fro2, torch.inf)
-    if bool((x.triu(1) == 0).all()):
-        from condcli.spectra import causal  # it builds on this module
+    from condcli.spectra import causal  # it builds on this module
 
-        if causal.applies(x) and bool(causal.eligible(x).all()):  # probabilities: Lanczos, O(n²) a step
-            _, _, s1, lo, hi = causal.brackets(x, capture_dtype).unbind(-1)
+    if bool(causal.triangular(x).all()):  # one pass over the entries, passed on
+        if n >= causal.MIN_TOKENS and bool(causal.finite_non_negative(x).all()):  # Lanczos, O(n²) a step
+            _, _, s1, lo, hi = causal.brackets(x, capture_dtype, lower=True).unbind(-1)
             return torch.stack([fro2, lo, hi, s1], -1)
         hi = _sigma_k_above(x, fro2)
         s1 = _sigma_1_above(x, None)
