@@ -322,3 +322,51 @@ def test_an_assert_in_the_models_own_code_is_an_inputs_refusal() -> None:
     assert e.value.code == "inputs" and "AssertionError: Input height (224) doesn't match model (64)" in str(
         e.value
     )
+
+
+class SEModule(nn.Module):
+    """Squeeze-and-excitation, as timm names it: a pooled vector gates the channels (no weights on tokens)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(D, D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(self.fc(x.mean(1, keepdim=True)))
+
+
+class GatedBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mlp = nn.Linear(D, D)
+        self.attn = SEModule()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn(x + torch.relu(self.mlp(x)))
+
+
+class LiteMLA(nn.Module):
+    """EfficientViT's ReLU linear attention, named MLA (multi-scale linear attention): q(kᵀv), no softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(D, 3 * D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = torch.relu(self.qkv(x)).chunk(3, -1)
+        return x + q @ (k.transpose(-2, -1) @ v) / x.shape[1]
+
+
+def test_channel_gates_named_attention_are_no_attention() -> None:
+    """An SE module held as ``attn`` ran and computed no softmax: it gates channels, so the model has no
+    attention (was: "linear attention", which names something SE does not compute)."""
+    r = refusal_of(Stack(GatedBlock))
+    assert r.code == "no-attention"
+    assert "SEModule" in str(r) and "gate channels by a pooled vector" in str(r)
+
+
+def test_a_module_named_mla_is_an_attention_module() -> None:
+    """EfficientViT's LiteMLA (no "attention" in its name) ran without a softmax: linear attention, not "no
+    attention module ran"."""
+    r = refusal_of(Stack(LiteMLA))
+    assert r.code == "linear-attention" and "LiteMLA" in str(r)

@@ -26,7 +26,15 @@ from torch.overrides import TorchFunctionMode
 
 from condcli.reports.refusal import Refused
 
-ATTENTION_NAME = re.compile(r"attention|attn|selfatt|multihead|\bmha\b|mhsa|\bsa\b", re.IGNORECASE)
+ATTENTION_NAME = re.compile(r"attention|attn|selfatt|multihead|\bmha\b|mhsa|\bsa\b|mla$", re.IGNORECASE)
+# attention-named modules that gate channels by a pooled vector (squeeze-and-excitation and its kin: SE, ESE,
+# ECA, CBAM, gather-excite, global context, split and selective-kernel attention over a few branches): no
+# weights over tokens, so no attention in condcli's sense (timm's ``create_attn`` family)
+CHANNEL_GATE = re.compile(
+    r"^(effective)?se(module|layer|block)?$|squeezeexcit|^c?eca|cbam|gatherexcite|globalcontext|splitattn|"
+    r"selectivekernel",
+    re.IGNORECASE,
+)
 SOFTMAX = {torch.softmax, F.softmax, torch.Tensor.softmax, torch.nn.functional.softmax}
 PRODUCTS = {
     torch.matmul,
@@ -207,6 +215,13 @@ def refusal(model: nn.Module, static: str | None = None) -> Refused:
             hint,
         )
     ran = list(dict.fromkeys(seen.attention_modules))
+    gates = sorted({type(model.get_submodule(p)).__name__ for p in ran} if ran else set())
+    if ran and all(CHANNEL_GATE.search(c) for c in gates):
+        static = (f"{static}; " if static else "") + (
+            f"its attention-named modules ({', '.join(gates[:3])}) gate channels by a pooled vector "
+            "(squeeze-and-excitation and its kin), with no weights over tokens"
+        )
+        ran = []
     if ran:
         classes = sorted({type(model.get_submodule(p)).__name__ for p in ran})
         lone = (
