@@ -395,3 +395,34 @@ def test_a_feature_extractor_whose_backend_is_missing_is_an_inputs_refusal(
         "[inputs] the neucodec model's feature extractor cannot be built here: NeedsTorchaudio requires the"
         " torchaudio library but it was not found in your environment — install the library it names"
     )
+
+
+@pytest.mark.parametrize(
+    ("model_type", "key", "layout", "what"),
+    [
+        # Parakeet's extractor makes (B, frames, mel), the layout its subsampling reads (mel last)
+        (
+            "parakeet_encoder",
+            "input_features",
+            lambda s: s[0] == 1 and s[2] == 80 and s[1] > 80,
+            "frames × bins",
+        ),
+        # Mimi's (Encodec's) extractor makes (B, channels, samples)
+        ("mimi", "input_values", lambda s: s[:2] == (1, 1) and s[2] >= 24000, "channels × samples"),
+    ],
+)
+def test_audio_taken_in_the_layout_its_own_extractor_makes(
+    model_type: str, key: str, layout: Callable[[tuple[int, ...]], bool], what: str, tmp_path: Path
+) -> None:
+    """Issue 42 (docs/breadth-audit.md): these were refused because the features their family's extractor
+    makes were checked against Whisper's (mel, frames) or a 1-D waveform; they are fed as made, and the
+    model runs on them."""
+    from bench.sweep_architectures import build_hf
+
+    build_hf(model_type, tmp_path / "m")
+    loaded = load(str(tmp_path / "m"), LoadOptions(device="cpu"))
+    assert what in loaded.preprocessing.describe
+    batch = next(iter(stream(loaded.preprocessing, InputSpec(max_samples=1, batch_size=1))))
+    assert layout(tuple(batch.inputs[key].shape))
+    with torch.no_grad():
+        loaded.adapter.run(batch.inputs)  # the model takes them

@@ -153,6 +153,15 @@ def audio_preprocessing(
         extractor = None
     audio = audio_for(kind, extractor, shape, rate)
     kept, dropped = keep_read(_probe(lambda: audio_inputs(extractor, audio, 0, 0, 1), describe), reads)
+    if kind == "log-mel" and extractor is not None and _time_major(kept.get(audio.key), shape[0]):
+        # the extractor makes (B, frames, mel), the layout Parakeet/FastConformer-style encoders read (their
+        # subsampling takes mel as the last axis): a filterbank of frames × mel bins, taken as it makes it
+        kind, shape = "filterbank", (0, shape[0])
+        audio = audio_for(kind, extractor, shape, rate)
+        kept, dropped = keep_read(_probe(lambda: audio_inputs(extractor, audio, 0, 0, 1), describe), reads)
+    waveform = kept.get(audio.key) if kind == "waveform" else None
+    if waveform is not None and waveform.ndim == 3 and tuple(waveform.shape[:2]) == (1, 1):
+        shape = (1, int(waveform.shape[-1]))  # (channels, samples): Encodec/DAC-style, padded to the hop
     if kind == "filterbank" and audio.key in kept and kept[audio.key].ndim == 3:
         shape = (int(kept[audio.key].shape[1]), shape[1])  # the frames of a 1 s clip
         audio = audio_for(kind, extractor, shape, rate)
@@ -161,7 +170,7 @@ def audio_preprocessing(
     what = {
         "log-mel": "mel bins × frames",
         "spectrogram": "frames × mel bins",
-        "waveform": "samples",
+        "waveform": "samples" if len(shape) == 1 else "channels × samples",
         "filterbank": "frames × bins",
     }[kind]
     made = Synthetic(
@@ -219,6 +228,17 @@ def _probe(make: Any, describe: str) -> Any:
             f"the {describe.split(' ')[0]} cannot preprocess a synthetic clip ({_first_line(e)})",
             "put the model's own preprocessor config beside its weights",
         ) from None
+
+
+def _time_major(got: Any, mel: int) -> bool:
+    """Whether one sample's features ``got`` are (1, frames, ``mel``): time first, not Whisper's (mel,
+    frames)."""
+    return (
+        getattr(got, "ndim", 0) == 3
+        and int(got.shape[0]) == 1
+        and int(got.shape[2]) == mel
+        and int(got.shape[1]) != mel
+    )
 
 
 def _check(kept: dict[str, Any], key: str, shape: tuple[int, ...], describe: str, what: str) -> None:
