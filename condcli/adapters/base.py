@@ -372,6 +372,7 @@ class Adapter:
         hf_impl = _hf_attn_impl(self.model)
         # models whose attention reads the config at run time but that refuse set_attn_implementation (Falcon)
         direct = hf_impl not in (None, "eager") and not _hf_can_switch(self.model)
+        configs = _attn_configs(self.model)
         try:
             for m, a, _ in saved:
                 setattr(m, a, False)
@@ -386,7 +387,21 @@ class Adapter:
             if direct:
                 self.model.config._attn_implementation = hf_impl  # type: ignore[union-attr]
             elif hf_impl is not None and hf_impl != "eager":
-                self.model.set_attn_implementation(hf_impl)  # type: ignore[operator]
+                try:
+                    self.model.set_attn_implementation(hf_impl)  # type: ignore[operator]
+                except ValueError:  # a part that never had it (RT-DETR's backbone: no sdpa): each as it was
+                    for config, impl in configs:
+                        config._attn_implementation_internal = impl  # not recursively: each its own
+
+
+def _attn_configs(model: nn.Module) -> list[tuple[Any, Any]]:
+    """Every distinct config of ``model``'s parts with its attention implementation, to restore as it was."""
+    seen: dict[int, tuple[Any, Any]] = {}
+    for m in model.modules():
+        config = getattr(m, "config", None)
+        if config is not None and id(config) not in seen and hasattr(config, "_attn_implementation_internal"):
+            seen[id(config)] = (config, getattr(config, "_attn_implementation_internal", None))
+    return list(seen.values())
 
 
 INPUT_WORDS = ("pixel", "input", "bbox", "visual", "image", "audio", "feature", "session", "values", "boxes")

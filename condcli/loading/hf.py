@@ -100,7 +100,8 @@ def analysed_module(model: nn.Module) -> tuple[nn.Module, list[str]]:
 
 def _takes_inputs(part: nn.Module, model: nn.Module) -> bool:
     """Whether ``part.forward`` takes ``model``'s main input (input_ids, pixel_values, …) by name, or any
-    keyword: an inner module that reads ``hidden_states`` or ``inputs_embeds`` instead cannot be run alone."""
+    keyword where it names none of :data:`EMBEDDED_INPUTS`: an inner module that reads ``hidden_states`` or
+    ``inputs_embeds`` instead cannot be run alone (``**kwargs`` beside them would get nothing)."""
     if part is model:
         return True
     main = getattr(model, "main_input_name", None)
@@ -108,6 +109,12 @@ def _takes_inputs(part: nn.Module, model: nn.Module) -> bool:
         params = inspect.signature(part.forward).parameters
     except (TypeError, ValueError):
         return True
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+    if not isinstance(main, str) or main in params:
         return True
-    return not isinstance(main, str) or main in params
+    if any(name in params for name in EMBEDDED_INPUTS):  # DETR's encoder: inputs_embeds, and **kwargs
+        return False
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+# what an inner module reads in place of the model's main input: it runs on the model's embeddings
+EMBEDDED_INPUTS = ("inputs_embeds", "hidden_states", "embeddings", "embedding_output", "features")
