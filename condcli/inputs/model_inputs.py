@@ -54,6 +54,8 @@ def hf_preprocessing(
     reads, required = forward_reads(analysed)
     keep = reads or None
     name = type(analysed).__name__
+    if main in ("", "input_ids") and reads and "input_ids" not in reads and "pixel_values" in required:
+        main = "pixel_values"  # a vision tower keeping the default main input (MGP-STR)
     if main == "input_features":  # Whisper's (mel, frames) where the config names its mel bins
         features: AudioKind = "log-mel" if getattr(config, "num_mel_bins", None) is not None else "filterbank"
         pre = audio_preprocessing(source, config, trust, features, keep)
