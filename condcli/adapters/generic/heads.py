@@ -30,8 +30,9 @@ SEPARATE = (
     ("to_q", "to_k", "to_v"),
     ("q_linear", "k_linear", "v_linear"),
     ("proj_q", "proj_k", "proj_v"),
+    ("project_q", "project_k", "project_v"),  # CPM-Ant
 )
-FUSED = ("qkv", "in_proj", "Wqkv", "qkv_proj", "query_key_value", "c_attn")
+FUSED = ("qkv", "in_proj", "Wqkv", "qkv_proj", "query_key_value", "c_attn", "att_proj")  # att_proj: Bark
 PARAMS = "its own parameters"  # the projections' kind where W_Q, W_K, W_V are plain parameters
 HEAD_ATTRS = ("num_heads", "num_attention_heads", "n_head", "n_heads", "nhead", "heads")
 KV_HEAD_ATTRS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "kv_heads")

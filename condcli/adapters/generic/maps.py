@@ -2,8 +2,8 @@
 
 - an nn.Linear; a 1×1 nn.Conv1d or nn.Conv2d, the convolution's weight flattened (block-diagonal where
   it is grouped); a quantization wrapper of a Linear (``…Linear`` holding its weight, ``Quant…`` around
-  one); transformers'
-  GPT-2-style ``Conv1D`` (its weight stored in × out, transposed);
+  one, a ``…Linear`` holding one as ``linear``); transformers' GPT-2-style ``Conv1D`` (its weight stored
+  in × out, transposed);
 - one of them followed by a BatchNorm (LeViT's LinearNorm and ConvNorm, timm EfficientViT-M/SHViT's
   ConvNorm), read as in eval: the BatchNorm folded into W and b;
 - plain ``nn.Parameter`` s the attention owns (``w_q``, ``Wq``, ``q_proj_weight``, …, with optional biases):
@@ -62,7 +62,10 @@ def linear_map(m: Any) -> Map | None:
         and not any(True for _ in m.parameters(recurse=False))
         and len(list(m.children())) <= 2
     ):
-        if type(m).__name__.lower().find("quant") >= 0:  # a quantization wrapper around a plain Linear
+        name = type(m).__name__
+        if "quant" in name.lower() or (name.endswith("Linear") and getattr(m, "linear", None) is inner[0]):
+            # a quantization wrapper around a plain Linear, or a ``…Linear`` holding one as ``linear``
+            # (Moshi's MoshiLinear with flexible linear off); the first batch's proof checks what it computes
             return inner[0].weight, inner[0].bias
     lin, bn = linear_map(getattr(m, "linear", None) or getattr(m, "c", None)), getattr(m, "bn", None)
     if lin is not None and isinstance(bn, nn.BatchNorm1d | nn.BatchNorm2d) and bn.running_var is not None:

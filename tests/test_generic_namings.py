@@ -1,0 +1,47 @@
+"""Issue 42 (docs/breadth-audit.md): plain linear Q/K/V refused as unreadable for their names or wrappers:
+CPM-Ant's ``project_q/k/v`` and Moshi's ``q_proj`` held in a ``MoshiLinear`` (an nn.Linear as ``linear``,
+flexible linear off). Both are read now, and the reading is proven on the first batch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from bench.sweep_architectures import build_hf
+from condcli.adapters.generic.maps import linear_map
+from condcli.cli.main import main
+
+
+@pytest.mark.parametrize("model_type", ["cpmant", "moshi"])
+def test_read_and_proven_on_the_first_batch(
+    model_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build_hf(model_type, tmp_path / "m")
+    capsys.readouterr()
+    code = main(["spectrum", str(tmp_path / "m"), "--max-samples", "2", "--layers", "0,-1", "--json"])
+    assert code in (0, None)
+    report = json.loads(capsys.readouterr().out)
+    assert report["layers"] and {layer["qkv_source"] for layer in report["layers"]} == {"generic (verified)"}
+
+
+class HoldsLinear(nn.Module):
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        setattr(self, name, nn.Linear(4, 6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+
+def test_only_a_linear_held_as_linear_by_a_linear_named_wrapper_is_read_through() -> None:
+    """A ``…Linear`` wrapper is read as its ``linear``; a module of another name or holding it elsewhere is
+    not (what it computes is unknown until the first batch proves a reading)."""
+    wrapper = type("MoshiLinear", (HoldsLinear,), {})("linear")
+    mapped = linear_map(wrapper)
+    assert mapped is not None and mapped[0] is wrapper.linear.weight
+    assert linear_map(type("Gate", (HoldsLinear,), {})("linear")) is None
+    assert linear_map(type("MoshiLinear", (HoldsLinear,), {})("proj")) is None
