@@ -1,6 +1,9 @@
-"""Issue 42 (docs/breadth-audit.md): plain linear Q/K/V refused as unreadable for their names or wrappers:
-CPM-Ant's ``project_q/k/v`` and Moshi's ``q_proj`` held in a ``MoshiLinear`` (an nn.Linear as ``linear``,
-flexible linear off). Both are read now, and the reading is proven on the first batch."""
+"""Issue 42 (docs/breadth-audit.md): models refused for a false reason, now read and proven:
+
+- plain linear Q/K/V refused as unreadable for their names or wrappers: CPM-Ant's ``project_q/k/v`` and
+  Moshi's ``q_proj`` held in a ``MoshiLinear`` (an nn.Linear as ``linear``, flexible linear off);
+- a vision model that keeps transformers' default main input (``input_ids``) while its forward reads only
+  ``pixel_values`` (MGP-STR, Idefics3's vision tower): it was fed token ids and refused; it gets images."""
 
 from __future__ import annotations
 
@@ -16,15 +19,24 @@ from condcli.adapters.generic.maps import linear_map
 from condcli.cli.main import main
 
 
-@pytest.mark.parametrize("model_type", ["cpmant", "moshi"])
+@pytest.mark.parametrize(
+    ("model_type", "inputs"),
+    [
+        ("cpmant", "random token ids"),
+        ("moshi", "random token ids"),
+        ("mgp-str", "synthetic 1/f images"),
+        ("idefics3_vision", "synthetic 1/f images"),
+    ],
+)
 def test_read_and_proven_on_the_first_batch(
-    model_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    model_type: str, inputs: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     build_hf(model_type, tmp_path / "m")
     capsys.readouterr()
     code = main(["spectrum", str(tmp_path / "m"), "--max-samples", "2", "--layers", "0,-1", "--json"])
     assert code in (0, None)
     report = json.loads(capsys.readouterr().out)
+    assert inputs in report["inputs"]["description"]
     assert report["layers"] and {layer["qkv_source"] for layer in report["layers"]} == {"generic (verified)"}
 
 

@@ -58,16 +58,17 @@ def check(p: torch.Tensor, *, must_decide: bool) -> bool:
     return True
 
 
-def softmax_head(n: int, kind: str, seed: int) -> torch.Tensor:
-    """A causal softmax P (n, n) in float32 of a given kind of head."""
+def softmax_head(n: int, kind: str, seed: int, *, causal: bool = True) -> torch.Tensor:
+    """A softmax P (n, n) in float32 of a given kind of head: causal (lower triangular), or global as a
+    ViT's (``causal=False``)."""
     g = torch.Generator().manual_seed(seed)
     s = torch.randn(n, n, generator=g, dtype=torch.float64)
     i = torch.arange(n)
-    mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+    mask = torch.ones(n, n, dtype=torch.bool).triu(1) if causal else torch.zeros(n, n, dtype=torch.bool)
     if kind == "broad":
         s = s * 0.02
     elif kind == "warm":
-        s = s * 0.3
+        s = s * (0.3 if causal else 1.0)
     elif kind == "hot":
         s = s * 8
     elif kind == "sink":
@@ -80,8 +81,10 @@ def softmax_head(n: int, kind: str, seed: int) -> torch.Tensor:
         s = -0.5 * (i[:, None] - i[None, :]).abs().double() + 0.5 * s
     elif kind == "band":
         mask |= (i[:, None] - i[None, :]) >= 16
-    elif kind == "block":
+    elif kind in ("block", "windows"):  # block-causal, or windowed attention written as one n × n P
         mask |= (i[:, None] // 32) != (i[None, :] // 32)
+    elif kind == "repeated":  # two equal queries: exactly singular, a floor
+        s[1] = s[0]
     return torch.softmax(s.masked_fill(mask, -math.inf), -1).float()
 
 
@@ -223,30 +226,6 @@ def test_a_clustered_sink_is_tried_again_with_more_steps_before_its_svd(
         assert float(got.kappa[0]) == pytest.approx(kappa, rel=max(causal.RTOL, 8 * 512 * EPS64 * kappa))
 
 
-def global_head(n: int, kind: str, seed: int) -> torch.Tensor:
-    """A global (not triangular) softmax P (n, n) in float32 of a given kind of head, as a ViT's."""
-    g = torch.Generator().manual_seed(seed)
-    s = torch.randn(n, n, generator=g, dtype=torch.float64)
-    i = torch.arange(n)
-    if kind == "broad":
-        s = s * 0.02
-    elif kind == "warm":
-        s = s * 1.0
-    elif kind == "hot":
-        s = s * 8
-    elif kind == "sink":
-        s[:, 0] += 8
-    elif kind == "identity":
-        s += 10 * torch.eye(n, dtype=torch.float64)
-    elif kind == "local":
-        s = -0.5 * (i[:, None] - i[None, :]).abs().double() + 0.5 * s
-    elif kind == "windows":  # windowed attention written as one n × n P: block diagonal
-        s = s.masked_fill((i[:, None] // 32) != (i[None, :] // 32), -math.inf)
-    elif kind == "repeated":  # two equal queries: exactly singular, a floor
-        s[1] = s[0]
-    return torch.softmax(s, -1).float()
-
-
 GLOBAL_KINDS = ["broad", "warm", "hot", "sink", "identity", "local", "windows", "repeated"]
 
 
@@ -258,7 +237,7 @@ def test_global_attention_through_lu_factors_agrees_with_svd(
     decide, the κ (or floor) is the SVD's; they hold the SVD's σ either way (``check``). LU_TOKENS is lowered
     here so that the matrices stay small; the next test runs at the real threshold."""
     monkeypatch.setattr(causal, "LU_TOKENS", 160)
-    p = global_head(200, kind, 3)
+    p = softmax_head(200, kind, 3, causal=False)
     assert causal.applies(p[None]) and bool(causal.eligible(p[None])[0])
     check(p, must_decide=kind not in ("broad", "repeated"))  # a decided verdict is the SVD's
     if kind == "repeated":
@@ -269,7 +248,7 @@ def test_global_attention_at_the_real_threshold() -> None:
     """At LU_TOKENS tokens a ViT-like stack of global heads is summarised by the LU path: every head decided
     or sent to the SVD and counted, every reported κ and floor flag the SVD path's."""
     n = causal.LU_TOKENS
-    p = torch.stack([global_head(n, kind, 5) for kind in ("warm", "hot", "sink")])
+    p = torch.stack([softmax_head(n, kind, 5, causal=False) for kind in ("warm", "hot", "sink")])
     assert causal.applies(p) and causal.eligible(p).all()
     assert not causal.applies(p[:, : n - 1, : n - 1])  # below the threshold global P keeps its SVD
     causal.reset_counts()
@@ -284,7 +263,7 @@ def test_global_attention_at_the_real_threshold() -> None:
 def test_global_attention_that_is_not_probabilities_goes_to_the_svd(monkeypatch: pytest.MonkeyPatch) -> None:
     """A negative entry (Collatz–Wielandt needs P ≥ 0) or a NaN: that matrix is the SVD path's."""
     monkeypatch.setattr(causal, "LU_TOKENS", 160)
-    p = torch.stack([global_head(180, kind, 9) for kind in ("warm", "hot", "sink")])
+    p = torch.stack([softmax_head(180, kind, 9, causal=False) for kind in ("warm", "hot", "sink")])
     p[1, 50, 3] = -0.25
     assert causal.eligible(p).tolist() == [True, False, True]
     causal.reset_counts()

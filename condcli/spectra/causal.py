@@ -54,6 +54,7 @@ and :func:`counts` says how many did.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
 
@@ -147,7 +148,7 @@ def brackets(
     flat = x.reshape(-1, n, n)
     fro2 = torch.linalg.vector_norm(flat, dim=(-2, -1)).square()
     s1_lo, s1_hi = _sigma_1(flat, fro2)
-    solver = _Solver.of(flat, lower)
+    solver = _Solver.of(flat, fro2, lower)
     sn_hi = _sigma_k_above(flat, fro2) if solver.lu is None else lu_sigma_k_above(flat, fro2, solver.lu)
     sn_lo = torch.zeros_like(sn_hi)
     rest = ~_floored(sn_hi, _tolerance(fro2, s1_hi, n, machine_eps(capture_dtype) / 2))
@@ -177,18 +178,17 @@ class _Solver:
     margin: torch.Tensor
 
     @staticmethod
-    def of(x: torch.Tensor, lower: bool | None = None) -> _Solver:
+    def of(x: torch.Tensor, fro2: torch.Tensor, lower: bool | None = None) -> _Solver:
+        """The solver of ``x`` with ‖x‖_F² ``fro2``; ``lower``: as :func:`brackets` takes it."""
         n = x.shape[-1]
         if lower if lower is not None else bool(triangular(x).all()):
-            fro = torch.linalg.vector_norm(x, dim=(-2, -1))
-            return _Solver(x, None, n * _U / (1 - n * _U) * fro)
-        factors, pivots, _ = torch.linalg.lu_factor_ex(
-            x
-        )  # a zero pivot: the solves overflow, the SVD decides
-        lower = torch.linalg.vector_norm(factors.tril(-1), dim=(-2, -1)).square() + n  # L̂'s unit diagonal
-        upper = torch.linalg.vector_norm(factors.triu(), dim=(-2, -1)).square()
+            return _Solver(x, None, n * _U / (1 - n * _U) * fro2.sqrt())
+        # a zero pivot: the solves overflow, and the SVD decides
+        factors, pivots, _ = torch.linalg.lu_factor_ex(x)
+        l2 = torch.linalg.vector_norm(factors.tril(-1), dim=(-2, -1)).square() + n  # L̂'s unit diagonal
+        u2 = torch.linalg.vector_norm(factors.triu(), dim=(-2, -1)).square()
         gamma = 3 * n * _U / (1 - 3 * n * _U)
-        return _Solver(x, (factors, pivots), gamma * (lower * upper).sqrt())
+        return _Solver(x, (factors, pivots), gamma * (l2 * u2).sqrt())
 
     def subset(self, keep: torch.Tensor) -> _Solver:
         lu = None if self.lu is None else (self.lu[0][keep], self.lu[1][keep])
@@ -373,12 +373,11 @@ def _decided(f: torch.Tensor, capture_dtype: torch.dtype | str) -> Decided:
         n,
         capture_dtype,
     )
-    fields = {}
-    for name in ("ok", "below", "reported", "sigma", "tolerance"):
-        merged = getattr(decided, name).clone()
-        merged[retry] = getattr(again, name)
-        fields[name] = merged
-    return Decided(**fields)
+    merged = {}
+    for field in dataclasses.fields(Decided):
+        merged[field.name] = getattr(decided, field.name).clone()
+        merged[field.name][retry] = getattr(again, field.name)
+    return Decided(**merged)
 
 
 def finite_non_negative(x: torch.Tensor) -> torch.Tensor:
