@@ -429,7 +429,10 @@ def _frames(error: BaseException) -> list[tuple[str, str]]:
 def _raised_by_condcli(error: BaseException) -> bool:
     """Whether condcli's own code (a hook, a probe, a tap) is on ``error``'s traceback inside the forward:
     only a model that raised from its own code, with no condcli frame below the call, rejected its inputs."""
-    inside = list(dropwhile(lambda f: f[0].startswith(_CONDCLI), _frames(error)))  # past run() and wrappers
+    frames = _frames(error)
+    inside = list(dropwhile(lambda f: f[0].startswith(_CONDCLI), frames))  # past run() and wrappers
+    if not inside and frames:  # raised in condcli's own frame (a wrapper reading its inputs), not the model's
+        return frames[-1][1] != "__torch_function__"
     return any(f.startswith(_CONDCLI) for f, _ in inside)
 
 

@@ -28,6 +28,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from condcli.adapters.base import Probe, group_probs
+from condcli.reports.refusal import Refused
 
 # every softmax a forward can call: Tensor.softmax, torch.softmax, F.softmax, torch._softmax, special.softmax
 SOFTMAXES = frozenset(
@@ -91,6 +92,15 @@ def tapped_probs(
     (Hiera's mask units) told apart by the head count."""
     if seen is None or seen.shape[0] % batch:
         return None
+    if seen.ndim == 4 and seen.shape[1] != heads and seen.shape[0] == batch * heads:
+        raise Refused(  # HaloNet: (B·H, blocks, q, k), each block's queries over a halo of keys around it
+            "p-unobservable",
+            f"P cannot be observed: its softmax is laid {tuple(seen.shape)}: the batch and its {heads} heads "
+            f"share the first axis, then {seen.shape[1]} block(s) of {seen.shape[2]} queries, each over its "
+            f"own window of {seen.shape[3]} keys (blocked local attention): no one matrix over the tokens' "
+            "keys",
+            "describe the attention in a TOML file passed as `adapter` (docs/guides/your-own-model.md)",
+        )
     if seen.ndim == 4:
         return group_probs(seen, batch)
     if seen.ndim == 3 and (seen.shape[0] // batch) % heads == 0:
@@ -223,12 +233,15 @@ def _softmaxes(tree: ast.AST, scope: dict[str, Any]) -> Iterator[SoftmaxCall]:
             continue
         func = node.func
         last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        if last not in ("softmax", "_softmax"):
+        if last not in ("softmax", "_softmax", "Softmax"):
             continue
         owner = func.value if isinstance(func, ast.Attribute) else None
         keyword = next((k.value for k in node.keywords if k.arg == "dim"), None)
-        if keyword is not None:
-            dim_node: ast.expr | None = keyword
+        dim_node: ast.expr | None
+        if last == "Softmax":  # nn.Softmax(dim=-1)(scores): the module built inline (ImageGPT), its dim first
+            dim_node = keyword if keyword is not None else node.args[0] if node.args else None
+        elif keyword is not None:
+            dim_node = keyword
         elif owner is None or isinstance(_resolve(owner, scope), types.ModuleType):
             dim_node = node.args[1] if len(node.args) > 1 else None  # softmax(x, dim): a function
         elif isinstance(owner, ast.Name) and owner.id == "self":

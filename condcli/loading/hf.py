@@ -90,6 +90,8 @@ def analysed_module(model: nn.Module) -> tuple[nn.Module, list[str]]:
         encoder = found if isinstance(found, nn.Module) and found is not base else encoder
         if not _takes_inputs(encoder, base):  # Funnel's encoder reads embeddings: the base model runs
             return base, notes
+        if getattr(encoder, "config", None) is None:  # FSMT's encoder: no config to say what it reads
+            return base, notes
         notes.append(
             f"analysed: the encoder {type(encoder).__name__} alone"
             " (encoder-decoder model; the decoder is not run)"

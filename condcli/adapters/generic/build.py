@@ -40,7 +40,7 @@ from condcli.adapters.generic.mixers import attention_of, mixer_of, no_attention
 from condcli.adapters.generic.probs import Rows, hf_forward, returned_probs, returns_weights, sink, stochastic
 from condcli.adapters.generic.vision import Entry
 from condcli.adapters.generic.vision import plan as vision_plan
-from condcli.adapters.softmax_tap import softmax_probe
+from condcli.adapters.softmax_tap import computes_softmax, softmax_probe
 from condcli.errors import InputError
 from condcli.reports.refusal import Refused
 
@@ -266,7 +266,9 @@ def build(model: nn.Module) -> Adapter:
         mixing = None
         if probs is None and gated(attn):  # ConViT: P the content softmax, M the gated mix
             probs, mixing = gated_probe(attn, heads), gated_mixing(attn)
-        returned = probs is None and hf_eager and returns_weights(attn)
+        # what an attention whose code computes no softmax returns as its "weights" is no P (YOSO returns
+        # its context twice): the code says so below, whatever it returns
+        returned = probs is None and hf_eager and returns_weights(attn) and computes_softmax(attn)
         sunk = sink(attn) if returned else None
         if returned:  # HF attention returns (output, weights) under eager attention
             rows: Rows = "at most one" if sunk else "one"
@@ -335,9 +337,17 @@ def build(model: nn.Module) -> Adapter:
         if hf_eager
         else None
         if hasattr(model, "config")
-        else (lambda inputs: model(inputs["pixel_values"])),
+        else partial(_plain_forward, model),
         fused_flags=fused_flags(model),
     )
+
+
+def _plain_forward(model: nn.Module, inputs: dict[str, Any]) -> Any:
+    """A plain module (no config: timm, a bare torch model) run on its images positionally, on anything
+    else by keyword."""
+    if set(inputs) == {"pixel_values"}:
+        return model(inputs["pixel_values"])
+    return model(**inputs)
 
 
 STANDARD = ("separate", "mha", *FUSED)  # the projections generic_heads reads and describes

@@ -47,6 +47,9 @@ PRODUCTS = {
     torch.Tensor.bmm,
 }
 SDPA = F.scaled_dot_product_attention
+# an elementwise product: a softmax's output multiplied so with a tensor of its own shape scales each entry by
+# its own weight and sums nothing (PatchTSMixer's gated attention: a feature gate, no weights over tokens)
+ELEMENTWISE = {torch.mul, torch.Tensor.mul, torch.Tensor.__mul__, torch.Tensor.__rmul__}
 # a submodule name on the way to q, k or v (a norm elsewhere in the attention, e.g. its output's, is not)
 QKV_PART = re.compile(
     r"(^|[._])(q|k|v|qk|kv|qkv|query|key|value|projection|proj)([._0-9]|$)|_(q|k|v)([._]|$)"
@@ -62,6 +65,7 @@ class Seen:
     lone_softmax: list[str] = field(default_factory=list)  # softmaxes whose output multiplied nothing
     attention_modules: list[str] = field(default_factory=list)  # attention-named modules that ran
     einsum: set[str] = field(default_factory=set)  # module paths where einsum ran
+    gates: list[str] = field(default_factory=list)  # softmaxes whose output only gated a tensor of its shape
 
 
 class _Watch(TorchFunctionMode):
@@ -70,6 +74,9 @@ class _Watch(TorchFunctionMode):
         self.stack, self.seen = stack, seen
         self.probs: dict[int, str] = {}  # id of a softmax output (or what carries it on) → where it ran
         self.used: set[str] = set()
+        self.gated: set[str] = set()  # where a softmax's output gated a tensor of its own shape
+        self.ran: list[str] = []  # where each softmax ran, in order
+        self.alive: list[torch.Tensor] = []  # the tensors ``probs`` keys, held so that no id is reused
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -78,6 +85,8 @@ class _Watch(TorchFunctionMode):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if func in SOFTMAX and isinstance(out, torch.Tensor):
             self.probs[id(out)] = where
+            self.ran.append(where)
+            self.alive.append(out)
         elif func is SDPA:
             self.seen.attention.append(where)
         elif func in PRODUCTS or func is torch.einsum:
@@ -88,13 +97,20 @@ class _Watch(TorchFunctionMode):
                 if isinstance(t, torch.Tensor) and id(t) in self.probs:
                     self.seen.attention.append(self.probs[id(t)])
                     self.used.add(self.probs[id(t)])
-        elif tensors and id(tensors[0]) in self.probs and isinstance(out, torch.Tensor):
-            if out.shape == tensors[0].shape:  # dropout, a mask, a cast: still P
-                self.probs[id(out)] = self.probs[id(tensors[0])]
+        else:
+            if func in ELEMENTWISE and len(tensors) == 2 and tensors[0].shape == tensors[1].shape:
+                self.gated.update(self.probs[id(t)] for t in tensors if id(t) in self.probs)
+            if tensors and id(tensors[0]) in self.probs and isinstance(out, torch.Tensor):
+                if out.numel() == tensors[0].numel():  # dropout, a mask, a cast, a view: still P
+                    self.probs[id(out)] = self.probs[id(tensors[0])]
+                    self.alive.append(out)
         return out
 
     def lone(self) -> list[str]:
-        return [w for w in dict.fromkeys(self.probs.values()) if w not in self.used]
+        return [w for w in dict.fromkeys(self.ran) if w not in self.used and w not in self.gated]
+
+    def gates(self) -> list[str]:
+        return [w for w in dict.fromkeys(self.ran) if w not in self.used and w in self.gated]
 
 
 def probe_inputs(model: nn.Module) -> dict[str, torch.Tensor] | None:
@@ -111,14 +127,19 @@ def probe_inputs(model: nn.Module) -> dict[str, torch.Tensor] | None:
         g = torch.Generator().manual_seed(0)
         x = torch.randn(1, int(channels), int(size), int(size), generator=g)
         return {"pixel_values": x}
+    length, channels = getattr(config, "context_length", None), getattr(config, "num_input_channels", None)
+    if main == "past_values" and isinstance(length, int) and isinstance(channels, int):  # a time series
+        g = torch.Generator().manual_seed(0)
+        return {"past_values": torch.randn(1, length, channels, generator=g)}
     dummy = getattr(model, "dummy_inputs", None)
     if isinstance(dummy, dict) and dummy:
         return {k: v for k, v in dummy.items() if isinstance(v, torch.Tensor)}
     return None
 
 
-def observe(model: nn.Module, inputs: dict[str, torch.Tensor]) -> Seen | None:
-    """Run ``model`` once on ``inputs`` and record what :class:`Seen` holds; None where it cannot run."""
+def observe(model: nn.Module, inputs: dict[str, torch.Tensor]) -> Seen | str:
+    """Run ``model`` once on ``inputs`` and record what :class:`Seen` holds; where it cannot run, what it
+    raised, in words."""
     names = {id(m): n for n, m in model.named_modules()}
     stack: list[str] = []
     seen = Seen()
@@ -146,12 +167,13 @@ def observe(model: nn.Module, inputs: dict[str, torch.Tensor]) -> Seen | None:
                 model(inputs["pixel_values"])
             else:
                 model(**inputs)
-    except Exception:
-        return None
+    except Exception as e:  # the model's own code (a tiny config's router, a missing second input)
+        said = " ".join(str(e).split())[:200]
+        return f"{type(e).__name__}: {said}" if said else type(e).__name__
     finally:
         for h in handles:
             h.remove()
-    seen.lone_softmax = watch.lone()
+    seen.lone_softmax, seen.gates = watch.lone(), watch.gates()
     return seen
 
 
@@ -171,8 +193,11 @@ def _between(model: nn.Module, path: str, seen: Seen) -> str:
     latent = [
         n for n, _ in kinds if re.search(r"lora|_a_proj|_b_proj|kv_a|q_a|compress|down_proj", n.lower())
     ]
-    if latent:
-        found.append(f"low-rank (latent) projections ({', '.join(latent[:3])})")
+    if latent:  # each path in the order it runs (MLA: q_a_proj → q_a_layernorm → q_b_proj; kv_a_… → kv_b_…)
+        paths = {p: [n for n in latent if n.lower().startswith(p)] for p in ("q", "kv")}
+        chains = [" → ".join(c) for c in paths.values() if c]
+        rest = [n for n in latent if not any(n in c for c in paths.values())]
+        found.append(f"low-rank (latent) projections ({'; '.join(chains + rest[:3])})")
     params = [n for n, p in attn.named_parameters(recurse=False) if p.ndim >= 2]
     if params and path in seen.einsum:
         found.append(f"parameters used in einsum ({', '.join(params[:4])})")
@@ -185,6 +210,16 @@ def _between(model: nn.Module, path: str, seen: Seen) -> str:
         children = ", ".join(f"{n} ({type(m).__name__})" for n, m in list(attn.named_children())[:5])
         found.append(f"projections not named or shaped as Q/K/V ({children or 'no submodules'})")
     return "; ".join(found)
+
+
+def _only_gates(path: str, seen: Seen) -> bool:
+    """Whether the softmaxes run inside the module at ``path`` all gated a tensor of their own shape (and
+    there were some): a feature gate, not attention."""
+
+    def inside(w: str) -> bool:
+        return w == path or w.startswith(f"{path}.") or not path
+
+    return any(inside(w) for w in seen.gates) and not any(inside(w) for w in seen.lone_softmax)
 
 
 def _where(path: str) -> str:
@@ -201,9 +236,11 @@ def refusal(model: nn.Module, static: str | None = None) -> Refused:
         "(docs/guides/your-own-model.md; the supported models: docs/commands/models.md), or open an issue"
     )
     inputs = probe_inputs(model)
-    seen = observe(model, inputs) if inputs is not None else None
-    if seen is None:
-        return _unrun(model, static, hint)
+    seen = observe(model, inputs) if inputs is not None else "its inputs are not known to condcli"
+    batch = ", ".join(f"{k} {tuple(v.shape)}" for k, v in inputs.items()) if inputs else ""
+    if isinstance(seen, str):
+        why = f"run on a probe batch of {batch}, it raised {seen}" if inputs else seen
+        return _unrun(model, static, hint, why)
     batch = ", ".join(f"{k} {tuple(v.shape)}" for k, v in inputs.items()) if inputs else ""
     if seen.attention:
         path = _innermost_attention(seen.attention, seen.attention_modules)
@@ -220,6 +257,14 @@ def refusal(model: nn.Module, static: str | None = None) -> Refused:
         static = (f"{static}; " if static else "") + (
             f"its attention-named modules ({', '.join(gates[:3])}) gate channels by a pooled vector "
             "(squeeze-and-excitation and its kin), with no weights over tokens"
+        )
+        ran = []
+    gating = [p for p in ran if _only_gates(p, seen)]
+    if ran and len(gating) == len(ran):
+        classes = sorted({type(model.get_submodule(p)).__name__ for p in gating})
+        static = (f"{static}; " if static else "") + (
+            f"its attention-named modules ({', '.join(classes[:3])}) gate their input by a softmax "
+            "multiplied entry by entry into it (a feature gate), with no weights over tokens"
         )
         ran = []
     if ran:
@@ -245,9 +290,10 @@ def refusal(model: nn.Module, static: str | None = None) -> Refused:
     )
 
 
-def _unrun(model: nn.Module, static: str | None, hint: str) -> Refused:
-    """The refusal where no probe forward can be run (a plain module whose inputs are unknown): from its
-    modules alone, an attention-named module or a softmax module is attention, else there is none."""
+def _unrun(model: nn.Module, static: str | None, hint: str, why: str) -> Refused:
+    """The refusal where no probe forward can be run (``why``: its inputs are unknown, or the model raised
+    on them): from its modules alone, an attention-named module or a softmax module is attention, else there
+    is none."""
     name = type(model).__name__
     held = [
         f"{n} ({type(m).__name__})"
@@ -263,7 +309,7 @@ def _unrun(model: nn.Module, static: str | None, hint: str) -> Refused:
         return Refused(
             "qkv-unreadable",
             f"condcli found no stack of blocks with Q/K/V projections in {name}, though it holds attention "
-            f"({where}); no probe forward could be run to watch it, and it holds "
+            f"({where}); no probe forward could be run to watch it ({why}), and it holds "
             f"{_between(model, path, Seen())}",
             hint,
         )

@@ -2,7 +2,9 @@
 
 - Attentions whose ``forward`` takes ``output_attentions`` (BERT-era code: ``(context, probs) if
   output_attentions else (context,)``) return their weights only on request: the model is then run with
-  ``output_attentions=True`` for the capture. This is read from the module's own signature, for every family.
+  ``output_attentions=True`` for the capture (and ``output_hidden_states=True`` where its forward names it:
+  MaskFormer-Swin's encoder reads the weights out of what its stages return only with hidden states). This
+  is read from the module's own signature, for every family.
 - A returned P is the last 4-D tensor of the module's output that is a probability matrix over the keys.
   Where the attention adds a learned sink to the keys and drops its column after the softmax (GPT-OSS
   ``sinks``), its rows sum to less than 1: it is still the matrix that multiplies V, and it is taken as such
@@ -120,6 +122,11 @@ def hf_forward(model: nn.Module, attns: Sequence[nn.Module]) -> Callable[[dict[s
     if not request and not twins:
         return None
     extra = {"output_attentions": True} if request else {}
+    if request and _names(model, "output_hidden_states"):
+        # hidden states asked for beside the weights: a family may read the weights out of what its stages
+        # return only with hidden states (MaskFormer-Swin's encoder indexes them, None without); they are
+        # no larger than the weights kept beside them
+        extra["output_hidden_states"] = True
 
     def run(inputs: dict[str, Any]) -> Any:
         eager = getattr(getattr(model, "config", None), "_attn_implementation", None) == "eager"
@@ -127,6 +134,14 @@ def hf_forward(model: nn.Module, attns: Sequence[nn.Module]) -> Callable[[dict[s
             return model(**inputs, **extra)
 
     return run
+
+
+def _names(model: nn.Module, parameter: str) -> bool:
+    """Whether ``model.forward`` names ``parameter`` among its own (not only in ``**kwargs``)."""
+    try:
+        return parameter in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def sink(attn: nn.Module) -> str | None:
@@ -197,6 +212,8 @@ def returned_probs(
         output = output[0]  # I-BERT: ((context, weights), (their scaling factors))
     found = tuple(output[1:]) if isinstance(output, tuple | list) else ()  # OpenAI GPT returns a list
     four = [t for t in found if isinstance(t, torch.Tensor) and t.ndim in (3, 4, 5)]
+    # weights returned in named parts (Pegasus-X: {"global": …, "local": …}, blocked global + local attention)
+    parts = {k: v for d in found if isinstance(d, dict) for k, v in d.items() if isinstance(v, torch.Tensor)}
     x = args[0] if args and isinstance(args[0], torch.Tensor) else kwargs.get("hidden_states")
     n = int(x.shape[-2]) if isinstance(x, torch.Tensor) and x.ndim == 3 else None
     # weights laid (B, n, H, w): for each of the n queries, w keys around it (Longformer's band), never P
@@ -211,9 +228,17 @@ def returned_probs(
             return p
     if band:
         why = _band(band[-1], n)
-    elif any(_layout(t, batch, heads, grouping) is None for t in four):
+    elif parts:
+        shown = ", ".join(f"{k} {tuple(v.shape)}" for k, v in parts.items())
         why = (
-            f"it returned attention weights of shape {tuple(four[-1].shape)}, a layout condcli cannot "
+            f"it returned its attention weights in parts ({shown}), each over its own block of keys, not one "
+            f"matrix over the tokens' keys{_beside(four)}"
+        )
+    elif odd := [
+        t for t in four if stochastic(t, "at most one") and _layout(t, batch, heads, grouping) is None
+    ]:
+        why = (
+            f"it returned attention weights of shape {tuple(odd[-1].shape)}, a layout condcli cannot "
             f"tell apart ({heads} heads)"
         )
     elif any(stochastic(t, "at most one") for t in four):
@@ -235,6 +260,12 @@ def returned_probs(
         "run 'condcli inspect' to see what was found; describe the attention in a TOML file passed as "
         "`adapter` (docs/guides/your-own-model.md)",
     )
+
+
+def _beside(four: list[torch.Tensor]) -> str:
+    """What else it returned that is no probability matrix (Pegasus-X: its global tokens' hidden states)."""
+    other = [str(tuple(t.shape)) for t in four if not stochastic(t, "at most one")]
+    return f"; beside them {', '.join(other)}, no probability matrix (a hidden state?)" if other else ""
 
 
 def _band(t: torch.Tensor, n: int | None) -> str:

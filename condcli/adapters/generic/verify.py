@@ -131,7 +131,7 @@ def judge(site: Site, a: Tensor, watch: Watch) -> Proof:
         seen = {"q": [t.transpose(-1, -2) for t in seen["q"]], "k": seen["v"], "v": seen["k"]}
     proof.seen = any(seen[r] for r in ROLES)
     for role in ROLES:
-        how = _found(seen[role], mine[role], tol, per_row=False)
+        how = _found(seen[role], mine[role], tol, per_row=False, grouped=role != "q")
         if how is None and role in ("q", "k"):
             how = _found(seen[role], mine[role], tol, per_row=True)
         if how is None and role in site.elsewhere:  # queries of the class token or subsampled tokens
@@ -142,6 +142,14 @@ def judge(site: Site, a: Tensor, watch: Watch) -> Proof:
         if any(probs_match(watch.probs, ours["q"], k, tol) for k in mine["k"]):
             for role in ("q", "k"):
                 proof.proven.setdefault(role, "by P recomputed")
+    # its keys in larger groups than A_l's: P mixes tokens of what was read as separate groups or samples
+    wide = {r: g for r in ("k", "v") if r not in proof.proven and (g := _wider(seen[r], mine[r], tol))}
+    for (theirs, ours_n), roles in {g: [r for r in wide if wide[r] == g] for g in wide.values()}.items():
+        proof.contradicted.append(
+            f"its attention reads {', '.join(r.upper() for r in roles)} in groups of {theirs} tokens where "
+            f"A_l was read in groups of {ours_n}: the tokens are laid out otherwise than read (sequence "
+            "first?)"
+        )
     for role in ROLES:  # a role proven nowhere but equal to what the call uses as another: a swap
         if role in proof.proven:
             continue
@@ -178,13 +186,30 @@ def judge_all(site: Site, a: Tensor, watch: Watch) -> Proof:
     return proof
 
 
-def _found(seen: list[Tensor], mine: list[Tensor], tol: float, per_row: bool) -> str | None:
-    """How one of ``seen`` equals one of ``mine`` (see :func:`matches`); None where none does."""
+def _found(
+    seen: list[Tensor], mine: list[Tensor], tol: float, per_row: bool, grouped: bool = False
+) -> str | None:
+    """How one of ``seen`` equals one of ``mine`` (see :func:`matches`); None where none does. ``grouped``
+    (keys and values): rows matched in another order count only where the call's groups hold no more tokens
+    than A_l's (a query may fold its heads into the rows: multi-query attention's (B, n·H, d_h))."""
     for t in seen:
         for x in mine:
             how = matches(t, x, tol, per_row)
+            if how == "as rows" and grouped and t.shape[-2] > x.shape[-2]:
+                continue
             if how is not None:
                 return how
+    return None
+
+
+def _wider(seen: list[Tensor], mine: list[Tensor], tol: float) -> tuple[int, int] | None:
+    """(tokens per group of the call's tensor, of A_l's) where one of ``seen`` holds the rows of one of
+    ``mine`` in larger groups: the call attends across what was read as separate groups or samples (FSMT's
+    encoder runs (sequence, batch, width): read batch first, its samples' tokens are split apart)."""
+    for t in seen:
+        for x in mine:
+            if t.shape[-2] > x.shape[-2] and matches(t, x, tol) == "as rows":
+                return int(t.shape[-2]), int(x.shape[-2])
     return None
 
 
