@@ -277,6 +277,9 @@ def test_x_that_comes_in_groups_is_refused_naming_its_shape() -> None:
     with pytest.raises(Refused) as e:
         EmbeddingAccumulator(10.0).add([torch.randn(4, 6, D), torch.randn(4, 6, D)])
     assert e.value.code == "qkv-unreadable" and "came as (4, 6, 8) per sample" in str(e.value)
+    # what reaches the attention is said as what its shape shows (CSATv2: a pooled 2-D map), not as a claim
+    # that tokens were regrouped
+    assert "a 3-axis map (a convolutional feature map, or tokens regrouped or pooled" in str(e.value)
     EmbeddingAccumulator(10.0).add([torch.randn(6, D)])  # the ordinary (N, d) sample is taken
 
 

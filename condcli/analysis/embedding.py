@@ -63,8 +63,8 @@ class EmbeddingAccumulator:
             raise Refused(
                 "qkv-unreadable",
                 f"X, the first attention block's input, came as {grouped[0]} per sample, not tokens × width:"
-                " between the embedding and q/k/v the tokens are regrouped, so X cannot be placed as (N, d)"
-                " here",
+                f" a {len(grouped[0])}-axis map (a convolutional feature map, or tokens regrouped or pooled"
+                " before q/k/v) reaches the attention, so X cannot be placed as (N, d) here",
                 "describe the model's embedding and blocks in a TOML file passed as `adapter` "
                 "(docs/guides/your-own-model.md)",
             )
