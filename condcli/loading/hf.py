@@ -73,6 +73,14 @@ def analysed_module(model: nn.Module) -> tuple[nn.Module, list[str]]:
     if not isinstance(base, nn.Module) or not _takes_inputs(base, model):
         base = model  # an inner module with another signature (hidden_states): run the model given (issue 42)
     notes: list[str] = []
+    if base is not model and _attention_outside(model, base):
+        # the base model the prefix names is only a part that the forward runs (WavTokenizer's encoder, its
+        # attention in the decoder): the model given runs, as a task head never holds attention
+        notes.append(
+            f"analysed: the whole {type(model).__name__} (its base model {type(base).__name__} holds only"
+            " part of its attention)"
+        )
+        base = model
     if base is not model:
         notes.append(
             f"analysed: its base model {type(base).__name__}"
@@ -81,6 +89,7 @@ def analysed_module(model: nn.Module) -> tuple[nn.Module, list[str]]:
     config: Any = getattr(base, "config", None)
     if config is not None and isinstance(getattr(config, "use_cache", None), bool):
         config.use_cache = False
+    notes += _default_language(model, config)
     encoder, decoder = getattr(base, "encoder", None), getattr(base, "decoder", None)
     if isinstance(encoder, nn.Module) and isinstance(
         decoder, nn.Module
@@ -100,10 +109,38 @@ def analysed_module(model: nn.Module) -> tuple[nn.Module, list[str]]:
     return base, notes
 
 
+def _default_language(model: nn.Module, config: Any) -> list[str]:
+    """X-MOD runs a language's adapter in every layer, chosen by ``lang_ids`` or ``config.default_language``;
+    a config that names none gets the first of its ``languages``, said in a note (none where it names one)."""
+    languages = getattr(config, "languages", None)
+    choose = getattr(model, "set_default_language", None)
+    if getattr(config, "default_language", "") is not None or not languages or not callable(choose):
+        return []
+    language = str(next(iter(languages)))
+    choose(language)
+    more = f" of {len(languages)}" if len(languages) > 1 else ""
+    return [
+        f"language adapter: {language} (the first{more} in config.languages; the config names no"
+        " default_language: set it in config.json to analyse another)"
+    ]
+
+
+def _attention_outside(model: nn.Module, part: nn.Module) -> bool:
+    """Whether ``model`` holds an attention module (a class named so, or nn.MultiheadAttention) outside
+    ``part``."""
+    inside = {id(m) for m in part.modules()}
+    return any(
+        id(m) not in inside
+        and (isinstance(m, nn.MultiheadAttention) or type(m).__name__.endswith(("Attention", "Attn")))
+        for m in model.modules()
+    )
+
+
 def _takes_inputs(part: nn.Module, model: nn.Module) -> bool:
     """Whether ``part.forward`` takes ``model``'s main input (input_ids, pixel_values, …) by name, or any
-    keyword where it names none of :data:`EMBEDDED_INPUTS`: an inner module that reads ``hidden_states`` or
-    ``inputs_embeds`` instead cannot be run alone (``**kwargs`` beside them would get nothing)."""
+    keyword where it names none of :data:`EMBEDDED_INPUTS` and requires no argument of its own: an inner
+    module that reads ``hidden_states`` or ``inputs_embeds`` instead, or requires what the model computes
+    (features, shapes), cannot be run alone (``**kwargs`` beside them would get nothing)."""
     if part is model:
         return True
     main = getattr(model, "main_input_name", None)
@@ -113,6 +150,14 @@ def _takes_inputs(part: nn.Module, model: nn.Module) -> bool:
         return True
     if not isinstance(main, str) or main in params:
         return True
+    required = [
+        name
+        for name, p in params.items()
+        if p.default is inspect.Parameter.empty
+        and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    ]
+    if required:  # Grounding DINO's encoder: vision_features, spatial_shapes, … (what its model computes)
+        return False
     if any(name in params for name in EMBEDDED_INPUTS):  # DETR's encoder: inputs_embeds, and **kwargs
         return False
     return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
