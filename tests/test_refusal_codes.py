@@ -8,6 +8,8 @@ Each toy's code is the one its own forward makes true: a softmax whose output mu
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import torch
 from torch import nn
@@ -193,6 +195,21 @@ def test_a_model_failing_after_x_in_its_own_code_is_an_inputs_refusal_naming_whe
         "after taking them, in test_refusal_codes.py (forward): RuntimeError: The size of tensor a (8)"
         in said
     )
+
+
+def test_a_model_failing_through_condclis_on_request_forward_is_still_the_models_failure() -> None:
+    """The adapter's forward may be condcli's own wrapper that only calls the model (asking for the weights:
+    generic.probs.hf_forward); the model's error below it is the model's (SAM at a size its tiny config does
+    not fit was an internal error, exit 3)."""
+    from condcli.adapters.base import Adapter, EmbeddingPoint, model_failure
+    from condcli.adapters.generic.build import _plain_forward
+
+    model = BrokenRotary()
+    point = EmbeddingPoint(model.embed, "embed", "toy")
+    adapter = Adapter("toy", model, point, (), "text", forward=partial(_plain_forward, model))
+    with pytest.raises(RuntimeError, match="must match the size") as e:
+        adapter.run({"x": torch.zeros(1, 3, D)})
+    assert model_failure(e.value) == "test_refusal_codes.py (forward)"
 
 
 def test_a_condcli_hook_raising_after_x_stays_internal() -> None:

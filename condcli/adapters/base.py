@@ -447,7 +447,8 @@ def model_failure(error: BaseException) -> str | None:
     calls = [i for i, (f, name) in enumerate(frames) if name == "run" and str(Path(f).resolve()) == here]
     if not calls:
         return None
-    inside = frames[calls[-1] + 1 :]
+    # past the wrappers that only call the model (an on-request forward asking for the weights)
+    inside = list(dropwhile(lambda f: f[0].startswith(_CONDCLI), frames[calls[-1] + 1 :]))
     if any(f.startswith(_CONDCLI) and name != "__torch_function__" for f, name in inside):
         return None
     torch_dir = str(Path(torch.__file__).resolve().parent)
