@@ -3,14 +3,16 @@ reads (its :class:`Audio`):
 
 - ``log-mel`` (Whisper): ``input_features`` (B, mel bins, frames), the encoder's whole input window;
 - ``spectrogram`` (AST): ``input_values`` (B, frames, mel bins), the extractor's fixed ``max_length``;
-- ``waveform`` (Wav2Vec2, HuBERT, WavLM, …): ``input_values`` (B, samples), normalised raw audio;
-- ``filterbank`` (Speech2Text): ``input_features`` (B, frames, bins) of a clip of any length (here 1 s).
+- ``waveform`` (Wav2Vec2, HuBERT, WavLM, …): ``input_values`` (B, samples), normalised raw audio, or
+  (B, channels, samples) (Encodec, Mimi);
+- ``filterbank`` (Speech2Text; Parakeet's time-major log-mel): ``input_features`` (B, frames, bins) of a clip
+  of any length (here 1 s).
 
 Audio files are not read yet. Each clip is deterministic (seed, index): 1/f ("pink") noise with a few tones
-on top. A log-mel model with no feature extractor at all (neither in its folder nor the family's defaults)
-gets synthetic features: seeded standard-normal values of the shape the encoder reads; the description
-says which. Every tensor the extractor makes is returned (an ``attention_mask`` too); the caller keeps those
-the model reads.
+on top. A model with no feature extractor at all (neither in its folder nor the family's defaults) gets the
+clip itself where it reads a waveform (a raw waveform needs no extractor), else synthetic features: seeded
+standard-normal values of the shape the encoder reads; the description says which. Every tensor the
+extractor makes is returned (an ``attention_mask`` too); the caller keeps those the model reads.
 """
 
 from __future__ import annotations
@@ -35,13 +37,20 @@ class Audio:
     # (samples,) waveform
     rate: int  # sampling rate (Hz)
     samples: int  # audio samples per clip
+    name: str = ""  # the model's name for it where not the extractor's (Gemma 3n's audio_mel)
+
+    @property
+    def made(self) -> str:
+        """The extractor's name for it."""
+        return "input_features" if self.kind in ("log-mel", "filterbank") else "input_values"
 
     @property
     def key(self) -> str:
-        return "input_features" if self.kind in ("log-mel", "filterbank") else "input_values"
+        """The model's name for it."""
+        return self.name or self.made
 
 
-def audio_for(kind: AudioKind, extractor: Any, shape: tuple[int, ...], rate: int) -> Audio:
+def audio_for(kind: AudioKind, extractor: Any, shape: tuple[int, ...], rate: int, name: str = "") -> Audio:
     """The clip length that gives ``shape``: frames × hop (log-mel), a Kaldi fbank's window and shift
     (spectrogram), the samples themselves (waveform), or 1 s (filterbank: its frames follow from it)."""
     if kind == "log-mel":
@@ -51,8 +60,8 @@ def audio_for(kind: AudioKind, extractor: Any, shape: tuple[int, ...], rate: int
     elif kind == "filterbank":
         samples = round(WAVEFORM_SECONDS * rate)
     else:
-        samples = shape[0]
-    return Audio(kind, shape, rate, samples)
+        samples = shape[-1]  # (samples,) or (channels, samples)
+    return Audio(kind, shape, rate, samples, name)
 
 
 def synthetic_audio(index: int, seed: int, samples: int, rate: int) -> np.ndarray:
@@ -76,16 +85,21 @@ def synthetic_inputs(
     extractor: Any, audio: Audio, seed: int, start: int, count: int
 ) -> dict[str, torch.Tensor]:
     """Every tensor ``extractor`` makes for synthetic clips start … start + count − 1 (the model's input
-    under ``audio.key``, of shape (count, *audio.shape)); with no extractor (log-mel only), seeded
-    standard-normal features of that shape."""
+    under ``audio.key``, of shape (count, *audio.shape)); with no extractor, the clips themselves (a
+    waveform: each channel the same clip) or seeded standard-normal features of that shape."""
+    clips = [synthetic_audio(i, seed, audio.samples, audio.rate) for i in range(start, start + count)]
+    if extractor is None and audio.kind == "waveform":
+        waves = torch.from_numpy(np.stack(clips))
+        return {audio.key: waves if len(audio.shape) == 1 else waves[:, None].repeat(1, audio.shape[0], 1)}
     if extractor is None:
         gen = torch.Generator().manual_seed(seed * 1_000_003 + start)
         return {audio.key: torch.randn((count, *audio.shape), generator=gen)}
-    clips = [synthetic_audio(i, seed, audio.samples, audio.rate) for i in range(start, start + count)]
     kwargs: dict[str, Any] = {"sampling_rate": audio.rate, "return_tensors": "pt"}
     if audio.kind == "log-mel":
         kwargs.update(padding="max_length", max_length=audio.samples, truncation=True)
     out = dict(extractor(clips, **kwargs))
+    if audio.made in out and audio.key != audio.made:
+        out[audio.key] = out.pop(audio.made)
     if audio.kind == "log-mel":
         out[audio.key] = out[audio.key][..., : audio.shape[1]]
     return out
@@ -99,12 +113,17 @@ def hop_length(extractor: Any) -> int:
 def describe(extractor: Any, audio: Audio, count: int, seed: int) -> str:
     """What the synthetic inputs are, for the report."""
     dims = " × ".join(str(n) for n in audio.shape)
+    seconds = audio.samples / audio.rate
+    if extractor is None and audio.kind != "waveform":
+        return (
+            f"{count} synthetic {audio.kind} feature maps ({dims}, standard normal, seed {seed};"
+            f" the model has no feature extractor) as {audio.key}"
+        )
     if extractor is None:
         return (
-            f"{count} synthetic log-mel feature maps ({dims}, standard normal, seed {seed};"
-            " the model has no feature extractor)"
+            f"{count} synthetic audio clips (1/f noise + tones, seed {seed}; {seconds:.3g} s at"
+            f" {audio.rate} Hz) → raw waveform {dims} as {audio.key} (the model has no feature extractor)"
         )
-    seconds = audio.samples / audio.rate
     into = {
         "log-mel": "log-mel",
         "spectrogram": "spectrogram (frames × mel bins)",

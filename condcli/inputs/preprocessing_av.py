@@ -13,11 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from condcli.errors import InputError
-from condcli.inputs.audio import WAVEFORM_SECONDS, AudioKind, audio_for
+from condcli.inputs.audio import FBANK_SHIFT, WAVEFORM_SECONDS, AudioKind, audio_for
 from condcli.inputs.audio import describe as describe_audio
 from condcli.inputs.audio import synthetic_inputs as audio_inputs
 from condcli.inputs.batches import Preprocessing, Synthetic
-from condcli.inputs.preprocessing import PREPROCESSOR, _first_line, _load_local, fed, image_size, keep_read
+from condcli.inputs.preprocessing import (
+    PREPROCESSOR,
+    _first_line,
+    _load_local,
+    fed,
+    image_size,
+    keep_read,
+    setting,
+)
 from condcli.inputs.video import Video
 from condcli.inputs.video import describe as describe_video
 from condcli.inputs.video import synthetic_inputs as video_inputs
@@ -25,6 +33,9 @@ from condcli.reports.refusal import Refused
 
 VIDEO_PREPROCESSOR = "video_preprocessor_config.json"
 NO_CONFIG = "(the model has no preprocessor config)"
+AUDIO_CONFIGS = ("audio_config", "encoder_config")  # where a composite model's audio settings sit
+# features per frame of a time-major encoder: W2V-BERT's (the extractor stacks frames), Gemma 3n's audio
+FRAME_FEATURES = ("feature_projection_input_dim", "input_feat_size")
 
 
 def _own(source: str | Path | None, auto: Any, what: str, files: tuple[str, ...], trust: bool) -> Any:
@@ -45,17 +56,36 @@ def _own(source: str | Path | None, auto: Any, what: str, files: tuple[str, ...]
 
 
 def _family_class(config: Any, names: dict[str, Any], fallback: str | None = None) -> Any:
-    """The class transformers' auto mapping names for the config's model type (None: none)."""
+    """The class transformers' auto mapping names for the config's model type, else the one it names for
+    the other model types of the same transformers module where they agree (a part's config, Mimi's encoder
+    ``mimi_encoder``, is of its family ``mimi``); None: none."""
     import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES, model_type_to_module_name
 
-    name = names.get(str(getattr(config, "model_type", ""))) or fallback
-    if isinstance(name, dict):  # image/video processors: one class per backend
-        name = name.get("torchvision") or next(iter(name.values()), None)
+    def one(value: Any) -> Any:
+        if isinstance(value, dict):  # image/video processors: one class per backend
+            return value.get("torchvision") or next(iter(value.values()), None)
+        return value
+
+    model_type = str(getattr(config, "model_type", ""))
+    name = one(names.get(model_type))
+    if name is None and model_type in CONFIG_MAPPING_NAMES:
+        module = model_type_to_module_name(model_type)
+        kin = {
+            one(v)
+            for t, v in names.items()
+            if t in CONFIG_MAPPING_NAMES and model_type_to_module_name(t) == module
+        }
+        name = kin.pop() if len(kin) == 1 else None
+    name = name or fallback
     return getattr(transformers, name, None) if isinstance(name, str) else None
 
 
-def _positive(config: Any, name: str, default: int | None = None) -> int:
-    value = getattr(config, name, default)
+def _positive(
+    config: Any, name: str, default: int | None = None, prefer: tuple[str, ...] = AUDIO_CONFIGS
+) -> int:
+    """``config.name`` (or a sub-config's, those named in ``prefer`` first): a positive integer."""
+    value = setting(config, name, prefer, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(
             f"the model's config gives {name} as {value!r}, not a positive integer",
@@ -76,14 +106,25 @@ def _audio_shape(kind: AudioKind, config: Any, rate: int) -> tuple[int, ...]:
     return (round(WAVEFORM_SECONDS * rate),)
 
 
+def mel_bins(config: Any) -> Any:
+    """The mel bins the config (or its audio/encoder sub-config) names; None where it names none."""
+    return setting(config, "num_mel_bins", AUDIO_CONFIGS)
+
+
 def _filterbank_bins(config: Any) -> int:
-    """Features per frame of a filterbank encoder (Speech2Text: input_feat_per_channel × input_channels)."""
-    if getattr(config, "input_feat_per_channel", None) is not None:
+    """Features per frame of a filterbank encoder: Speech2Text's input_feat_per_channel × input_channels,
+    the mel bins of a time-major encoder (Parakeet), or the stacked frames' features (W2V-BERT's
+    feature_projection_input_dim)."""
+    if setting(config, "input_feat_per_channel", AUDIO_CONFIGS) is not None:
         return _positive(config, "input_feat_per_channel") * _positive(config, "input_channels", 1)
+    for name in ("num_mel_bins", *FRAME_FEATURES):
+        if setting(config, name, AUDIO_CONFIGS) is not None:
+            return _positive(config, name)
     raise InputError(
         f"[inputs] this {getattr(config, 'model_type', '?')} model reads input_features of a layout condcli"
-        " does not know (its config names neither num_mel_bins nor input_feat_per_channel)",
-        "open an issue naming the model",
+        " does not know (its config names none of num_mel_bins, input_feat_per_channel,"
+        f" {', '.join(FRAME_FEATURES)}, nor do its sub-configs)",
+        "put the model's own preprocessor_config.json beside its weights",
     )
 
 
@@ -94,7 +135,11 @@ def _default_extractor(kind: AudioKind, config: Any) -> Any:
     cls = _family_class(config, FEATURE_EXTRACTOR_MAPPING_NAMES)
     if cls is None:
         return None
-    try:
+    key = "input_values" if kind in ("spectrogram", "waveform") else "input_features"
+    try:  # (a dummy class raises ImportError on any attribute)
+        makes = getattr(cls, "model_input_names", None)
+        if isinstance(makes, list) and key not in makes:
+            return None  # one that makes another input (W2V-BERT's maps Wav2Vec2's waveform extractor)
         return _built(cls, kind, config)
     except ImportError as e:  # transformers' dummy class of an extractor whose backend is missing
         said = " ".join(str(e).split()).split(". ")[0]
@@ -123,9 +168,11 @@ def audio_preprocessing(
     trust: bool = False,
     kind: AudioKind = "log-mel",
     reads: frozenset[str] | None = None,
+    name: str = "",
 ) -> Preprocessing:
-    """The model's own feature extractor, else the family's defaults; for a log-mel model with neither,
-    synthetic features (said so). A spectrogram or waveform model with neither is refused."""
+    """The model's own feature extractor, else the family's defaults; with neither, the synthetic clip
+    itself for a waveform model, synthetic features for the others (said so). ``name``: the model's name
+    for the features where it is not the extractor's (Gemma 3n's audio_mel)."""
     from transformers import AutoFeatureExtractor
 
     extractor = _own(source, AutoFeatureExtractor, "feature extractor", (PREPROCESSOR,), trust)
@@ -133,38 +180,36 @@ def audio_preprocessing(
     if extractor is None:
         extractor = _default_extractor(kind, config)
         describe = f"{type(extractor).__name__} defaults {NO_CONFIG}"
-    model_type = getattr(config, "model_type", "?")
-    if extractor is None and kind != "log-mel":
-        raise Refused(
-            "inputs",
-            f"this {model_type} model reads audio as {kind} input_values, but it has no feature extractor"
-            " and transformers names none for its family",
-            f"put the model's own {PREPROCESSOR} beside its weights",
-        )
-    rate = int(getattr(extractor, "sampling_rate", 16000) or 16000)
+    rate = getattr(extractor, "sampling_rate", 0) or setting(config, "sampling_rate", AUDIO_CONFIGS)
+    rate = int(rate) if isinstance(rate, int | float) and rate > 0 else 16000
     shape = _audio_shape(kind, config, rate)
     if extractor is None:
-        describe = "no feature extractor: synthetic log-mel features"
+        fed_as = "the raw synthetic waveform" if kind == "waveform" else f"synthetic {kind} features"
+        describe = f"no feature extractor: {fed_as}"
+        if kind == "waveform" and isinstance(setting(config, "audio_channels", AUDIO_CONFIGS), int):
+            shape = (_positive(config, "audio_channels"), *shape)  # Encodec/Mimi-style (channels, samples)
+        if kind == "filterbank":
+            shape = (round(WAVEFORM_SECONDS / FBANK_SHIFT), shape[1])  # 1 s of 10 ms frames
     elif kind == "log-mel" and int(getattr(extractor, "feature_size", shape[0])) != shape[0]:
         describe = (
             f"no usable feature extractor ({type(extractor).__name__} gives "
             f"{extractor.feature_size} mel bins, the model reads {shape[0]}): synthetic log-mel features"
         )
         extractor = None
-    audio = audio_for(kind, extractor, shape, rate)
+    audio = audio_for(kind, extractor, shape, rate, name)
     kept, dropped = keep_read(_probe(lambda: audio_inputs(extractor, audio, 0, 0, 1), describe), reads)
     if kind == "log-mel" and extractor is not None and _time_major(kept.get(audio.key), shape[0]):
         # the extractor makes (B, frames, mel), the layout Parakeet/FastConformer-style encoders read (their
         # subsampling takes mel as the last axis): a filterbank of frames × mel bins, taken as it makes it
         kind, shape = "filterbank", (0, shape[0])
-        audio = audio_for(kind, extractor, shape, rate)
+        audio = audio_for(kind, extractor, shape, rate, name)
         kept, dropped = keep_read(_probe(lambda: audio_inputs(extractor, audio, 0, 0, 1), describe), reads)
     waveform = kept.get(audio.key) if kind == "waveform" else None
     if waveform is not None and waveform.ndim == 3 and tuple(waveform.shape[:2]) == (1, 1):
         shape = (1, int(waveform.shape[-1]))  # (channels, samples): Encodec/DAC-style, padded to the hop
     if kind == "filterbank" and audio.key in kept and kept[audio.key].ndim == 3:
         shape = (int(kept[audio.key].shape[1]), shape[1])  # the frames of a 1 s clip
-        audio = audio_for(kind, extractor, shape, rate)
+        audio = audio_for(kind, extractor, shape, rate, name)
     _check(kept, audio.key, (1, *shape), describe, "mel bins and frames" if kind != "waveform" else "samples")
     dims = " × ".join(map(str, shape))
     what = {
@@ -190,26 +235,48 @@ def _default_video_processor(config: Any, size: tuple[int, int]) -> Any:
     return cls(size={"shortest_edge": min(h, w)}, crop_size={"height": h, "width": w})
 
 
+def _clip(config: Any) -> Video:
+    """Frames, channels and size of the clips a video model reads, from its config: ``num_frames``,
+    ``num_channels``, ``image_size`` (V-JEPA 2: ``frames_per_clip``, ``in_chans``, ``crop_size``)."""
+    frames = next((n for n in ("num_frames", "frames_per_clip") if hasattr(config, n)), "num_frames")
+    channels = next((n for n in ("num_channels", "in_chans") if hasattr(config, n)), "num_channels")
+    size = "crop_size" if not hasattr(config, "image_size") and hasattr(config, "crop_size") else "image_size"
+    return Video(_positive(config, frames), _positive(config, channels, 3), image_size(config, name=size))
+
+
 def video_preprocessing(
-    source: str | Path | None, config: Any, trust: bool = False, reads: frozenset[str] | None = None
+    source: str | Path | None,
+    config: Any,
+    trust: bool = False,
+    reads: frozenset[str] | None = None,
+    key: str = "pixel_values",
 ) -> Preprocessing:
     """The model's own video processor, else the family's defaults, on synthetic clips of the config's
-    ``num_frames`` frames; what it makes must be ``pixel_values`` (1, T, C, H, W) of the config's shapes."""
+    frame count; what it makes must be (1, T, C, H, W) of the config's shapes, fed as ``key`` (the model's
+    name for it: ``pixel_values`` or ``pixel_values_videos``, whichever the processor calls it)."""
     from transformers import AutoVideoProcessor
 
-    video = Video(_positive(config, "num_frames"), _positive(config, "num_channels", 3), image_size(config))
+    video = _clip(config)
     files = (VIDEO_PREPROCESSOR, PREPROCESSOR)
     processor = _own(source, AutoVideoProcessor, "video processor", files, trust)
     describe = f"{type(processor).__name__} from {source}"
     if processor is None:
         processor = _default_video_processor(config, video.size)
         describe = f"{type(processor).__name__} defaults at {video.size[0]}×{video.size[1]} {NO_CONFIG}"
-    kept, dropped = keep_read(_probe(lambda: video_inputs(processor, video, 0, 0, 1), describe), reads)
-    _check(kept, "pixel_values", (1, *video.shape), describe, "frames (num_frames), channels and image size")
+
+    def clips(seed: int, start: int, count: int) -> dict[str, Any]:
+        out = video_inputs(processor, video, seed, start, count)
+        other = {"pixel_values": "pixel_values_videos", "pixel_values_videos": "pixel_values"}[key]
+        if key not in out and other in out:
+            out[key] = out.pop(other)  # the same clips (B, T, C, H, W) under the model's name
+        return keep_read(out, reads)[0]
+
+    kept, dropped = keep_read(_probe(lambda: clips(0, 0, 1), describe), reads)
+    _check(kept, key, (1, *video.shape), describe, "frames (num_frames), channels and image size")
     made = Synthetic(
         "video",
-        lambda seed, start, count: keep_read(video_inputs(processor, video, seed, start, count), reads)[0],
-        lambda count, seed: describe_video(video, count, seed),
+        clips,
+        lambda count, seed: describe_video(video, count, seed, key),
     )
     text = f"{describe}, {video.frames} frames of {video.size[0]}×{video.size[1]}"
     return Preprocessing("video", text + fed(kept, dropped), synthetic=made, feeds=tuple(kept))

@@ -1,5 +1,5 @@
-"""Inputs of a video model: synthetic clips through the model's own video processor, ``pixel_values`` of
-shape (B, T, C, H, W) with T the frame count of the model's config.
+"""Inputs of a video model: synthetic clips through the model's own video processor, ``pixel_values`` (or
+``pixel_values_videos``) of shape (B, T, C, H, W) with T the frame count of the model's config.
 
 Video files are not read yet. Each clip is deterministic (seed, index): one wide 1/f image (natural-image
 statistics, :func:`condcli.inputs.batches.synthetic_image`) that the camera pans across, a few pixels a
@@ -50,10 +50,10 @@ def synthetic_inputs(
     return dict(processor(clips, return_tensors="pt"))
 
 
-def describe(video: Video, count: int, seed: int) -> str:
+def describe(video: Video, count: int, seed: int, key: str = "pixel_values") -> str:
     """What the synthetic inputs are, for the report."""
     h, w = video.size
     return (
         f"{count} synthetic video clips ({video.frames} frames panning across a 1/f image, seed {seed};"
-        f" video files are not read) → pixel_values {video.frames} × {video.channels} × {h} × {w}"
+        f" video files are not read) → {key} {video.frames} × {video.channels} × {h} × {w}"
     )
