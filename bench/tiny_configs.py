@@ -55,6 +55,10 @@ SCALARS = {
     "qk_rope_head_dim": 8,
     "qk_nope_head_dim": 8,
     "v_head_dim": 16,
+    "output_channels": 64,  # SAM's neck, to meet its tiny prompt encoder and mask decoder
+    "num_pos_feats": 32,  # SAM's positional features: half its prompt encoder's width
+    "frames_per_clip": 8,  # V-JEPA 2's clips: 64 frames of 256² are 8,192 tokens
+    "crop_size": 64,
 }
 LIST_DEPTHS = ("depths", "num_layers_per_stage", "layer_depths", "block_sizes", "block_repeats")
 # the second try, where the tiny widths do not build: only the depths (the widths as the config has them)

@@ -57,3 +57,18 @@ def test_only_a_linear_held_as_linear_by_a_linear_named_wrapper_is_read_through(
     assert mapped is not None and mapped[0] is wrapper.linear.weight
     assert linear_map(type("Gate", (HoldsLinear,), {})("linear")) is None
     assert linear_map(type("MoshiLinear", (HoldsLinear,), {})("proj")) is None
+
+
+def test_an_attention_called_by_keyword_gives_its_first_tensor_keyword_as_input() -> None:
+    """SAM's mask decoder calls its attention as attn(query=…, key=…, value=…): the probes take the tensor
+    the discovery traced as the call's input (the first tensor keyword), not a KeyError on hidden_states
+    (an internal error, exit 3)."""
+    from condcli.adapters.base import first_input
+    from condcli.errors import InternalError
+
+    q, k = torch.randn(1, 3, 4), torch.randn(1, 5, 4)
+    assert first_input((), {"query": q, "key": k, "value": k}, None, 1) is q
+    assert first_input((), {"mask": None, "hidden_states": k, "query": q}, None, 1) is k
+    assert first_input((q,), {"hidden_states": k}, None, 1) is q
+    with pytest.raises(InternalError, match="no tensor input"):
+        first_input((), {"mask": None}, None, 1)

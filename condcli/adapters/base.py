@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from condcli.conditioning import Conditioning
-from condcli.errors import CondcliError
+from condcli.errors import CondcliError, InternalError
 from condcli.layout import Layout
 from condcli.reports.refusal import Refused
 
@@ -66,9 +66,18 @@ class Probe:
 
 
 def first_input(args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, batch: int) -> torch.Tensor:
-    """The module's first positional input (or its ``hidden_states`` keyword)."""
-    x = args[0] if args else kwargs["hidden_states"]
-    assert isinstance(x, torch.Tensor)
+    """The module's first positional input, else its ``hidden_states`` keyword, else its first tensor keyword
+    (SAM's mask decoder calls its attention with query=, key=, value=): the tensor the generic discovery
+    traced as the call's input."""
+    x = args[0] if args else kwargs.get("hidden_states")
+    if x is None:
+        x = next((v for v in kwargs.values() if isinstance(v, torch.Tensor)), None)
+    if not isinstance(x, torch.Tensor):
+        raise InternalError(
+            f"a watched module was called with no tensor input (positional {len(args)}, keywords "
+            f"{', '.join(kwargs) or 'none'})",
+            "report it with the model name",
+        )
     return x
 
 
