@@ -144,7 +144,8 @@ def saved_header(out: Console, data: dict[str, Any], path: str | None) -> None:
     if inputs:
         shape = f"up to {inputs.get('tokens')} tokens × d {inputs.get('dim')}"
         described = as_flags(str(inputs.get("description")))
-        out.print(escape(f"inputs: {inputs.get('count')} samples — {described}; {shape}"))
+        count = inputs.get("count")
+        out.print(escape(f"inputs: {count} sample{'' if count == 1 else 's'} — {described}; {shape}"))
 
 
 def render(

@@ -95,7 +95,8 @@ def header(out: Console, model: ModelInfo, inputs: InputsInfo, prefix: str = "")
         say(out, escape(f"device map {model.device_map['strategy']}: {placed(model.device_map['modules'])}"))
     skipped = f"; {inputs.skipped} unreadable file(s) skipped" if inputs.skipped else ""
     shape = f"up to {inputs.tokens} tokens × d {inputs.dim}"
-    say(out, escape(f"inputs: {inputs.count} samples — {as_flags(inputs.description)}; {shape}{skipped}"))
+    samples = f"{inputs.count} sample{'' if inputs.count == 1 else 's'}"
+    say(out, escape(f"inputs: {samples} — {as_flags(inputs.description)}; {shape}{skipped}"))
 
 
 @dataclass
