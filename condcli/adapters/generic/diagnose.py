@@ -241,7 +241,6 @@ def refusal(model: nn.Module, static: str | None = None) -> Refused:
     if isinstance(seen, str):
         why = f"run on a probe batch of {batch}, it raised {seen}" if inputs else seen
         return _unrun(model, static, hint, why)
-    batch = ", ".join(f"{k} {tuple(v.shape)}" for k, v in inputs.items()) if inputs else ""
     if seen.attention:
         path = _innermost_attention(seen.attention, seen.attention_modules)
         return Refused(
