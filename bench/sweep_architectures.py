@@ -70,8 +70,9 @@ def child(kind: str, name: str, workdir: str, timeout: float, threads: int) -> N
             else:
                 argv = [*SPECTRUM[:1], name, "--weights", "random", *SPECTRUM[1:]]
         except BaseException as e:
-            if "rc" in result:  # no bigger size builds: the last run stands
+            if "rc" in result:  # no bigger size builds: the last run stands, and is no earlier try
                 _restore(out)
+                result["tries"].pop()
                 break
             result["built"] = False
             result["why"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
@@ -95,8 +96,9 @@ def child(kind: str, name: str, workdir: str, timeout: float, threads: int) -> N
 def _redirect(out: Path) -> None:
     """This process's stdout and stderr to fresh files in ``out``: the file descriptors, and sys.stdout and
     sys.stderr on them (a parent that replaced those, as pytest's capture does, is not written to)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
     for fd, name in ((1, "stdout"), (2, "stderr")):
-        sys.stdout.flush() if fd == 1 else sys.stderr.flush()
         opened = os.open(out / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(opened, fd)
         os.close(opened)

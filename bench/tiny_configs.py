@@ -61,7 +61,8 @@ SCALARS = {
     "crop_size": 64,
 }
 LIST_DEPTHS = ("depths", "num_layers_per_stage", "layer_depths", "block_sizes", "block_repeats")
-# the second try, where the tiny widths do not build: only the depths (the widths as the config has them)
+# the last try, where the tiny widths (and heads of 128) do not build or run: only the depths (the widths
+# as the config has them)
 DEPTH_ONLY = {
     k: v
     for k, v in SCALARS.items()
@@ -70,6 +71,7 @@ DEPTH_ONLY = {
 
 
 # heads as wide as a real model's (128): the second try, where a model's code assumes that width
+# (TIERS: SCALARS, WIDE_HEADS, DEPTH_ONLY in that order)
 WIDE_HEADS = {
     **SCALARS,
     "hidden_size": 256,
