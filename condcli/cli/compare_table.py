@@ -14,6 +14,7 @@ from condcli.gate.matching import SEEN
 from condcli.gate.report import CompareReport, CompareRow, fmt
 from condcli.numbers import WARN
 from condcli.reports.metrics import EMBEDDING, FORWARD, WEIGHTS, MetricDef
+from condcli.reports.reading import counted
 
 
 def _value(v: float, floor: bool) -> str:
@@ -144,8 +145,7 @@ def saved_header(out: Console, data: dict[str, Any], path: str | None) -> None:
     if inputs:
         shape = f"up to {inputs.get('tokens')} tokens × d {inputs.get('dim')}"
         described = as_flags(str(inputs.get("description")))
-        count = inputs.get("count")
-        out.print(escape(f"inputs: {count} sample{'' if count == 1 else 's'} — {described}; {shape}"))
+        out.print(escape(f"inputs: {counted(inputs.get('count'), None)} — {described}; {shape}"))
 
 
 def render(

@@ -18,6 +18,7 @@ from condcli.cli.flags import as_flags
 from condcli.loading.big_model import describe as placed
 from condcli.numbers import WARN, floor_num, measured
 from condcli.reports.envelope import InputsInfo, ModelInfo
+from condcli.reports.reading import counted
 from condcli.spectra import Aggregate
 
 
@@ -95,7 +96,7 @@ def header(out: Console, model: ModelInfo, inputs: InputsInfo, prefix: str = "")
         say(out, escape(f"device map {model.device_map['strategy']}: {placed(model.device_map['modules'])}"))
     skipped = f"; {inputs.skipped} unreadable file(s) skipped" if inputs.skipped else ""
     shape = f"up to {inputs.tokens} tokens × d {inputs.dim}"
-    samples = f"{inputs.count} sample{'' if inputs.count == 1 else 's'}"
+    samples = counted(inputs.count, None)
     say(out, escape(f"inputs: {samples} — {as_flags(inputs.description)}; {shape}{skipped}"))
 
 

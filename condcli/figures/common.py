@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from condcli.numbers import to_float
-from condcli.reports.reading import as_map, as_maps, floats, lam_text, stat
+from condcli.reports.reading import as_map, as_maps, counted, floats, lam_text, stat
 
 Report = Mapping[str, Any]
 
@@ -30,8 +30,5 @@ def title(report: Report, what: str) -> str:
     """A figure's title: ``what``, then the model spec and the input count."""
     inputs = as_map(report.get("inputs"))
     count, kind = inputs.get("count"), inputs.get("kind")
-    what_of = (
-        "images" if kind == "images" else f"{kind} samples" if kind else "samples"
-    )  # not "images samples"
-    suffix = f" ({count} {what_of})" if count is not None else ""
+    suffix = f" ({counted(count, kind)})" if count is not None else ""
     return f"{what}\n{as_map(report.get('model')).get('spec', '')}{suffix}"

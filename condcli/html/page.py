@@ -10,6 +10,7 @@ from typing import Any
 from condcli.figures.labels import html_text
 from condcli.html.assets import CSS, JS
 from condcli.html.section import Report, Section
+from condcli.reports.reading import counted
 
 TITLES = {
     "spectrum": "Spectrum report",
@@ -89,8 +90,7 @@ def _model_line(model: Mapping[str, Any]) -> str | None:
 def _inputs_line(inputs: Mapping[str, Any]) -> str | None:
     """ "16 synthetic samples, up to 65 tokens × d 96" (and how many files were skipped)."""
     count, kind = inputs.get("count"), _text(inputs.get("kind"))
-    noun = "images" if kind == "images" else f"{kind} samples" if kind else "samples"  # not "images samples"
-    what = f"{count} {noun}" if count is not None else kind
+    what = counted(count, kind) if count is not None else kind
     shape = (
         f"up to {inputs['tokens']} tokens × d {inputs['dim']}"
         if inputs.get("tokens") is not None and inputs.get("dim") is not None

@@ -43,3 +43,10 @@ def floats(values: object) -> list[float]:
 def stat(agg: object, statistic: str = "median") -> float | None:
     """One statistic of an aggregate dict, None where the aggregate or the statistic is missing."""
     return to_float(agg.get(statistic)) if isinstance(agg, Mapping) else None
+
+
+def counted(count: object, kind: object) -> str:
+    """How many inputs a report ran on, as a person writes it: "1 image", "16 images", "1 text sample",
+    "2 samples" (``kind`` the JSON's inputs.kind: no "images samples", no "1 images")."""
+    noun = "image" if kind == "images" else f"{kind} sample" if kind else "sample"
+    return f"{count} {noun}{'' if count == 1 else 's'}"
