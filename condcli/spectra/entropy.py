@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
@@ -50,13 +48,14 @@ def attention_entropy(P: Tensorish, *, causal: bool = False, window: int | None 
 
 
 def _plogp(p: torch.Tensor) -> torch.Tensor:
-    """p·log p elementwise in float64, 0 where p = 0, for p ≥ 0 finite: log and product in one buffer, 2.8×
-    faster than ``torch.special.xlogy(p, p)`` here (ViT-B's P: 7 vs 20 ms a layer of 8 samples); the same
-    float64 value within an ulp of the log (PyTorch's vectorised log against xlogy's)."""
-    out = torch.log(p)
-    out.mul_(p)
-    # 0·log 0 = 0·(−inf) = NaN, the only NaN a finite p ≥ 0 gives; an overflow (p near 1e308) stays inf
-    return out.nan_to_num_(nan=0.0, posinf=math.inf, neginf=-math.inf)
+    """p·log p elementwise in float64, 0 where p = 0, for p ≥ 0 finite: log and product in one buffer, and
+    log 1 = 0 taken where p = 0, since log 0 = −inf is the vectorised log's slow path (a causal P is half
+    zeros: its 2,048 × 2,048 heads took 2.3× as long); 2.8× faster than ``torch.special.xlogy(p, p)`` on
+    ViT-B's P. The same float64 value as xlogy within an ulp of the log (PyTorch's vectorised log against
+    xlogy's), and bitwise that of log(p)·p with 0·log 0 taken as 0."""
+    out = torch.where(p > 0, p, 1.0)
+    out.log_()
+    return out.mul_(p)  # an overflow (p near 1e308) stays inf
 
 
 SINK_SKIP = 4  # causal attention: the first queries see at most this many keys, so their mass on key 0 is
