@@ -103,6 +103,40 @@ def test_floors_and_measurements_both_covered() -> None:
     assert any(floors) and not all(floors)
 
 
+def test_sigma_1_krylov_space_in_float32_then_float64_where_too_wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A float32 capture's σ_1 Krylov space is built in float32; where its bracket is wider than RTOL (a
+    sharp head: σ_2 within 1% of σ_1, and ‖P‖_F far above σ_1, which widens the float32 margin), the same
+    matrix is done again in float64, and its bracket is the float64 path's, bitwise. A float64 capture
+    never takes the float32 path."""
+    calls: list[tuple[bool, int]] = []
+    inner = causal._sigma_1_from
+
+    def spy(x: torch.Tensor, fro2: torch.Tensor, *, single: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        calls.append((single, int(x.shape[0])))
+        return inner(x, fro2, single=single)
+
+    monkeypatch.setattr(causal, "_sigma_1_from", spy)
+    stack = torch.stack([softmax_head(300, kind, 300) for kind in ("broad", "identity", "sink")])
+    x = stack.to(torch.float64)
+    fro2 = torch.linalg.vector_norm(x, dim=(-2, -1)).square()
+    first = inner(x, fro2, single=True)
+    wide = ~(first[1] <= first[0] * (1 + causal.RTOL / 4))
+    assert bool(wide[1]) and not bool(wide.all())  # the identity head, at least, is too wide in float32
+    calls.clear()
+    lower, upper = causal._sigma_1(x, fro2, single=True)
+    assert calls == [(True, 3), (False, int(wide.sum()))]  # those matrices alone again
+    again = inner(x[wide], fro2[wide], single=False)
+    assert torch.equal(lower[wide], again[0]) and torch.equal(upper[wide], again[1])
+    assert torch.equal(lower[~wide], first[0][~wide]) and torch.equal(upper[~wide], first[1][~wide])
+    assert bool((upper <= lower * (1 + causal.RTOL / 4)).all())
+    for p, lo, hi in zip(stack, lower.tolist(), upper.tolist(), strict=True):
+        s1 = reference(p)[2]
+        assert lo - 4 * 300 * EPS64 * s1 <= s1 <= hi + 4 * 300 * EPS64 * s1
+    calls.clear()
+    causal.brackets(x, torch.float64)
+    assert calls and not any(single for single, _ in calls)
+
+
 def _attentions(model: Any, batch: Any) -> list[torch.Tensor]:
     """Every layer's P (B, H, n, n) from the model's own eager forward."""
     model.set_attn_implementation("eager")

@@ -81,7 +81,13 @@ RETRY_TOKENS = 1024
 # at 4,096 (docs/performance.md); below, the SVD costs less
 LU_TOKENS = 1024
 POWER_STEPS = 2  # power steps on PᵀP after the Ritz vector, before Collatz–Wielandt
+# σ_1's Krylov space from a float32 capture is built in float32 (a product with P costs a quarter of
+# float64's at 2,048 tokens), to this residual: its Ritz vector is then within about 1e-6 of σ_1's, and the
+# float64 certificate, quadratic in that error, within 1e-11 (docs/performance.md)
+SINGLE_RTOL = 1e-6
 _U = EPS64 / 2
+_EPS32 = torch.finfo(torch.float32).eps
+_U32 = _EPS32 / 2
 
 _counts = {"decided": 0, "svd": 0}
 _lock = threading.Lock()
@@ -147,7 +153,7 @@ def brackets(
     n = int(x.shape[-1])
     flat = x.reshape(-1, n, n)
     fro2 = torch.linalg.vector_norm(flat, dim=(-2, -1)).square()
-    s1_lo, s1_hi = _sigma_1(flat, fro2)
+    s1_lo, s1_hi = _sigma_1(flat, fro2, single=machine_eps(capture_dtype) >= _EPS32)
     solver = _Solver.of(flat, fro2, lower)
     sn_hi = _sigma_k_above(flat, fro2) if solver.lu is None else lu_sigma_k_above(flat, fro2, solver.lu)
     sn_lo = torch.zeros_like(sn_hi)
@@ -203,28 +209,56 @@ class _Solver:
         return out
 
 
-def _sigma_1(x: torch.Tensor, fro2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _sigma_1(
+    x: torch.Tensor, fro2: torch.Tensor, *, single: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(lower, upper) bounds on σ_1 of non-negative matrices (B, n, n) with ‖x‖_F² ``fro2`` (the module
-    docstring)."""
+    docstring). ``single``: the matrices were captured in float32 or coarser, so that their float32 copy is
+    exact: the Krylov space is built from that copy first (:data:`SINGLE_RTOL`), and again in float64 for
+    the matrices whose bracket it leaves wider than :data:`RTOL`; every bound takes float64 products."""
+    if not single:
+        return _sigma_1_from(x, fro2, single=False)
+    lower, upper = _sigma_1_from(x, fro2, single=True)
+    again = ~(upper <= lower * (1 + RTOL / 4))
+    if bool(again.any()):
+        lower, upper = lower.clone(), upper.clone()
+        lower[again], upper[again] = _sigma_1_from(x[again], fro2[again], single=False)
+    return lower, upper
+
+
+def _sigma_1_from(x: torch.Tensor, fro2: torch.Tensor, *, single: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_sigma_1` from one Krylov space: built in float32 where ``single``, else in float64."""
     n = x.shape[-1]
 
     def gram(v: torch.Tensor) -> torch.Tensor:
         return x.mT @ (x @ v)
 
-    start = torch.ones(x.shape[0], n, 1, dtype=x.dtype, device=x.device)
-    ritz = top_ritz(gram, start, TOP_STEPS, (1e-8, 1e-2))
-    y = ritz.vectors[:, :, :1]
+    if single:
+        low = x.to(torch.float32)
+        start = torch.ones(x.shape[0], n, 1, dtype=low.dtype, device=x.device)
+        ritz = top_ritz(lambda v: low.mT @ (low @ v), start, TOP_STEPS, (SINGLE_RTOL, 1e-2))
+        # its products are those of PᵀP + E, ‖E‖₂ ≤ (2γ_n + γ_n²)‖P‖_F² in float32 (Higham Thm 3.5): the
+        # Krylov assumption λ_2 ≤ θ_2 + r_2 is taken for that operator, widened by as much
+        gamma = n * _U32 / (1 - n * _U32)
+        vectors = ritz.vectors.to(x.dtype)
+        second = (ritz.values[:, 1] + ritz.residuals[:, 1]).to(x.dtype) + (2 * gamma + gamma**2) * fro2
+    else:
+        start = torch.ones(x.shape[0], n, 1, dtype=x.dtype, device=x.device)
+        ritz = top_ritz(gram, start, TOP_STEPS, (1e-8, 1e-2))
+        vectors = ritz.vectors
+        second = ritz.values[:, 1] + ritz.residuals[:, 1]
+    y = vectors[:, :, :1]
     y = y * torch.where(y.sum((-2, -1), keepdim=True) < 0, -1.0, 1.0)
     pair = _pair(x, x @ y, y, fro2)  # u = Py damps y's error along v_j by σ_j/σ_1
     # Kato–Temple on (α, ∞), α ≥ σ_2 (Krylov); Collatz–Wielandt (proven) where that is not tight
-    alpha = (ritz.values[:, 1] + ritz.residuals[:, 1]).clamp_min(0).sqrt() * (1 + 1e-6)
+    alpha = second.clamp_min(0).sqrt() * (1 + 1e-6)
     if n == 1:
         alpha = torch.zeros_like(alpha)
     gap = pair.rho - pair.delta - alpha
     temple = pair.rho + pair.delta + (pair.eps + pair.delta).square() / gap
     upper = torch.where((gap > 0) & torch.isfinite(temple), temple, torch.inf)
     lower = torch.maximum(pair.norm_p, pair.norm_pt) - pair.delta
-    if not bool((upper <= lower * (1 + RTOL / 4)).all()):
+    if not bool((upper <= lower * (1 + RTOL / 4)).all()) and not single:
         v = y.clamp_min(0)
         v = v.clamp_min(1e-30 * v.amax(-2, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny))
         for _ in range(POWER_STEPS):
