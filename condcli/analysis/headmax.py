@@ -17,6 +17,7 @@ and on for CUDA. The figures behind these defaults: docs/performance.md#pruned-m
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 import torch
 
 from condcli.analysis.persample import head_chunks, summarize_samples
-from condcli.spectra import mu_softmax_attention, strategies
+from condcli.spectra import causal, mu_softmax_attention, strategies
+from condcli.spectra._tensor import check_finite
 from condcli.spectra.certify import KappaBounds, bound_terms, kappa_bounds
 from condcli.spectra.core import Method, upcast
 from condcli.spectra.uncertainty import product_rel
@@ -127,15 +129,19 @@ def _bounds(
     one batched call per sample on its device. Which heads are proven may differ in the last digits of a
     bound with the split, never what is reported: every reported number comes from a decomposition."""
     parts: list[list[KappaBounds]] = [[] for _ in mats]
+    scratch: dict[int, torch.Tensor] = {}
 
     def terms(m: torch.Tensor) -> torch.Tensor:  # κ and the verdicts are scale-invariant: a rescale is moot
-        return bound_terms(upcast(m)[0], capture_dtype)
+        return bound_terms(_float64(m, scratch), capture_dtype)
 
     for chunk in head_chunks(mats):
         if strategies.strategy_for(chunk[0].device) is strategies.THREADS:
             # one task per sample, or per part of its heads where there are fewer samples than threads (a
-            # single long prompt): every thread busy either way
-            split = max(1, -(-torch.get_num_threads() // len(chunk)))
+            # single long prompt): every thread busy either way; from causal.MIN_TOKENS on, one task per
+            # head, since a stack's Lanczos steps run until its slowest matrix converges
+            heads = int(chunk[0].shape[1])
+            long = int(chunk[0].shape[-1]) >= causal.MIN_TOKENS
+            split = heads if long else max(1, -(-torch.get_num_threads() // len(chunk)))
             pieces = [list(m.cpu().tensor_split(split, dim=1)) for m in chunk]
             flat = [p for sample in pieces for p in sample if p.shape[1] > 0]
             done = iter(strategies.thread_map(terms, flat))
@@ -147,6 +153,21 @@ def _bounds(
     hi = [torch.cat([b.kappa_hi for b in p], dim=1) for p in parts]
     floor = [torch.cat([b.floor for b in p], dim=1) for p in parts]
     return hi, floor
+
+
+def _float64(m: torch.Tensor, scratch: dict[int, torch.Tensor]) -> torch.Tensor:
+    """``m`` as float64 (:func:`~condcli.spectra.core.upcast`), on the CPU into a buffer per thread in
+    ``scratch`` (one :func:`_bounds` call's, freed with it), reused while the shape holds: a fresh float64
+    copy of a 2,048-token head is 32 MiB of pages the kernel maps and zeroes, 6× the copy's own time. Only
+    the bounds read it, and they keep no reference to it."""
+    if m.device.type != "cpu" or m.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        return upcast(m)[0]
+    check_finite(m)
+    key = threading.get_ident()
+    buf = scratch.get(key)
+    if buf is None or buf.shape != m.shape:
+        buf = scratch[key] = torch.empty(m.shape, dtype=torch.float64)
+    return buf.copy_(m)
 
 
 def _decompose(
