@@ -70,6 +70,13 @@ class Preprocessing:
     image_batch: Callable[[list[Any]], dict[str, torch.Tensor]] | None = None
     synthetic: Synthetic | None = None  # audio / video: the clips condcli makes and feeds
     feeds: tuple[str, ...] = ()  # the keyword arguments a batch carries (empty: not known in advance)
+    # the most samples one forward takes, whatever ``batch_size`` asks (None: no limit): a model that packs
+    # a forward's images into one sequence (MiniCPM's vision tower, split by ``target_sizes``) reads one at a
+    # time
+    per_forward: int | None = None
+    # more inputs, made for each text batch from its own (inputs, seed, index of its first sample): the token
+    # ids of a second encoder the forward reads beside the text (Evolla's protein_input_ids)
+    beside: Callable[[dict[str, torch.Tensor], int, int], dict[str, torch.Tensor]] | None = None
 
 
 @dataclass
@@ -200,6 +207,7 @@ def _image_batches(pre: Preprocessing, spec: InputSpec, paths: Iterator[tuple[st
             return Batch(made, padded_lengths(made), names)
         return Batch({"pixel_values": torch.stack(pixels)}, None, names)
 
+    size = min(spec.batch_size, pre.per_forward or spec.batch_size)
     for name, image in paths:
         pixels.append(
             image
@@ -207,7 +215,7 @@ def _image_batches(pre: Preprocessing, spec: InputSpec, paths: Iterator[tuple[st
             else pre.image_transform(image)
         )
         names.append(name)
-        if len(names) == spec.batch_size:
+        if len(names) == size:
             yield done()
             names, pixels = [], []
     if names:
@@ -344,6 +352,24 @@ def _text_stream(pre: Preprocessing, spec: InputSpec, source: TextSource) -> Inp
 
 def stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
     """The batches a run will analyse, with the label that says what they are."""
+    made = _stream(pre, spec)
+    beside = pre.beside
+    if beside is None or made.kind not in ("text", "synthetic") or pre.modality != "text":
+        return made
+    inner = made.make
+
+    def more(s: InputStream) -> Iterator[Batch]:
+        start = 0
+        for batch in inner(s):
+            batch.inputs.update(beside(batch.inputs, spec.seed, start))
+            start += batch.size
+            yield batch
+
+    made.make = more
+    return made
+
+
+def _stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
     if pre.synthetic is not None:
         return _synthetic_stream(pre.synthetic, spec)
     if pre.modality == "images":

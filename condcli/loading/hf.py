@@ -12,7 +12,9 @@ Whisper) is analysed on its encoder alone (``get_encoder()``), which needs no de
 
 from __future__ import annotations
 
+import ast
 import inspect
+import textwrap
 from typing import Any
 
 from torch import nn
@@ -69,10 +71,15 @@ def streams(config: Any) -> Any:
 
 def analysed_module(model: nn.Module) -> tuple[nn.Module, list[str]]:
     """The part of ``model`` condcli analyses (base model; the encoder of an encoder-decoder), with notes."""
+    notes: list[str] = []
+    part = _part_that_runs(model)
+    if part is not None:  # the model given has no forward (Bark), or one that never runs part of it (Janus)
+        name, module, why = part
+        inner, more = analysed_module(module)
+        return inner, [f"analysed: its part {name} ({type(module).__name__}): {why}", *more]
     base = getattr(model, "base_model", model)
     if not isinstance(base, nn.Module) or not _takes_inputs(base, model):
         base = model  # an inner module with another signature (hidden_states): run the model given (issue 42)
-    notes: list[str] = []
     if base is not model and _attention_outside(model, base):
         # the base model the prefix names is only a part that the forward runs (WavTokenizer's encoder, its
         # attention in the decoder): the model given runs, as a task head never holds attention
@@ -107,6 +114,133 @@ def analysed_module(model: nn.Module) -> tuple[nn.Module, list[str]]:
         )
         return encoder, notes
     return base, notes
+
+
+def _part_that_runs(model: nn.Module) -> tuple[str, nn.Module, str] | None:
+    """(name, part, why) where condcli runs a part of ``model`` rather than the model (issue 42), else None:
+
+    - a model with no forward of its own (``nn.Module``'s, which raises: Bark, whose parts semantic,
+      coarse_acoustics, … each have theirs): the first of its parts whose forward reads the model's main input
+      and requires nothing else;
+    - a model whose forward never reaches a part that holds attention (Janus's VQ-VAE decoder runs only when
+      it generates images, from other methods): the one part its forward does reach that holds attention and
+      reads the model's main input (Janus's language model on input_ids), so that no attention it never runs
+      is analysed.
+    """
+    base = getattr(model, "base_model", model)
+    whole = base if isinstance(base, nn.Module) else model
+    main = getattr(whole, "main_input_name", None)
+    if not isinstance(main, str):
+        return None
+    children = dict(whole.named_children())
+    if type(whole).forward is nn.Module.forward:
+        takers = [n for n, c in children.items() if _own_forward(c) and _reads_only(c, main)]
+        if not takers:
+            return None
+        with_forward = [n for n, c in children.items() if _own_forward(c)]
+        why = (
+            f"{type(whole).__name__} has no forward of its own; its parts {', '.join(with_forward)} have one,"
+            f" and {takers[0]} is the first that reads {main}"
+        )
+        return takers[0], children[takers[0]], why
+    reached = _reached(type(whole))
+    if reached is None:
+        return None
+    holding = {n for n, c in children.items() if _holds_attention(c)}
+    never = sorted(holding - reached)
+    runs = [n for n in children if n in holding & reached and _reads(children[n], main)]
+    if not never or len(runs) != 1:
+        return None
+    why = (
+        f"{type(whole).__name__}'s forward never runs its {', '.join(never)} (its source, and that of the"
+        f" methods it calls, never names it); {runs[0]} is the part it runs that holds attention and reads"
+        f" {main}"
+    )
+    return runs[0], children[runs[0]], why
+
+
+def _own_forward(module: nn.Module) -> bool:
+    return type(module).forward is not nn.Module.forward
+
+
+def _params(module: nn.Module) -> dict[str, inspect.Parameter]:
+    try:
+        return dict(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return {}
+
+
+def _reads(module: nn.Module, main: str) -> bool:
+    """Whether ``module.forward`` takes ``main`` by name."""
+    return main in _params(module)
+
+
+def _reads_only(module: nn.Module, main: str) -> bool:
+    """Whether ``module.forward`` takes ``main`` by name and requires no other argument (Bark's fine acoustics
+    model requires a codebook index)."""
+    params = _params(module)
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    required = [n for n, p in params.items() if p.kind in named and p.default is inspect.Parameter.empty]
+    return main in params and set(required) <= {main}
+
+
+def _holds_attention(module: nn.Module) -> bool:
+    """Whether ``module`` holds an attention: nn.MultiheadAttention, or a class so named (Janus's VQ-VAE has
+    ``JanusVQVAEAttnBlock``)."""
+    return any(
+        isinstance(m, nn.MultiheadAttention) or "Attention" in type(m).__name__ or "Attn" in type(m).__name__
+        for m in module.modules()
+    )
+
+
+def _reached(cls: type) -> set[str] | None:
+    """The attributes of ``self`` that ``cls.forward`` names, and those its methods and properties name that
+    a model's own code defines (not the library's base classes, nor torch's), read from their source; None
+    where that cannot be told: a source that cannot be read, ``self`` passed on or read by name
+    (``getattr(self, …)``), ``super()``."""
+    seen: set[str] = set()
+    names: set[str] = set()
+    todo = ["forward"]
+    while todo:
+        method = todo.pop()
+        if method in seen:
+            continue
+        seen.add(method)
+        member = inspect.getattr_static(cls, method)
+        member = member.fget if isinstance(member, property) else getattr(cls, method)
+        if not callable(member):
+            return None
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(member))))
+        except (OSError, TypeError, SyntaxError, ValueError):
+            return None
+        fn = tree.body[0] if tree.body else None
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) or not fn.args.args:
+            return None
+        me = fn.args.args[0].arg
+        nodes = list(ast.walk(fn))
+        held = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
+        for node in nodes:
+            if isinstance(node, ast.Name) and node.id in (me, "super") and id(node) not in held:
+                return None  # ``self`` passed on (getattr(self, name), a helper given self), or super()
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == me:
+                names.add(node.attr)
+                if _models_own(node.attr, cls):
+                    todo.append(node.attr)
+    return names
+
+
+def _models_own(name: str, cls: type) -> bool:
+    """Whether ``cls.name`` is a method or property that a model's own code defines (``cls``'s module, or a
+    model of the library: transformers.models.*), not a base class's of the library or torch's."""
+    try:
+        member = inspect.getattr_static(cls, name)
+    except AttributeError:
+        return False
+    member = member.fget if isinstance(member, property) else getattr(cls, name)
+    fn = inspect.unwrap(member) if callable(member) else None
+    module = getattr(fn, "__module__", "") if inspect.isfunction(fn) else ""
+    return bool(module) and (module == cls.__module__ or module.startswith("transformers.models."))
 
 
 def _default_language(model: nn.Module, config: Any) -> list[str]:
