@@ -382,6 +382,7 @@ class Adapter:
         # models whose attention reads the config at run time but that refuse set_attn_implementation (Falcon)
         direct = hf_impl not in (None, "eager") and not _hf_can_switch(self.model)
         configs = _attn_configs(self.model)
+        parts: list[tuple[Any, Any]] = []
         try:
             for m, a, _ in saved:
                 setattr(m, a, False)
@@ -389,8 +390,15 @@ class Adapter:
                 self.model.config._attn_implementation = "eager"  # type: ignore[union-attr]
             elif hf_impl is not None and hf_impl != "eager":
                 self.model.set_attn_implementation("eager")  # type: ignore[operator]
+            # a part whose config the switch does not reach (MaskFormer's DETR decoder: its config is no
+            # sub-config of the model's, whose own is eager already), switched on its own
+            parts = _unreached(self.model) if hf_impl is not None else []
+            for config, _ in parts:
+                config._attn_implementation_internal = "eager"
             yield
         finally:
+            for config, impl in parts:
+                config._attn_implementation_internal = impl
             for m, a, v in saved:
                 setattr(m, a, v)
             if direct:
@@ -411,6 +419,11 @@ def _attn_configs(model: nn.Module) -> list[tuple[Any, Any]]:
         if config is not None and id(config) not in seen and hasattr(config, "_attn_implementation_internal"):
             seen[id(config)] = (config, getattr(config, "_attn_implementation_internal", None))
     return list(seen.values())
+
+
+def _unreached(model: nn.Module) -> list[tuple[Any, Any]]:
+    """The parts' configs still set to a fused attention (a string other than eager), each with it."""
+    return [(c, impl) for c, impl in _attn_configs(model) if isinstance(impl, str) and impl != "eager"]
 
 
 INPUT_WORDS = ("pixel", "input", "bbox", "visual", "image", "audio", "feature", "session", "values", "boxes")

@@ -5,10 +5,15 @@ Where no stack of blocks with Q/K/V projections is found, the model is run once 
 that sees every softmax, every product and every ``scaled_dot_product_attention``, with the modules
 running at that moment. The refusal's code (:mod:`condcli.reports.refusal`) follows from it:
 
-- a softmax whose output is a factor of a product (P·V), or an SDPA call: attention ran, so its q/k/v are
-  what the path cannot read → ``qkv-unreadable``, naming the attention module and what it holds between X
-  and q/k/v (convolutions, norms, experts, low-rank projections, parameters used in einsum);
-- no such softmax, but a module named an attention ran → ``linear-attention`` (no P exists);
+- a softmax over scores (its input comes from a product of two computed tensors, q·kᵀ, within the module
+  call that ran it: through a scale, a bias, a mask or a mix of heads) whose output is a factor of a product
+  (P·V), or an SDPA call: attention ran, so its q/k/v are what the path cannot read → ``qkv-unreadable``,
+  naming the attention module and what it holds between X and q/k/v (convolutions, norms, experts, low-rank
+  projections, parameters used in einsum);
+- a softmax whose input is no such product (each token's own score: EfficientViM's ``dt + A``, a
+  discretisation step) but whose output multiplied the tokens → ``linear-attention``: weights over tokens
+  with no query–key scores, no softmax P (a pooled channel gate of that kind, global context, is none);
+- no softmax over keys, but a module named an attention ran → ``linear-attention`` (no P exists);
 - neither → ``no-attention``.
 """
 
@@ -40,6 +45,7 @@ PRODUCTS = {
     torch.matmul,
     torch.bmm,
     torch.baddbmm,
+    torch.Tensor.baddbmm,
     torch.einsum,
     torch.Tensor.matmul,
     torch.Tensor.__matmul__,
@@ -62,6 +68,8 @@ class Seen:
     nothing, which attention-named modules ran, and where einsum was called."""
 
     attention: list[str] = field(default_factory=list)  # module paths where P·V or SDPA ran
+    # where a softmax over no query–key scores (no product of two computed tensors) multiplied tensors
+    unscored: list[str] = field(default_factory=list)
     lone_softmax: list[str] = field(default_factory=list)  # softmaxes whose output multiplied nothing
     attention_modules: list[str] = field(default_factory=list)  # attention-named modules that ran
     einsum: set[str] = field(default_factory=set)  # module paths where einsum ran
@@ -69,22 +77,30 @@ class Seen:
 
 
 class _Watch(TorchFunctionMode):
-    def __init__(self, stack: list[str], seen: Seen) -> None:
+    def __init__(self, stack: list[str], seen: Seen, weights: set[int]) -> None:
         super().__init__()
         self.stack, self.seen = stack, seen
-        self.probs: dict[int, str] = {}  # id of a softmax output (or what carries it on) → where it ran
+        # id of a softmax output (or what carries it on) → where it ran, and whether it ran over scores
+        self.probs: dict[int, tuple[str, bool]] = {}
         self.used: set[str] = set()
         self.gated: set[str] = set()  # where a softmax's output gated a tensor of its own shape
         self.ran: list[str] = []  # where each softmax ran, in order
         self.alive: list[torch.Tensor] = []  # the tensors ``probs`` keys, held so that no id is reused
+        self.weights = weights  # ids of the model's parameters and buffers
+        # id of a product of two computed tensors (q·kᵀ), or of what it became within the module call that
+        # computed it → the depth of that call on the module stack (forgotten when the call returns), and
+        # the tensor, held so that no id is reused while it is kept
+        self.scores: dict[int, tuple[int, torch.Tensor]] = {}
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         where = self.stack[-1] if self.stack else ""
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        operands = [t for a in args for t in (a if isinstance(a, list | tuple) else [a])]
+        operands = [t for t in operands if isinstance(t, torch.Tensor)]
         if func in SOFTMAX and isinstance(out, torch.Tensor):
-            self.probs[id(out)] = where
+            self.probs[id(out)] = (where, bool(tensors) and id(tensors[0]) in self.scores)
             self.ran.append(where)
             self.alive.append(out)
         elif func is SDPA:
@@ -92,19 +108,49 @@ class _Watch(TorchFunctionMode):
         elif func in PRODUCTS or func is torch.einsum:
             if func is torch.einsum:
                 self.seen.einsum.add(where)
-            operands = [t for a in args for t in (a if isinstance(a, list | tuple) else [a])]
             for t in operands:
-                if isinstance(t, torch.Tensor) and id(t) in self.probs:
-                    self.seen.attention.append(self.probs[id(t)])
-                    self.used.add(self.probs[id(t)])
+                if id(t) in self.probs:
+                    ran, scored = self.probs[id(t)]
+                    (self.seen.attention if scored else self.seen.unscored).append(ran)
+                    self.used.add(ran)
+            # the two factors (baddbmm: after the tensor it adds to, given by keyword or not: Bloom's ALiBi)
+            factors = [*operands, *(v for v in kwargs.values() if isinstance(v, torch.Tensor))]
+            factors = factors[-2:] if func in (torch.baddbmm, torch.Tensor.baddbmm) else factors
+            if isinstance(out, torch.Tensor) and len(factors) == 2 and not any(map(self._weight, factors)):
+                self._score(out, len(self.stack))
         else:
             if func in ELEMENTWISE and len(tensors) == 2 and tensors[0].shape == tensors[1].shape:
-                self.gated.update(self.probs[id(t)] for t in tensors if id(t) in self.probs)
+                self.gated.update(self.probs[id(t)][0] for t in tensors if id(t) in self.probs)
             if tensors and id(tensors[0]) in self.probs and isinstance(out, torch.Tensor):
                 if out.numel() == tensors[0].numel():  # dropout, a mask, a cast, a view: still P
                     self.probs[id(out)] = self.probs[id(tensors[0])]
                     self.alive.append(out)
+            # scores scaled, biased, masked or mixed across heads (talking heads) are still scores
+            depth = [self.scores[id(t)][0] for t in operands if id(t) in self.scores]
+            if depth:
+                for t in out if isinstance(out, list | tuple) else [out]:
+                    if isinstance(t, torch.Tensor):
+                        self._score(t, min(depth))
         return out
+
+    def _weight(self, t: torch.Tensor) -> bool:
+        """Whether ``t`` is one of the model's parameters or buffers, or a view of one (``W.t()``): a
+        product with it is a projection, not scores."""
+        base: torch.Tensor | None = t
+        while base is not None:
+            if id(base) in self.weights:
+                return True
+            base = base._base
+        return False
+
+    def _score(self, t: torch.Tensor, depth: int) -> None:
+        self.scores[id(t)] = (depth, t)
+
+    def returned(self) -> None:
+        """A module call returned: the scores computed within it are forgotten (a block's output that
+        carries a product of its own is the next block's X, not scores)."""
+        depth = len(self.stack)
+        self.scores = {k: v for k, v in self.scores.items() if v[0] <= depth}
 
     def lone(self) -> list[str]:
         return [w for w in dict.fromkeys(self.ran) if w not in self.used and w not in self.gated]
@@ -157,10 +203,12 @@ def observe(model: nn.Module, inputs: dict[str, torch.Tensor]) -> Seen | str:
     def leave(module: nn.Module, args: Any, output: Any) -> None:
         if id(module) in names and stack:
             stack.pop()
+            watch.returned()
 
     handles = [nn.modules.module.register_module_forward_pre_hook(enter)]
     handles.append(nn.modules.module.register_module_forward_hook(leave))
-    watch = _Watch(stack, seen)
+    weights = {id(t) for t in (*model.parameters(), *model.buffers())}
+    watch = _Watch(stack, seen, weights)
     try:
         with torch.no_grad(), watch:
             if set(inputs) == {"pixel_values"} and getattr(model, "config", None) is None:
@@ -250,6 +298,11 @@ def refusal(model: nn.Module, static: str | None = None) -> Refused:
             f"are not the projections condcli reads: between X and q/k/v stand {_between(model, path, seen)}",
             hint,
         )
+    if seen.unscored:
+        weighing = _unscored(model, seen, batch)
+        if isinstance(weighing, Refused):
+            return weighing
+        static = (f"{static}; " if static else "") + weighing
     ran = list(dict.fromkeys(seen.attention_modules))
     gates = sorted({type(model.get_submodule(p)).__name__ for p in ran} if ran else set())
     if ran and all(CHANNEL_GATE.search(c) for c in gates):
@@ -286,6 +339,29 @@ def refusal(model: nn.Module, static: str | None = None) -> Refused:
         f"a probe batch of {batch} no softmax over keys was computed and no attention module ran{mixers})",
         f"condcli analyses softmax attention (a hybrid's attention blocks are analysed, the others named); "
         f"if {name} does hold attention, {hint}",
+    )
+
+
+def _unscored(model: nn.Module, seen: Seen, batch: str) -> Refused | str:
+    """A softmax over no query–key scores whose weights multiplied tensors: ``linear-attention`` (weights
+    over the tokens, from each token's own score, multiply them, and no softmax P over query–key scores
+    exists); where every such softmax runs inside a pooled channel gate (global context), the words that say
+    so beside a ``no-attention``."""
+    holders = [_innermost_attention([w], seen.attention_modules) for w in dict.fromkeys(seen.unscored)]
+    classes = [type(model.get_submodule(p)).__name__ if p else type(model).__name__ for p in holders]
+    if all(CHANNEL_GATE.search(c) for c in classes):
+        return (
+            f"its softmax in {', '.join(sorted(set(classes))[:3])} weighs the tokens only to pool them into "
+            "one vector that gates channels (global context): no weights over tokens per query"
+        )
+    path, cls = holders[0], classes[0]
+    return Refused(
+        "linear-attention",
+        f"no softmax attention: on a probe batch of {batch} a softmax ran in {_where(path)} ({cls}) over "
+        "scores that are no query–key product (no product of two computed tensors, as q·kᵀ is, led to its "
+        "input), and the weights it gave multiplied the tokens: weights over tokens without query–key "
+        "scores, so no softmax P exists",
+        "condcli analyses softmax attention",
     )
 
 

@@ -117,10 +117,12 @@ def hf_forward(model: nn.Module, attns: Sequence[nn.Module]) -> Callable[[dict[s
     """How the generic path runs an HF model so that P is returned where it is captured: with
     ``output_attentions=True`` where an attention returns its weights only on request, and SDPA-built
     attentions run as their eager twins while the model is switched to eager attention (None: as it is)."""
-    request = any(weights_on_request(a) for a in attns)
+    requesting = [a for a in attns if weights_on_request(a)]
+    request = bool(requesting)
     twins = [a for a in attns if eager_twin(a) is not None]
     if not request and not twins:
         return None
+    configs = _inner_configs(model, requesting)
     extra = {"output_attentions": True} if request else {}
     if request and _names(model, "output_hidden_states"):
         # hidden states asked for beside the weights: a family may read the weights out of what its stages
@@ -130,10 +132,43 @@ def hf_forward(model: nn.Module, attns: Sequence[nn.Module]) -> Callable[[dict[s
 
     def run(inputs: dict[str, Any]) -> Any:
         eager = getattr(getattr(model, "config", None), "_attn_implementation", None) == "eager"
-        with as_eager(twins if eager else ()):
+        with as_eager(twins if eager else ()), _asking(configs):
             return model(**inputs, **extra)
 
     return run
+
+
+def _inner_configs(model: nn.Module, attns: Sequence[nn.Module]) -> list[Any]:
+    """The configs of the sub-models, between ``model`` and an attention in ``attns``, that read
+    ``output_attentions`` from their own config where their caller passes none (MaskFormer's pixel-level
+    module calls its Swin backbone as ``self.encoder(pixel_values)``: the flag given to the model never
+    reaches the backbone's attentions)."""
+    wanted = {id(a) for a in attns}
+    holders = [n for n, m in model.named_modules() if id(m) in wanted]
+    top = getattr(model, "config", None)
+    configs: dict[int, Any] = {}
+    for name, m in model.named_modules():
+        config = getattr(m, "config", None)
+        if not name or config is None or config is top or not hasattr(config, "output_attentions"):
+            continue
+        if any(h.startswith(f"{name}.") for h in holders):
+            configs.setdefault(id(config), config)
+    return list(configs.values())
+
+
+@contextmanager
+def _asking(configs: Sequence[Any]) -> Iterator[None]:
+    """Each config in ``configs`` whose attention runs eager (the capture's: the only one that returns
+    weights) set to return attention weights, restored after."""
+    eager = [c for c in configs if getattr(c, "_attn_implementation", "eager") == "eager"]
+    saved = [(c, c.output_attentions) for c in eager]
+    try:
+        for c, _ in saved:
+            c.output_attentions = True
+        yield
+    finally:
+        for c, was in saved:
+            c.output_attentions = was
 
 
 def _names(model: nn.Module, parameter: str) -> bool:
