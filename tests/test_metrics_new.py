@@ -4,6 +4,7 @@ the stable rank of X_l from NumPy SVDs of ``hidden_states``."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -149,3 +150,24 @@ def test_entropy_terms_match_xlogy_and_refuse_negative_probabilities() -> None:
     assert torch.equal(_plogp(huge.clone()), torch.special.xlogy(huge, huge))  # [inf, 0]
     with pytest.raises(InputError, match="negative entries"):
         attention_entropy(torch.tensor([[0.5, 0.6, -0.1]]))
+
+
+def test_head_entropy_a_head_per_thread_is_the_chunked_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From ENTROPY_THREADED entries a head, H(P) runs one head per task on the thread pool: the same values,
+    bitwise, as the chunks of heads below it (causal and windowed)."""
+    from types import SimpleNamespace
+
+    from condcli.analysis import layers
+
+    g = torch.Generator().manual_seed(5)
+    n = 520
+    mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+    p = torch.softmax(torch.randn(2, 3, n, n, generator=g).masked_fill(mask, -math.inf), -1)
+    for spec in (SimpleNamespace(causal=True, window=None), SimpleNamespace(causal=True, window=64)):
+        assert n * n >= layers.ENTROPY_THREADED
+        threaded = layers._head_entropy(p, spec)  # type: ignore[arg-type]
+        monkeypatch.setattr(layers, "ENTROPY_THREADED", 10**12)
+        chunked = layers._head_entropy(p, spec)  # type: ignore[arg-type]
+        monkeypatch.undo()
+        assert torch.equal(threaded, chunked)
+        assert threaded.shape == (3,)

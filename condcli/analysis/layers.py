@@ -403,6 +403,10 @@ def _probs_method(p: list[torch.Tensor], dtype: torch.dtype) -> Method:
     return "auto" if gram_decides_floors(dtype, shape) else "svd"
 
 
+# q·k of a head from which H(P) runs a head per task on the thread pool (docs/performance.md)
+ENTROPY_THREADED = 512 * 512
+
+
 def _head_sink(p: torch.Tensor, spec: LayerSpec) -> torch.Tensor:
     """(G, H, q, k) one sample's P → (H,): the sink score per head, the mean over its groups (only P's first
     column is upcast, so no chunking is needed)."""
@@ -411,6 +415,13 @@ def _head_sink(p: torch.Tensor, spec: LayerSpec) -> torch.Tensor:
 
 def _head_entropy(p: torch.Tensor, spec: LayerSpec) -> torch.Tensor:
     """(G, H, q, k) one sample's P → (H,): H(P) per head, the mean over its groups (windows), computed a few
-    heads at a time (float64 copies of every head of a long sequence would not fit)."""
+    heads at a time (float64 copies of every head of a long sequence would not fit); from
+    :data:`ENTROPY_THREADED` entries a head on, one head per task on the CPU thread pool (the same values:
+    each row's sum and each matrix's mean are the same whatever the heads around it)."""
+    if p.device.type == "cpu" and p.shape[-2] * p.shape[-1] >= ENTROPY_THREADED and p.shape[1] > 1:
+        got = thread_map(
+            lambda m: attention_entropy(m, causal=spec.causal, window=spec.window), list(p.unbind(1))
+        )
+        return torch.stack(got, -1).mean(0)
     parts = [attention_entropy(c, causal=spec.causal, window=spec.window) for (c,) in head_chunks([p])]
     return torch.cat(parts, -1).mean(0)
