@@ -21,6 +21,7 @@ from condcli.analysis.persample import summarize_heads
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
 from condcli.inputs.batches import Batch, InputSpec, stream
 from condcli.loading.sources import LoadOptions, load
+from condcli.spectra import causal as causal_p
 from condcli.spectra import mu_softmax_attention, summarize
 from condcli.spectra.certify import bound_terms, kappa_bounds
 from condcli.spectra.core import upcast
@@ -240,3 +241,34 @@ def test_a_long_causal_model_on_cpu_prunes_by_default(monkeypatch: pytest.Monkey
     batches = list(stream(loaded.preprocessing, InputSpec(max_samples=2, batch_size=2)))
     analyse_spectrum(loaded, replay(batches), SpectrumOptions(lam=10.0, conditioned=False), "test")
     assert not calls  # not causal: every head
+
+
+def test_long_causal_heads_reuse_their_brackets_bitwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From causal.MIN_TOKENS on, each head's bounds are its Lanczos brackets, computed one head per task as
+    its decomposition computes them: the heads that decide a maximum are decided from those (no second
+    computation), and the maxima, floors and μ are bitwise those of decomposing every head."""
+    n = causal_p.MIN_TOKENS + 24
+    scales = [0.05, 0.5, 2.0, 8.0]
+    mats = [
+        torch.stack([softmax_heads(1, n, scales[(h + s) % 4], causal=True)[0] for h in range(5)])[None]
+        for s in range(2)
+    ]
+    ka = 1 + torch.rand(2, 1, generator=G, dtype=torch.float64) * 10
+    kv = 1 + torch.rand(5, generator=G, dtype=torch.float64) * 10
+    reused: list[bool] = []
+    inner = causal_p.decided_summary
+
+    def spy(terms: torch.Tensor, size: int, dtype: Any) -> Any:
+        got = inner(terms, size, dtype)
+        reused.append(got is not None)
+        return got
+
+    monkeypatch.setattr(causal_p, "decided_summary", spy)
+    got = head_maxima(mats, torch.float32, "svd", ka, kv)
+    assert got is not None and any(reused)
+    kappa, floor, mu = full_path(mats, torch.float32, "svd", ka, kv)
+    assert torch.equal(got.kappa, kappa) and torch.equal(got.floor, floor) and torch.equal(got.mu, mu)
+    monkeypatch.setattr(causal_p, "decided_summary", lambda *a: None)  # every head decomposed again
+    again = head_maxima(mats, torch.float32, "svd", ka, kv)
+    assert again is not None
+    assert torch.equal(again.kappa_rel, got.kappa_rel) and torch.equal(again.mu_rel, got.mu_rel)

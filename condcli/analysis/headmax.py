@@ -85,7 +85,7 @@ def head_maxima(
     the caller decomposes every head."""
     if not mats or any(m.shape[-1] != m.shape[-2] for m in mats):
         return None
-    hi, proven_floor = _bounds(mats, capture_dtype)  # per sample (G, H): reported ≤ hi, inf where unproven
+    hi, proven_floor, brackets = _bounds(mats, capture_dtype)  # (G, H): reported ≤ hi, inf where unproven
     wv = kappa_wv.to(torch.float64)
     hiw = [mu_softmax_attention(h, kappa_attn[s][:, None], wv) for s, h in enumerate(hi)]
     rep = [torch.full_like(h, torch.nan) for h in hi]  # reported κ of the heads decomposed so far
@@ -99,7 +99,7 @@ def head_maxima(
         for h, w, d in zip(hi, hiw, done, strict=True)
     ]
     while any(todo):
-        _decompose(mats, capture_dtype, method, todo, (rep, below, rel), done)
+        _decompose(mats, capture_dtype, method, todo, (rep, below, rel), done, brackets)
         todo = []
         for s in range(len(mats)):
             mu = _mu(rep[s], done[s], kappa_attn[s], wv)
@@ -122,17 +122,23 @@ def head_maxima(
 
 def _bounds(
     mats: Sequence[torch.Tensor], capture_dtype: torch.dtype
-) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
     """Per sample (G, H): the proven bound on each head's reported κ (inf where nothing is proven) and
     whether the head is a proven floor (a few heads at a time, as summarize_heads): on the CPU thread pool
     where that strategy is in force (a CUDA stack copied to the host, as it does for decompositions), else
     one batched call per sample on its device. Which heads are proven may differ in the last digits of a
-    bound with the split, never what is reported: every reported number comes from a decomposition."""
+    bound with the split, never what is reported: every reported number comes from a decomposition. Third,
+    per sample (G, H, 5): a head's Lanczos brackets where they were computed one head per task on the
+    thread pool, as its decomposition computes them (:func:`_decompose` reuses them), NaN elsewhere."""
     parts: list[list[KappaBounds]] = [[] for _ in mats]
+    kept: list[list[torch.Tensor]] = [[] for _ in mats]
     scratch: dict[int, torch.Tensor] = {}
 
     def terms(m: torch.Tensor) -> torch.Tensor:  # κ and the verdicts are scale-invariant: a rescale is moot
-        return bound_terms(_float64(m, scratch), capture_dtype)
+        brackets: list[torch.Tensor] = []
+        bound = bound_terms(_float64(m, scratch), capture_dtype, brackets)
+        made = brackets[0] if brackets else torch.full((*bound.shape[:-1], 5), torch.nan, dtype=bound.dtype)
+        return torch.cat([bound, made.to(bound.device)], -1)
 
     for chunk in head_chunks(mats):
         if strategies.strategy_for(chunk[0].device) is strategies.THREADS:
@@ -146,13 +152,17 @@ def _bounds(
             flat = [p for sample in pieces for p in sample if p.shape[1] > 0]
             done = iter(strategies.thread_map(terms, flat))
             got = [torch.cat([next(done) for p in sample if p.shape[1] > 0], dim=1) for sample in pieces]
-        else:
-            got = [terms(m) for m in chunk]  # batched kernels over the sample's heads on its device
+            if not long:  # a task of several heads: its Lanczos steps are not those of one head alone
+                got = [torch.cat([g[..., :4], torch.full_like(g[..., 4:], torch.nan)], -1) for g in got]
+        else:  # batched kernels over the sample's heads on its device: not one head's brackets either
+            got = [terms(m) for m in chunk]
+            got = [torch.cat([g[..., :4], torch.full_like(g[..., 4:], torch.nan)], -1) for g in got]
         for s, t in enumerate(got):
-            parts[s].append(kappa_bounds(t.cpu(), int(chunk[s].shape[-1]), capture_dtype))
+            parts[s].append(kappa_bounds(t[..., :4].cpu(), int(chunk[s].shape[-1]), capture_dtype))
+            kept[s].append(t[..., 4:].cpu())
     hi = [torch.cat([b.kappa_hi for b in p], dim=1) for p in parts]
     floor = [torch.cat([b.floor for b in p], dim=1) for p in parts]
-    return hi, floor
+    return hi, floor, [torch.cat(k, dim=1) for k in kept]
 
 
 def _float64(m: torch.Tensor, scratch: dict[int, torch.Tensor]) -> torch.Tensor:
@@ -177,17 +187,34 @@ def _decompose(
     todo: list[set[int]],
     found: tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]],
     done: list[torch.Tensor],
+    brackets: list[torch.Tensor] | None = None,
 ) -> None:
     """Decompose the heads ``todo`` (flat (G, H) indices per sample), all samples in one call, as
     summarize_heads does (one matrix per decomposition on the CPU), and record their reported κ, flag and
-    relative uncertainty in ``found``."""
+    relative uncertainty in ``found``. A head whose Lanczos brackets the bounds kept (``brackets``, per
+    sample (G, H, 5), NaN where none), computed as its decomposition computes them, is decided from them
+    where they decide it (:func:`condcli.spectra.causal.decided_summary`): the same numbers, bitwise, without
+    computing them twice; the others are decomposed."""
     rep, below, rel = found
     picked = [(s, i) for s, idx in enumerate(todo) for i in sorted(idx)]
     if not picked:
         return
-    one = [mats[s].flatten(0, -3)[i] for s, i in picked]
+    rest = []
+    for s, i in picked:
+        terms = None if brackets is None else brackets[s].flatten(0, -2)[i]
+        known = None
+        if terms is not None and bool(torch.isfinite(terms).all()):
+            known = causal.decided_summary(terms, int(mats[s].shape[-1]), capture_dtype)
+        if known is None:
+            rest.append((s, i))
+            continue
+        rep[s].view(-1)[i], below[s].view(-1)[i], rel[s].view(-1)[i] = known
+        done[s].view(-1)[i] = True
+    if not rest:
+        return
+    one = [mats[s].flatten(0, -3)[i] for s, i in rest]
     got = summarize_samples(one, capture_dtype, method, exact_spectrum=False)
-    for j, (s, i) in enumerate(picked):
+    for j, (s, i) in enumerate(rest):
         rep[s].view(-1)[i] = got.reported[j]
         below[s].view(-1)[i] = got.below[j]
         rel[s].view(-1)[i] = got.uncertainty[j]

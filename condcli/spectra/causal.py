@@ -65,6 +65,7 @@ from condcli.spectra.core import SpectrumSummary, floor_kappa, summarize, upcast
 from condcli.spectra.floor_proof import _floored, _resolved, _sigma_k_above, _tolerance, lu_sigma_k_above
 from condcli.spectra.lanczos import top_ritz
 from condcli.spectra.strategies import run_grouped
+from condcli.spectra.uncertainty import rel_of
 
 RTOL = 1e-8  # the stated relative error of a κ decided here (half the width of its proven bracket)
 MIN_TOKENS = 96  # below this an n × n SVD costs less than the Lanczos steps' Python overhead
@@ -98,6 +99,13 @@ def counts() -> dict[str, int]:
     :func:`reset_counts` (the bench prints the share)."""
     with _lock:
         return dict(_counts)
+
+
+def tally(decided: int, svd: int) -> None:
+    """Add to :func:`counts`."""
+    with _lock:
+        _counts["decided"] += decided
+        _counts["svd"] += svd
 
 
 def reset_counts() -> None:
@@ -445,9 +453,7 @@ def summarize_causal(x: torch.Tensor, capture_dtype: torch.dtype | str) -> Spect
             s.kappa,
             s.numerical_rank,
         )
-    with _lock:
-        _counts["decided"] += int(ok.sum())
-        _counts["svd"] += int(redo.sum())
+    tally(int(ok.sum()), int(redo.sum()))
     name = capture_dtype if isinstance(capture_dtype, str) else str(capture_dtype).removeprefix("torch.")
     return SpectrumSummary(
         sigma=sigma,
@@ -457,3 +463,18 @@ def summarize_causal(x: torch.Tensor, capture_dtype: torch.dtype | str) -> Spect
         tolerance=tol,
         capture_dtype=name,
     )
+
+
+def decided_summary(
+    terms: torch.Tensor, n: int, capture_dtype: torch.dtype | str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """What :func:`summarize_causal` reports for one n × n matrix from its :func:`brackets` ``terms`` (5,),
+    computed as it computes them (one matrix, on one thread): (reported κ, floor flag, relative uncertainty),
+    each 0-d, or None where the brackets do not decide it (its summary then needs the retry or the SVD).
+    Counted in :func:`counts` where decided."""
+    got = decide(terms[None], n, capture_dtype)
+    if not bool(got.ok[0]):
+        return None
+    tally(1, 0)
+    below = got.below[0]
+    return got.reported[0], below, rel_of(got.sigma[0, -1], got.tolerance[0], below)

@@ -59,13 +59,17 @@ class KappaBounds:
     floor: torch.Tensor  # (...,) bool: σ̂_k ≤ tol proven (a floor σ̂_1/tol)
 
 
-def bound_terms(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tensor:
+def bound_terms(
+    x: torch.Tensor, capture_dtype: torch.dtype | str, brackets: list[torch.Tensor] | None = None
+) -> torch.Tensor:
     """``x`` (..., n, n) float64, captured in ``capture_dtype`` → (..., 4): ‖x‖_F², a lower bound on σ_k (0
     where none), an upper bound on σ_k (inf where none), an upper bound on σ_1 (the module docstring). A
     batchable op: one matrix or a stack. For a stack of lower-triangular matrices (causal attention) the
     floor test comes first, as it costs O(n²) there, and the Gram bound only where it proves no floor;
     other matrices get the Gram bound alone (a floor test by LU costs more than the SVDs it spares on
-    ViT-B's P, where 5% of the heads are floors)."""
+    ViT-B's P, where 5% of the heads are floors). ``brackets``: where given, the Lanczos brackets
+    (:func:`condcli.spectra.causal.brackets`, (..., 5)) are appended to it where they are what the bounds
+    come from."""
     n = x.shape[-1]
     u = machine_eps(capture_dtype) / 2
     fro2 = torch.linalg.vector_norm(x, dim=(-2, -1)).square()  # no squared copy of x
@@ -75,7 +79,10 @@ def bound_terms(x: torch.Tensor, capture_dtype: torch.dtype | str) -> torch.Tens
 
     if bool(causal.triangular(x).all()):  # one pass over the entries, passed on
         if n >= causal.MIN_TOKENS and bool(causal.finite_non_negative(x).all()):  # Lanczos, O(n²) a step
-            _, _, s1, lo, hi = causal.brackets(x, capture_dtype, lower=True).unbind(-1)
+            terms = causal.brackets(x, capture_dtype, lower=True)
+            if brackets is not None:
+                brackets.append(terms)
+            _, _, s1, lo, hi = terms.unbind(-1)
             return torch.stack([fro2, lo, hi, s1], -1)
         hi = _sigma_k_above(x, fro2)
         s1 = _sigma_1_above(x, None)
