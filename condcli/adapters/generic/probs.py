@@ -5,6 +5,11 @@
   ``output_attentions=True`` for the capture (and ``output_hidden_states=True`` where its forward names it:
   MaskFormer-Swin's encoder reads the weights out of what its stages return only with hidden states). This
   is read from the module's own signature, for every family.
+- Attentions that return no weights in any call (MiniCPM's vision towers: ``return attn_output, None``,
+  whatever ``output_attentions`` says) while their code computes a softmax over the keys (in
+  ``eager_attention_forward``) have that softmax read inside their call under eager attention, by a
+  :class:`~condcli.adapters.softmax_tap.SoftmaxTap` entered and left by hooks that live only for the forward,
+  and put where the weights would be: the capture then takes and proves it as it does a returned P.
 - A returned P is the last 4-D tensor of the module's output that is a probability matrix over the keys.
   Where the attention adds a learned sink to the keys and drops its column after the softmax (GPT-OSS
   ``sinks``), its rows sum to less than 1: it is still the matrix that multiplies V, and it is taken as such
@@ -24,6 +29,7 @@ import torch
 from torch import nn
 
 from condcli.adapters.generic.layouts import Grouping, grouped
+from condcli.adapters.softmax_tap import SoftmaxTap, computes_softmax, unobservable
 from condcli.reports.refusal import Refused
 
 Rows = Literal["one", "at most one"]  # what P's rows sum to: a softmax over the keys, or with a sink dropped
@@ -120,7 +126,8 @@ def hf_forward(model: nn.Module, attns: Sequence[nn.Module]) -> Callable[[dict[s
     requesting = [a for a in attns if weights_on_request(a)]
     request = bool(requesting)
     twins = [a for a in attns if eager_twin(a) is not None]
-    if not request and not twins:
+    blind = [a for a in dict.fromkeys(attns) if returns_none(a)]
+    if not request and not twins and not blind:
         return None
     configs = _inner_configs(model, requesting)
     extra = {"output_attentions": True} if request else {}
@@ -132,10 +139,73 @@ def hf_forward(model: nn.Module, attns: Sequence[nn.Module]) -> Callable[[dict[s
 
     def run(inputs: dict[str, Any]) -> Any:
         eager = getattr(getattr(model, "config", None), "_attn_implementation", None) == "eager"
-        with as_eager(twins if eager else ()), _asking(configs):
+        with as_eager(twins if eager else ()), _asking(configs), read_inside(blind if eager else ()):
             return model(**inputs, **extra)
 
     return run
+
+
+def returns_none(attn: nn.Module) -> bool:
+    """Whether ``attn`` returns no attention weights in any call although its code computes a softmax over
+    the keys: every ``return`` of its ``forward`` is a tuple whose entries after the output are literal
+    ``None`` (MiniCPM's vision attention: ``return attn_output, None``, whatever ``output_attentions`` says,
+    its P computed inside ``eager_attention_forward`` and dropped). A module that can return its weights is
+    never one: the weights it returns are the ones taken."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(type(attn).forward)))
+    except (TypeError, ValueError, OSError, SyntaxError):
+        return False
+    returns = [n.value for n in ast.walk(tree) if isinstance(n, ast.Return)]
+    if not returns or not all(_none_beside(v) for v in returns):
+        return False
+    return computes_softmax(attn) and unobservable(attn) is None
+
+
+def _none_beside(value: ast.expr | None) -> bool:
+    """Whether a returned value is a tuple literal ``(output, None, …)``: only None beside the output."""
+    return (
+        isinstance(value, ast.Tuple)
+        and len(value.elts) >= 2
+        and all(isinstance(e, ast.Constant) and e.value is None for e in value.elts[1:])
+    )
+
+
+@contextmanager
+def read_inside(attns: Sequence[nn.Module]) -> Iterator[None]:
+    """Each module of ``attns`` (:func:`returns_none`) run inside a fresh :class:`SoftmaxTap` for each of its
+    calls: entered by a pre-hook, left by a forward hook placed before every other, which puts the one softmax
+    over the keys the call computed where its output holds None for the weights (a call that computed several,
+    one per sequence packed into it, keeps its None). The taps and hooks live only inside this block (the
+    taps left, innermost first, where the forward raised inside a call)."""
+    handles: list[Any] = []
+    entered: list[SoftmaxTap] = []  # entered and not yet left: only where the forward raised inside a call
+
+    def enter(module: nn.Module, args: Any) -> None:
+        tap = SoftmaxTap()
+        tap.__enter__()  # type: ignore[no-untyped-call]
+        entered.append(tap)
+
+    def leave(module: nn.Module, args: Any, output: Any) -> Any:
+        tap = entered.pop()
+        tap.__exit__(None, None, None)  # type: ignore[no-untyped-call]
+        if not (isinstance(output, tuple) and len(output) >= 2 and all(o is None for o in output[1:])):
+            return None  # not the shape it was read to return: left as it is
+        if tap.count != 1:
+            # none (fused), or one per sequence packed into the call (MiniCPM's merger: one per 2×2 window),
+            # no one matrix over the tokens' keys: left None, refused by name where the layer is chosen
+            return None
+        return (output[0], tap.probs, *output[2:])
+
+    try:
+        for m in attns:
+            handles.append(m.register_forward_pre_hook(enter))
+            handles.append(m.register_forward_hook(leave, prepend=True))
+        yield
+    finally:
+        while entered:
+            entered.pop().__exit__(None, None, None)  # type: ignore[no-untyped-call]
+        for h in handles:
+            h.remove()
 
 
 def _inner_configs(model: nn.Module, attns: Sequence[nn.Module]) -> list[Any]:
