@@ -44,7 +44,12 @@ def _numeric_array(X: Any) -> np.ndarray[Any, Any]:
 
 
 def as_float64(X: Tensorish, *, min_ndim: int = 2) -> torch.Tensor:
-    """``X`` as a float64 tensor on its own device (exact upcast), validated.
+    """``X`` as a float64 tensor on its own device (exact upcast), validated (:func:`validated`)."""
+    return validated(X, min_ndim=min_ndim).detach().to(torch.float64)
+
+
+def validated(X: Tensorish, *, min_ndim: int = 2) -> torch.Tensor:
+    """``X`` as a tensor in its own dtype (on the CPU where it was on MPS), validated.
 
     Raises :class:`InputError` for complex, empty or non-numeric matrices and :class:`NonFiniteInputError`,
     naming the first offending sample along the flattened leading dimensions, for NaN/Inf entries: a spectrum
@@ -64,7 +69,7 @@ def as_float64(X: Tensorish, *, min_ndim: int = 2) -> torch.Tensor:
         t = t.cpu()
     # checked on the captured dtype: the upcast is exact, so the verdict is the same, at half the bytes
     check_finite(t)
-    return t.detach().to(torch.float64)
+    return t
 
 
 def pow2_exponents(magnitude: torch.Tensor) -> torch.Tensor:
