@@ -21,6 +21,7 @@ from condcli.adapters.generic.attn import Reading
 from condcli.adapters.generic.blocks import TRACE_BATCH, Discovery, Found, discover
 from condcli.adapters.generic.layouts import Grouping, attention_input, stream_input
 from condcli.adapters.generic.trace import Trace
+from condcli.inputs.preprocessing import setting
 from condcli.reports.refusal import Refused
 
 Tensor = torch.Tensor
@@ -66,7 +67,9 @@ def example_images(model: nn.Module) -> list[Tensor]:
         getattr(getattr(model, "patch_embed", None), "img_size", None),
         getattr(model, "img_size", None),
         (getattr(model, "pretrained_cfg", None) or {}).get("input_size", (None,))[1:],
-        getattr(config, "image_size", None),
+        # an HF config's image size, else its vision_config's (SAM) or another nested config's (SAM 2's
+        # vision_config.backbone_config): the size the inputs are made at
+        setting(config, "image_size", ("vision_config",)) if config is not None else None,
     ):
         size = _pair(value)
         if size is not None and size not in sizes:
