@@ -171,3 +171,18 @@ def test_head_entropy_a_head_per_thread_is_the_chunked_value(monkeypatch: pytest
         monkeypatch.undo()
         assert torch.equal(threaded, chunked)
         assert threaded.shape == (3,)
+
+
+@pytest.mark.parametrize(("q", "k"), [(7, 7), (257, 257), (300, 520), (600, 600), (100, 1000), (1000, 1301)])
+def test_row_entropy_skips_the_zeros_a_causal_mask_leaves_bitwise(q: int, k: int) -> None:
+    """H(P)'s rows, a block of ROWS at a time, skip the keys past a causal block's reach where they are all
+    zero: the same float64 sums, bitwise, as p·log p summed over every key; a nonzero there is not skipped."""
+    from condcli.spectra.entropy import _plogp, _row_entropy
+
+    g = torch.Generator().manual_seed(q)
+    mask = torch.arange(k)[None, :] > torch.arange(q)[:, None] + (k - q)
+    p = torch.softmax((torch.randn(2, 3, q, k, generator=g) * 3).masked_fill(mask, -math.inf), -1)
+    stray = p.clone()
+    stray[1, 2, 0, -1] = 0.01  # past the first block's causal reach, where q < k
+    for t in (p, stray):
+        assert torch.equal(_row_entropy(t, causal=True), _plogp(t.to(torch.float64)).sum(-1).neg())

@@ -39,7 +39,7 @@ def attention_entropy(P: Tensorish, *, causal: bool = False, window: int | None 
     if bool(p.amin() < 0):  # one reduction, no mask the size of P
         raise InputError("P holds negative entries: attention probabilities are ≥ 0", "pass softmax output")
     q, k = p.shape[-2:]
-    h = _row_entropy(p)  # (..., q)
+    h = _row_entropy(p, causal)  # (..., q)
     support = attention_support(q, k, causal=causal, window=window).to(p.device)
     valid = support > 1
     if not bool(valid.any()):
@@ -47,20 +47,35 @@ def attention_entropy(P: Tensorish, *, causal: bool = False, window: int | None 
     return (h[..., valid] / torch.log(support[valid])).mean(-1)
 
 
-def _row_entropy(p: torch.Tensor) -> torch.Tensor:
-    """(..., q, k) → (..., q): −Σ_j p_j log p_j of each row in float64, a matrix at a time through one float64
-    buffer (a float64 copy of every matrix at once, and a second for the logs, cost more in fresh pages than
-    in arithmetic at 2,048 tokens); bitwise :func:`_plogp` summed over each row."""
+ROWS = 256  # rows of a matrix whose p·log p are taken at once (:func:`_row_entropy`)
+
+
+def _row_entropy(p: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """(..., q, k) → (..., q): −Σ_j p_j log p_j of each row in float64, :data:`ROWS` rows at a time through
+    one float64 buffer (a float64 copy of every matrix at once, and a second for the logs, cost more in fresh
+    pages than in arithmetic at 2,048 tokens); bitwise :func:`_plogp` summed over each row. ``causal``: the
+    keys past those a block's last query may see (the last q of k positions) are skipped where they are all
+    exactly zero, as a causal mask leaves them: half the logs of a causal P, and the same sums (a zero's
+    term is +0, and the terms before it are summed in the same lanes: the width kept is a multiple of
+    :data:`ROWS`)."""
     q, k = p.shape[-2:]
     flat = p.reshape(-1, q, k)
     out = torch.empty(flat.shape[0], q, dtype=torch.float64, device=p.device)
-    buf = torch.empty(q, k, dtype=torch.float64, device=p.device)
+    buf = torch.empty(min(q, ROWS), k, dtype=torch.float64, device=p.device)
     for i, m in enumerate(flat):
-        buf.copy_(m)  # exact
-        buf.masked_fill_(m == 0, 1.0)  # log 1 = 0: 0·log 0 taken as 0, off the log's slow path
-        buf.log_()
-        buf.mul_(m)
-        torch.sum(buf, -1, out=out[i])
+        for r0 in range(0, q, ROWS):
+            rows = m[r0 : r0 + ROWS]
+            # keys the block's last query may see, if causal, rounded up to a whole block of ROWS: torch sums
+            # a row in vector lanes, and a width the lanes divide alike sums the kept terms as the whole row
+            reach = min(k, -(-(r0 + len(rows) + k - q) // ROWS) * ROWS)
+            if causal and reach < k and not bool(rows[:, reach:].any()):
+                rows = rows[:, :reach]
+            b = buf[: rows.shape[0], : rows.shape[1]]
+            b.copy_(rows)  # exact
+            b.masked_fill_(rows == 0, 1.0)  # log 1 = 0: 0·log 0 taken as 0, off the log's slow path
+            b.log_()
+            b.mul_(rows)
+            torch.sum(b, -1, out=out[i, r0 : r0 + rows.shape[0]])
     return out.neg_().reshape(p.shape[:-1])
 
 
