@@ -16,6 +16,7 @@ from condcli.adapters.base import HeadWeights, LayerSpec, Rotation, join_heads
 from condcli.analysis import headmax
 from condcli.analysis.persample import (
     ShortenedSequence,
+    Summaries,
     distinct_summaries,
     head_chunks,
     summarize_heads,
@@ -38,7 +39,7 @@ from condcli.spectra import (
 )
 from condcli.spectra.aggregate import ShardOrder, check_fields
 from condcli.spectra.core import Method, gram_decides_floors
-from condcli.spectra.strategies import thread_map
+from condcli.spectra.strategies import concurrently, thread_map
 from condcli.spectra.uncertainty import max_rel, power_rel, product_rel
 
 PROJECTIONS: tuple[Literal["q", "k", "v"], ...] = ("q", "k", "v")
@@ -161,7 +162,20 @@ class ForwardAccumulator:
             )
         put = self.streams
         xs = trim(layer.x_in, lengths, (0,))
-        sx = summarize_samples(xs, layer.x_in.dtype, repeats=True)
+        attn = trim(layer.attn_in, lengths, (1,))  # per sample (G, n, c)
+        x_dtype, a_dtype = layer.x_in.dtype, layer.attn_in.dtype
+
+        def x_part() -> tuple[Summaries, Summaries | None]:
+            whole = summarize_samples(xs, x_dtype, repeats=True)
+            return whole, distinct_summaries(xs, x_dtype, whole)
+
+        def a_part() -> tuple[Summaries, Summaries | None]:
+            return summarize_samples(attn, a_dtype, repeats=True), None
+
+        # X_l's summaries and A_l's side by side on the pool: bitwise as one after the other, and a long
+        # prompt (one sample, one matrix each) keeps both cores busy
+        (sx, sd), (sa, _) = concurrently([x_part, a_part])
+        assert sd is not None
         put["kappa"].extend(sx.reported, sx.below, sx.uncertainty)
         put["stable_rank"].extend(torch.stack([stable_rank_of_spectrum(s) for s in sx.sigma]))
         self.below["x"] += int(sx.below.sum())
@@ -169,11 +183,8 @@ class ForwardAccumulator:
         self.distinct.extend(sx.distinct)
         self.rows.extend([int(m.shape[-2]) for m in xs])
         self.repeated["x"] += int(sx.repeated.sum())
-        sd = distinct_summaries(xs, layer.x_in.dtype, sx)
         put["kappa_distinct"].extend(sd.reported, sd.below, sd.uncertainty)
         self.below["x_distinct"] += int(sd.below.sum())
-        attn = trim(layer.attn_in, lengths, (1,))  # per sample (G, n, c)
-        sa = summarize_samples(attn, layer.attn_in.dtype, repeats=True)
         ka = sa.reported  # (S, G): floors where A_l is below resolution, inf where its rows repeat
         assert sa.repeated is not None
         a_repeated = sa.repeated.any(-1)  # (S,) κ(A_l) = inf exactly in some group

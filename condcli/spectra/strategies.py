@@ -29,7 +29,9 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -48,6 +50,7 @@ class Strategy:
 
 
 _POOL: dict[int, ThreadPoolExecutor] = {}
+T = TypeVar("T")
 # a forked child inherits the pools but not their threads: mapping onto one would wait forever (a DataLoader
 # worker or a sweep's child that runs condcli after its parent did), so the child starts with none
 os.register_at_fork(after_in_child=_POOL.clear)
@@ -94,23 +97,32 @@ def thread_map(fn: Op, mats: list[torch.Tensor]) -> list[torch.Tensor]:
     """``fn`` on every (CPU) matrix, spread over torch's thread count; each matrix is its own call on one
     MKL thread (:func:`one_blas_thread`), so the results are bitwise those of a sequential loop. Runs
     sequentially inside a worker (no pool deadlock)."""
+    return concurrently([partial(fn, m) for m in mats])
+
+
+def concurrently(tasks: Sequence[Callable[[], T]]) -> list[T]:
+    """Each of ``tasks`` on a pool of torch's thread count, each on one MKL thread (:func:`one_blas_thread`),
+    their results in order; in order in the calling thread where there is one thread or one task, or inside
+    a worker (no pool deadlock). A :func:`thread_map` inside a task runs its matrices one after the other
+    on that worker, so the results are bitwise those of running the tasks one after the other: what this
+    gains is a second task's work on a core the first leaves idle (one long prompt: one matrix a task)."""
     threads = torch.get_num_threads()
-    if threads < 2 or len(mats) < 2 or getattr(_worker, "active", False):
+    if threads < 2 or len(tasks) < 2 or getattr(_worker, "active", False):
         with one_blas_thread():
-            return [fn(m) for m in mats]
+            return [task() for task in tasks]
     pool = _POOL.get(threads)
     if pool is None:
         pool = _POOL[threads] = ThreadPoolExecutor(threads, thread_name_prefix="condcli-linalg")
 
-    def run(m: torch.Tensor) -> torch.Tensor:
+    def run(task: Callable[[], T]) -> T:
         _worker.active = True
         try:
             with one_blas_thread():
-                return fn(m)
+                return task()
         finally:
             _worker.active = False
 
-    return list(pool.map(run, mats))
+    return list(pool.map(run, tasks))
 
 
 def _loop(op: Op, flat: torch.Tensor, groups: Sequence[slice]) -> torch.Tensor:
