@@ -4,7 +4,9 @@
 The codes (each derived from what a forward of the model showed, never a default message):
 
 - ``no-attention``: no softmax over keys was computed and no attention module ran;
-- ``linear-attention``: an attention module ran and computed no softmax: no P exists;
+- ``linear-attention``: an attention module ran and computed no softmax, or a softmax ran over scores that
+  are no query–key product and its weights multiplied the tokens (EfficientViM's ``softmax(dt + A)``): no
+  P exists;
 - ``qkv-unreadable``: attention was seen (a softmax inside an attention module), and what stands between X
   and q/k/v (a convolution, a norm, experts, a latent projection, parameters used in einsum) is named;
 - ``p-unobservable``: Q/K/V were read, P cannot be observed, and why;
