@@ -268,6 +268,9 @@ def test_long_causal_heads_reuse_their_brackets_bitwise(monkeypatch: pytest.Monk
     assert got is not None and any(reused)
     kappa, floor, mu = full_path(mats, torch.float32, "svd", ka, kv)
     assert torch.equal(got.kappa, kappa) and torch.equal(got.floor, floor) and torch.equal(got.mu, mu)
+    reused.clear()  # a float64 capture keeps none: the upcast may rescale it, and the decomposition's not
+    assert head_maxima([m.double() for m in mats], torch.float64, "svd", ka, kv) is not None
+    assert reused == []
     monkeypatch.setattr(causal_p, "decided_summary", lambda *a: None)  # every head decomposed again
     again = head_maxima(mats, torch.float32, "svd", ka, kv)
     assert again is not None

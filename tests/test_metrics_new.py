@@ -177,7 +177,7 @@ def test_head_entropy_a_head_per_thread_is_the_chunked_value(monkeypatch: pytest
 def test_row_entropy_skips_the_zeros_a_causal_mask_leaves_bitwise(q: int, k: int) -> None:
     """H(P)'s rows, a block of ROWS at a time, skip the keys past a causal block's reach where they are all
     zero: the same float64 sums, bitwise, as p·log p summed over every key; a nonzero there is not skipped."""
-    from condcli.spectra.entropy import _plogp, _row_entropy
+    from condcli.spectra.entropy import _plogp, _row_entropy, _row_entropy_batched
 
     g = torch.Generator().manual_seed(q)
     mask = torch.arange(k)[None, :] > torch.arange(q)[:, None] + (k - q)
@@ -186,3 +186,4 @@ def test_row_entropy_skips_the_zeros_a_causal_mask_leaves_bitwise(q: int, k: int
     stray[1, 2, 0, -1] = 0.01  # past the first block's causal reach, where q < k
     for t in (p, stray):
         assert torch.equal(_row_entropy(t, causal=True), _plogp(t.to(torch.float64)).sum(-1).neg())
+        assert torch.equal(_row_entropy_batched(t), _row_entropy(t))  # an accelerator's path, on the CPU

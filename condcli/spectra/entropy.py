@@ -58,6 +58,8 @@ def _row_entropy(p: torch.Tensor, causal: bool = False) -> torch.Tensor:
     exactly zero, as a causal mask leaves them: half the logs of a causal P, and the same sums (a zero's
     term is +0, and the terms before it are summed in the same lanes: the width kept is a multiple of
     :data:`ROWS`)."""
+    if p.device.type != "cpu":  # one batched op on an accelerator: a loop of small ones is launch-bound there
+        return _row_entropy_batched(p)
     q, k = p.shape[-2:]
     flat = p.reshape(-1, q, k)
     out = torch.empty(flat.shape[0], q, dtype=torch.float64, device=p.device)
@@ -77,6 +79,11 @@ def _row_entropy(p: torch.Tensor, causal: bool = False) -> torch.Tensor:
             b.mul_(rows)
             torch.sum(b, -1, out=out[i, r0 : r0 + rows.shape[0]])
     return out.neg_().reshape(p.shape[:-1])
+
+
+def _row_entropy_batched(p: torch.Tensor) -> torch.Tensor:
+    """:func:`_row_entropy` as one batched op over a float64 copy of every matrix (an accelerator's path)."""
+    return _plogp(p.to(torch.float64)).sum(-1).neg_()
 
 
 def _plogp(p: torch.Tensor) -> torch.Tensor:
