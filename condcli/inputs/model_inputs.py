@@ -30,10 +30,11 @@ from torch import nn
 from torch.nn.modules.conv import _ConvNd
 
 from condcli.adapters.generic.vision import clip_frames
+from condcli.adapters.nested_config import setting
 from condcli.errors import InputError
 from condcli.inputs.audio import AudioKind
 from condcli.inputs.batches import Preprocessing
-from condcli.inputs.preprocessing import hf_image_preprocessing, hf_text_preprocessing, setting
+from condcli.inputs.preprocessing import hf_image_preprocessing, hf_text_preprocessing
 from condcli.inputs.preprocessing_av import audio_preprocessing, mel_bins, video_preprocessing
 
 # the main inputs condcli makes

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from condcli.adapters.nested_config import setting
 from condcli.errors import InputError
 from condcli.inputs.audio import FBANK_SHIFT, WAVEFORM_SECONDS, AudioKind, audio_for
 from condcli.inputs.audio import describe as describe_audio
@@ -24,7 +25,6 @@ from condcli.inputs.preprocessing import (
     fed,
     image_size,
     keep_read,
-    setting,
 )
 from condcli.inputs.video import Video
 from condcli.inputs.video import describe as describe_video

@@ -21,7 +21,7 @@ from condcli.adapters.generic.attn import Reading
 from condcli.adapters.generic.blocks import TRACE_BATCH, Discovery, Found, discover
 from condcli.adapters.generic.layouts import Grouping, attention_input, stream_input
 from condcli.adapters.generic.trace import Trace
-from condcli.inputs.preprocessing import setting
+from condcli.adapters.nested_config import setting
 from condcli.reports.refusal import Refused
 
 Tensor = torch.Tensor
