@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from transformers import AutoConfig
@@ -48,12 +49,11 @@ def test_the_retry_pattern_takes_the_models_own_failures_only() -> None:
     assert not OWN_FAILURE.search("error: [qkv-unreadable] RuntimeError in a sentence")
 
 
-def test_a_model_that_fails_tiny_is_run_again_wider(tmp_path: Path) -> None:
-    """LiLT's layout channels (6 boxes of width // 6) do not add up at 64 nor at 256 wide: at its own width
-    (768, 2 layers) it runs, and the sweep reports that run, with the tiny tries kept. The sweep runs as a
-    user runs it, in a process of its own (it forks: a parent whose OpenMP threads have run cannot)."""
+def sweep_one(name: str, tmp_path: Path) -> dict[str, Any]:
+    """One case of the sweep, run as a user runs it, in a process of its own (it forks: a parent whose
+    OpenMP threads have run cannot): its result."""
     out = tmp_path / "breadth.json"
-    argv = ["--only", "lilt", "--jobs", "1", "--timeout", "300", "--out-json", str(out)]
+    argv = ["--only", name, "--jobs", "1", "--timeout", "300", "--out-json", str(out)]
     script = Path(__file__).resolve().parent.parent / "bench" / "sweep_architectures.py"
     done = subprocess.run(
         [sys.executable, str(script), *argv, "--out-md", str(tmp_path / "breadth.md")],
@@ -63,6 +63,15 @@ def test_a_model_that_fails_tiny_is_run_again_wider(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     (result,) = json.loads(out.read_text())
+    assert isinstance(result, dict)
+    return result
+
+
+def test_a_model_that_fails_tiny_is_run_again_wider(tmp_path: Path) -> None:
+    """LiLT's layout channels (6 boxes of width // 6) do not add up at 64 nor at 256 wide: at its own width
+    (768, 2 layers) it runs, and the sweep reports that run, with the tiny tries kept. The sweep runs as a
+    user runs it (:func:`sweep_one`)."""
+    result = sweep_one("lilt", tmp_path)
     assert result["class"] == "verified", result
     assert result["built_as"] == "LiltModel" + TIER_NOTES[2]
     assert len(result["tries"]) == 2 and all("mat1 and mat2" in t for t in result["tries"])
@@ -142,16 +151,6 @@ def test_a_token_id_a_default_config_lacks_is_set() -> None:
 def test_glm4v_text_is_analysed_at_the_tiny_size(tmp_path: Path) -> None:
     """End to end, as the sweep runs it (its own process): GLM-4.1V's text model runs at 64 wide, at the
     first try."""
-    out = tmp_path / "breadth.json"
-    argv = ["--only", "glm4v_text", "--jobs", "1", "--timeout", "300", "--out-json", str(out)]
-    script = Path(__file__).resolve().parent.parent / "bench" / "sweep_architectures.py"
-    done = subprocess.run(
-        [sys.executable, str(script), *argv, "--out-md", str(tmp_path / "breadth.md")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    (result,) = json.loads(out.read_text())
+    result = sweep_one("glm4v_text", tmp_path)
     assert result["class"] == "verified", result
     assert result["built_as"] == "Glm4vTextModel" and "tries" not in result
