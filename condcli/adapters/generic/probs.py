@@ -255,13 +255,6 @@ def sink(attn: nn.Module) -> str | None:
     return next((n for n, _ in attn.named_parameters(recurse=False) if "sink" in n.lower()), None)
 
 
-def rows_sum(t: torch.Tensor) -> torch.Tensor | None:
-    """Each row's sum, float64, where ``t``'s entries lie in [0, 1] (None: not a matrix of probabilities)."""
-    if not _probabilities(t):
-        return None
-    return _sums64(t.detach())
-
-
 def _probabilities(t: torch.Tensor) -> bool:
     """Whether ``t`` is a non-empty floating tensor with entries in [0, 1] (within 64 eps above)."""
     if not t.is_floating_point() or t.numel() == 0:
