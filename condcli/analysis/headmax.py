@@ -156,16 +156,21 @@ def _bounds(
             done = iter(strategies.thread_map(terms, flat))
             got = [torch.cat([next(done) for p in sample if p.shape[1] > 0], dim=1) for sample in pieces]
             if not long:  # a task of several heads: its Lanczos steps are not those of one head alone
-                got = [torch.cat([g[..., :4], torch.full_like(g[..., 4:], torch.nan)], -1) for g in got]
+                got = _without_brackets(got)
         else:  # batched kernels over the sample's heads on its device: not one head's brackets either
             got = [terms(m) for m in chunk]
-            got = [torch.cat([g[..., :4], torch.full_like(g[..., 4:], torch.nan)], -1) for g in got]
+            got = _without_brackets(got)
         for s, t in enumerate(got):
             parts[s].append(kappa_bounds(t[..., :4].cpu(), int(chunk[s].shape[-1]), capture_dtype))
             kept[s].append(t[..., 4:].cpu())
     hi = [torch.cat([b.kappa_hi for b in p], dim=1) for p in parts]
     floor = [torch.cat([b.floor for b in p], dim=1) for p in parts]
     return hi, floor, [torch.cat(k, dim=1) for k in kept]
+
+
+def _without_brackets(got: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Bound tasks' outputs (..., 4 + 5) with their brackets made NaN: not one head's, so not reused."""
+    return [torch.cat([g[..., :4], torch.full_like(g[..., 4:], torch.nan)], -1) for g in got]
 
 
 def _float64(m: torch.Tensor, scratch: dict[int, torch.Tensor]) -> torch.Tensor:
