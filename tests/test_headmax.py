@@ -67,10 +67,11 @@ def test_bounds_hold_and_proven_heads_are_what_the_svd_path_reports(mats: torch.
     n = int(x.shape[-1])
     terms = bound_terms(x, mats.dtype)
     sigma = torch.linalg.svdvals(x)
-    fro2, lo, hi, s1 = terms.unbind(-1)
+    fro2, lo, hi, s1, s1_lo = terms.unbind(-1)
     slack = 4 * n * 2.2e-16 * sigma[..., 0]  # the reference SVD's own error
     np.testing.assert_allclose(fro2.numpy(), x.square().sum((-2, -1)).numpy(), rtol=1e-13)
     assert bool((s1 >= sigma[..., 0] * (1 - 1e-14)).all()), (s1, sigma[..., 0])
+    assert bool((s1_lo <= sigma[..., 0] * (1 + 1e-14)).all()), (s1_lo, sigma[..., 0])
     assert bool((lo <= sigma[..., -1] + slack).all()), (lo, sigma[..., -1])
     assert bool((hi >= sigma[..., -1] - slack).all()), (hi, sigma[..., -1])
     bounds = kappa_bounds(terms, n, mats.dtype)
@@ -80,6 +81,7 @@ def test_bounds_hold_and_proven_heads_are_what_the_svd_path_reports(mats: torch.
     assert not bool((bounds.resolved & bounds.floor).any())
     proven = bounds.resolved | bounds.floor
     assert bool((ref.reported[proven] <= bounds.kappa_hi[proven]).all())
+    assert bool((ref.reported >= bounds.kappa_lo).all())
     assert bool(torch.isinf(bounds.kappa_hi[~proven]).all())
 
 

@@ -3,7 +3,9 @@
 Without ``--heads`` a layer reports, per sample, the largest κ(P) and μ(A) over its groups and heads and
 whether any head is a floor (docs/math.md#layers). Every head gets proven bounds first
 (:mod:`condcli.spectra.certify`, cheaper than its SVD); a head whose bound proves it is no floor and cannot
-exceed a maximum already measured needs no SVD. The heads decomposed are the unproven ones and, round by
+exceed a maximum already measured needs no SVD. A causal head's σ_n bound comes from a sketch, narrowed
+where it leaves the head above the largest proven lower bound on its layer's heads (:func:`_sharpened`;
+each holds but for a chance of 1e-12 over random vectors, docs/math.md). The heads decomposed are the unproven ones and, round by
 round, the one with the highest bound on κ and the one with the highest bound on μ that could still beat the
 maxima so far. Each is decomposed exactly as :func:`condcli.analysis.persample.summarize_heads` does, so the
 maxima and the floor flags are those of decomposing every head (bitwise, with one decomposition per call: the
@@ -21,13 +23,14 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
 from condcli.analysis.persample import head_chunks, summarize_samples
-from condcli.spectra import causal, mu_softmax_attention, strategies
+from condcli.spectra import causal, certify, mu_softmax_attention, strategies
 from condcli.spectra._tensor import check_finite
-from condcli.spectra.certify import KappaBounds, bound_terms, kappa_bounds
+from condcli.spectra.certify import bound_terms, kappa_bounds
 from condcli.spectra.core import Method, upcast
 from condcli.spectra.uncertainty import product_rel
 
@@ -85,8 +88,12 @@ def head_maxima(
     the caller decomposes every head."""
     if not mats or any(m.shape[-1] != m.shape[-2] for m in mats):
         return None
-    hi, proven_floor, brackets = _bounds(mats, capture_dtype)  # (G, H): reported ≤ hi, inf where unproven
+    terms, brackets = _bounds(mats, capture_dtype)
     wv = kappa_wv.to(torch.float64)
+    terms = _sharpened(mats, capture_dtype, terms, kappa_attn, wv)
+    bounds = [kappa_bounds(t, int(m.shape[-1]), capture_dtype) for t, m in zip(terms, mats, strict=True)]
+    hi = [b.kappa_hi for b in bounds]  # (G, H): reported ≤ hi, inf where unproven
+    proven_floor = [b.floor for b in bounds]
     hiw = [mu_softmax_attention(h, kappa_attn[s][:, None], wv) for s, h in enumerate(hi)]
     rep = [torch.full_like(h, torch.nan) for h in hi]  # reported κ of the heads decomposed so far
     below = [torch.zeros(h.shape, dtype=torch.bool) for h in hi]
@@ -122,15 +129,15 @@ def head_maxima(
 
 def _bounds(
     mats: Sequence[torch.Tensor], capture_dtype: torch.dtype
-) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
-    """Per sample (G, H): the proven bound on each head's reported κ (inf where nothing is proven) and
-    whether the head is a proven floor (a few heads at a time, as summarize_heads): on the CPU thread pool
-    where that strategy is in force (a CUDA stack copied to the host, as it does for decompositions), else
-    one batched call per sample on its device. Which heads are proven may differ in the last digits of a
-    bound with the split, never what is reported: every reported number comes from a decomposition. Third,
-    per sample (G, H, 5): a head's Lanczos brackets where they were computed one head per task on the
-    thread pool, as its decomposition computes them (:func:`_decompose` reuses them), NaN elsewhere."""
-    parts: list[list[KappaBounds]] = [[] for _ in mats]
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Per sample (G, H, 5): each head's :func:`~condcli.spectra.certify.bound_terms` (a few heads at a
+    time, as summarize_heads): on the CPU thread pool where that strategy is in force (a CUDA stack copied
+    to the host, as it does for decompositions), else one batched call per sample on its device. Which
+    heads are proven may differ in the last digits of a bound with the split, never what is reported:
+    every reported number comes from a decomposition. Second, per sample (G, H, 5): a head's Lanczos
+    brackets where they were computed one head per task on the thread pool, as its decomposition computes
+    them (:func:`_decompose` reuses them), NaN elsewhere."""
+    parts: list[list[torch.Tensor]] = [[] for _ in mats]
     kept: list[list[torch.Tensor]] = [[] for _ in mats]
     scratch: dict[int, torch.Tensor] = {}
 
@@ -161,21 +168,60 @@ def _bounds(
             got = [terms(m) for m in chunk]
             got = _without_brackets(got)
         for s, t in enumerate(got):
-            parts[s].append(kappa_bounds(t[..., :4].cpu(), int(chunk[s].shape[-1]), capture_dtype))
-            kept[s].append(t[..., 4:].cpu())
-    hi = [torch.cat([b.kappa_hi for b in p], dim=1) for p in parts]
-    floor = [torch.cat([b.floor for b in p], dim=1) for p in parts]
-    return hi, floor, [torch.cat(k, dim=1) for k in kept]
+            parts[s].append(t[..., :5].cpu())
+            kept[s].append(t[..., 5:].cpu())
+    return [torch.cat(p, dim=1) for p in parts], [torch.cat(k, dim=1) for k in kept]
 
 
 def _without_brackets(got: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Bound tasks' outputs (..., 4 + 5) with their brackets made NaN: not one head's, so not reused."""
-    return [torch.cat([g[..., :4], torch.full_like(g[..., 4:], torch.nan)], -1) for g in got]
+    """Bound tasks' outputs (..., 5 + 5) with their brackets made NaN: not one head's, so not reused."""
+    return [torch.cat([g[..., :5], torch.full_like(g[..., 5:], torch.nan)], -1) for g in got]
+
+
+def _sharpened(
+    mats: Sequence[torch.Tensor],
+    capture_dtype: torch.dtype,
+    terms: list[torch.Tensor],
+    kappa_attn: torch.Tensor,
+    wv: torch.Tensor,
+) -> list[torch.Tensor]:
+    """``terms`` with :func:`~condcli.spectra.certify.sharpened` bounds for the heads that need them: those
+    whose bound on κ (or μ) lies above the largest proven lower bound on a head's κ (or μ) of their sample,
+    which the layer's maximum reaches whatever the SVDs say; a head below it can set neither maximum. One
+    head per task on the thread pool where that strategy is in force, else one head after the other."""
+    picked: list[tuple[int, int]] = []
+    for s, t in enumerate(terms):
+        if int(mats[s].shape[-1]) < causal.MIN_TOKENS:  # no Lanczos path: nothing to sharpen
+            continue
+        b = kappa_bounds(t, int(mats[s].shape[-1]), capture_dtype)
+        mu_hi = mu_softmax_attention(b.kappa_hi, kappa_attn[s][:, None], wv)
+        mu_lo = mu_softmax_attention(b.kappa_lo.clamp_min(1), kappa_attn[s][:, None], wv)  # κ ≥ 1
+        need = ~b.floor & ((b.kappa_hi > b.kappa_lo.amax()) | (mu_hi > mu_lo.amax()))
+        picked += [(s, int(i)) for i in torch.nonzero(need.flatten()).flatten().tolist()]
+    if not picked:
+        return terms
+    scratch: dict[int, torch.Tensor] = {}
+
+    def sharpen(si: tuple[int, int]) -> torch.Tensor:
+        s, i = si
+        m = mats[s].flatten(0, -3)[i]
+        own = terms[s].flatten(0, -2)[i][None]
+        return certify.sharpened(_float64(m, scratch)[None], capture_dtype, own)[0]
+
+    device = mats[0].device
+    if strategies.strategy_for(device) is strategies.THREADS:
+        got = strategies.concurrently([partial(sharpen, si) for si in picked])
+    else:
+        got = [sharpen(si) for si in picked]
+    out = [t.clone() for t in terms]
+    for (s, i), g in zip(picked, got, strict=True):
+        out[s].view(-1, out[s].shape[-1])[i] = g.to(out[s].dtype).cpu()
+    return out
 
 
 def _float64(m: torch.Tensor, scratch: dict[int, torch.Tensor]) -> torch.Tensor:
     """``m`` as float64 (:func:`~condcli.spectra.core.upcast`), on the CPU into a buffer per thread in
-    ``scratch`` (one :func:`_bounds` call's, freed with it), reused while the shape holds: a fresh float64
+    ``scratch`` (one :func:`_bounds` or :func:`_sharpened` call's, freed with it), reused while the shape holds: a fresh float64
     copy of a 2,048-token head is 32 MiB of pages the kernel maps and zeroes, 6× the copy's own time. Only
     the bounds read it, and they keep no reference to it."""
     if m.device.type != "cpu" or m.dtype not in (torch.float32, torch.float16, torch.bfloat16):

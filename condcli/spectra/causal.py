@@ -42,6 +42,13 @@ all-ones start for PᵀP ≥ 0 is not: its Perron vector is non-negative), and K
 bound the chance that k steps from a random start underestimate λ_1 by a factor 1 − ε by
 1.648·√n·e^{−√ε(2k−1)}.
 
+**Bounds only** (``bound_only``: :mod:`condcli.analysis.headmax` sparing heads that cannot set a layer's
+maximum): σ_1's float32 bracket stands where it is wide, with Collatz–Wielandt's proven upper bound and no
+float64 Krylov space, and σ_n⁻ comes from a sketch (:func:`sketch_sigma_n`, one solve with 16 random
+right-hand sides), narrowed where needed by 24 Lanczos steps without convergence (:func:`quick_sigma_n`).
+Each of the two holds but for a chance of :data:`BOUND_RISK` over its random vectors, and neither needs the
+Krylov assumption above; neither is reported.
+
 A matrix is **decided** here where its SVD path's verdict is proven (σ_n > tol or σ_n ≤ tol certainly, with
 tol's own bounds and the SVD's σ̂ slack: :func:`condcli.spectra.certify.kappa_bounds`) and the value is tight:
 a measurement's κ bracket [σ_1⁻/σ_n⁺, σ_1⁺/σ_n⁻] and a floor's σ_1 bracket within :data:`RTOL` relative (or,
@@ -55,6 +62,7 @@ and :func:`counts` says how many did.
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 from dataclasses import dataclass
 
@@ -81,6 +89,13 @@ RETRY_TOKENS = 1024
 # cost O(n³/3) once and every step after them O(n²), about a third of its SVD at 1,521 tokens and under half
 # at 4,096 (docs/performance.md); below, the SVD costs less
 LU_TOKENS = 1024
+# where only a bound on σ_n is wanted (:mod:`condcli.analysis.headmax` sparing a head its decomposition): a
+# solve with this many random right-hand sides (:func:`sketch_sigma_n`), then, where that is too wide, this
+# many Lanczos steps on (PPᵀ)⁻¹ without convergence (:func:`quick_sigma_n`); each bound holds but for a chance
+# of BOUND_RISK over its random vectors, which are drawn independently of P
+SKETCH_COLUMNS = 16
+QUICK_STEPS = 24
+BOUND_RISK = 1e-12
 POWER_STEPS = 2  # power steps on PᵀP after the Ritz vector, before Collatz–Wielandt
 # σ_1's Krylov space from a float32 capture is built in float32 (a product with P costs a quarter of
 # float64's at 2,048 tokens), to this residual: its Ritz vector is then within about 1e-6 of σ_1's, and the
@@ -150,30 +165,33 @@ def brackets(
     inverse_steps: int = INVERSE_STEPS,
     *,
     lower: bool | None = None,
+    bound_only: bool = False,
 ) -> torch.Tensor:
     """``x`` (..., n, n) float64 non-negative, lower triangular with a positive diagonal or (from
     :data:`LU_TOKENS` on) any square, captured in ``capture_dtype`` → (..., 5): ‖x‖_F², and proven bounds
     σ_1⁻, σ_1⁺, σ_n⁻ (Krylov-certified: the module docstring; 0 where none), σ_n⁺. The floor proof comes
     first; σ_n's Lanczos runs only where it proves no floor. A batchable op: one matrix or a stack.
     ``lower``: whether every matrix is known to be lower triangular (a caller that checked; else checked
-    here: a pass over n² entries that costs a fifth of a head's brackets at 2,048 tokens)."""
+    here: a pass over n² entries that costs a fifth of a head's brackets at 2,048 tokens). ``bound_only``:
+    σ_n⁻ from :func:`sketch_sigma_n` in place of Lanczos (and σ_n⁺ from the floor proof alone), a bound to
+    spare a head its decomposition where only a layer's maximum is wanted, too wide to report a κ from
+    (:func:`quick_sigma_n` narrows it further)."""
     lead = x.shape[:-2]
     n = int(x.shape[-1])
     flat = x.reshape(-1, n, n)
     fro2 = torch.linalg.vector_norm(flat, dim=(-2, -1)).square()
-    s1_lo, s1_hi = _sigma_1(flat, fro2, single=machine_eps(capture_dtype) >= _EPS32)
+    s1_lo, s1_hi = _sigma_1(flat, fro2, single=machine_eps(capture_dtype) >= _EPS32, bound_only=bound_only)
     solver = _Solver.of(flat, fro2, lower)
     sn_hi = _sigma_k_above(flat, fro2) if solver.lu is None else lu_sigma_k_above(flat, fro2, solver.lu)
     sn_lo = torch.zeros_like(sn_hi)
     rest = ~_floored(sn_hi, _tolerance(fro2, s1_hi, n, machine_eps(capture_dtype) / 2))
     if bool(rest.any()):
         every = bool(rest.all())
-        lo, hi = _sigma_n(
-            flat if every else flat[rest],  # no copy
-            fro2[rest],
-            solver if every else solver.subset(rest),
-            inverse_steps,
-        )
+        part, sub = (flat, solver) if every else (flat[rest], solver.subset(rest))  # no copy where every
+        if bound_only:
+            lo, hi = sketch_sigma_n(part, fro2[rest], sub), torch.full_like(fro2[rest], torch.inf)
+        else:
+            lo, hi = _sigma_n(part, fro2[rest], sub, inverse_steps)
         sn_lo[rest] = lo
         sn_hi[rest] = torch.minimum(sn_hi[rest], hi)
     out = torch.stack([fro2, s1_lo, s1_hi, sn_lo, sn_hi], -1)
@@ -218,15 +236,19 @@ class _Solver:
 
 
 def _sigma_1(
-    x: torch.Tensor, fro2: torch.Tensor, *, single: bool = False
+    x: torch.Tensor, fro2: torch.Tensor, *, single: bool = False, bound_only: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(lower, upper) bounds on σ_1 of non-negative matrices (B, n, n) with ‖x‖_F² ``fro2`` (the module
     docstring). ``single``: the matrices were captured in float32 or coarser, so that their float32 copy is
     exact: the Krylov space is built from that copy first (:data:`SINGLE_RTOL`), and again in float64 for
-    the matrices whose bracket it leaves wider than :data:`RTOL`; every bound takes float64 products."""
+    the matrices whose bracket it leaves wider than :data:`RTOL`; every bound takes float64 products.
+    ``bound_only``: not again, Collatz–Wielandt's bound instead where the first bracket is wider (a sharp
+    head's σ_2 lies within 1% of σ_1: its float64 Krylov space costs more than the rest of its bounds)."""
     if not single:
         return _sigma_1_from(x, fro2, single=False)
-    lower, upper = _sigma_1_from(x, fro2, single=True)
+    lower, upper = _sigma_1_from(x, fro2, single=True, collatz=bound_only)
+    if bound_only:
+        return lower, upper
     again = ~(upper <= lower * (1 + RTOL / 4))
     if bool(again.any()):
         lower, upper = lower.clone(), upper.clone()
@@ -234,8 +256,12 @@ def _sigma_1(
     return lower, upper
 
 
-def _sigma_1_from(x: torch.Tensor, fro2: torch.Tensor, *, single: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`_sigma_1` from one Krylov space: built in float32 where ``single``, else in float64."""
+def _sigma_1_from(
+    x: torch.Tensor, fro2: torch.Tensor, *, single: bool, collatz: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_sigma_1` from one Krylov space: built in float32 where ``single``, else in float64; with
+    Collatz–Wielandt's bound where Kato–Temple's is not within :data:`RTOL` unless ``single`` (the caller
+    then builds the space again in float64) or ``collatz``."""
     n = x.shape[-1]
 
     def gram(v: torch.Tensor) -> torch.Tensor:
@@ -266,15 +292,15 @@ def _sigma_1_from(x: torch.Tensor, fro2: torch.Tensor, *, single: bool) -> tuple
     temple = pair.rho + pair.delta + (pair.eps + pair.delta).square() / gap
     upper = torch.where((gap > 0) & torch.isfinite(temple), temple, torch.inf)
     lower = torch.maximum(pair.norm_p, pair.norm_pt) - pair.delta
-    if not bool((upper <= lower * (1 + RTOL / 4)).all()) and not single:
+    if not bool((upper <= lower * (1 + RTOL / 4)).all()) and (collatz or not single):
         v = y.clamp_min(0)
         v = v.clamp_min(1e-30 * v.amax(-2, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny))
         for _ in range(POWER_STEPS):
             v = gram(v)
             v = v / v.amax(-2, keepdim=True)
         w = gram(v)
-        collatz = ((w / v).amax((-2, -1)) * (1 + 2 * (2 * n + 2) * _U)).sqrt() * (1 + EPS64)
-        upper = torch.minimum(collatz, upper)
+        wielandt = ((w / v).amax((-2, -1)) * (1 + 2 * (2 * n + 2) * _U)).sqrt() * (1 + EPS64)
+        upper = torch.minimum(wielandt, upper)
     good = torch.isfinite(upper) & torch.isfinite(lower)
     return torch.where(good, lower, 0.0), torch.where(good, upper, torch.inf)
 
@@ -356,6 +382,69 @@ def _sigma_n(
     lower = torch.maximum(temple, below(ritz.values[:, 0] + ritz.residuals[:, 0]))
     ok = torch.isfinite(lower) & (lower > 0)
     return torch.where(ok, lower, zero), torch.where(torch.isfinite(upper), upper, inf)
+
+
+def sketch_sigma_n(x: torch.Tensor, fro2: torch.Tensor, solver: _Solver, seed: int = 0) -> torch.Tensor:
+    """A lower bound on σ_n of matrices (B, n, n) with ‖x‖_F² ``fro2`` that ``solver`` solves with, from one
+    solve with :data:`SKETCH_COLUMNS` Gaussian right-hand sides G (``seed``), which holds but for a chance of
+    :data:`BOUND_RISK` over G (0 where none). With A = P⁻¹ and σ_1(A) = 1/σ_n along the unit vectors u, v:
+    ‖AG‖₂ ≥ ‖uᵀAG‖ = σ_1(A)·‖vᵀG‖, and ‖vᵀG‖² is χ² with m = SKETCH_COLUMNS degrees of freedom, below t with
+    a chance of at most (t/2)^{m/2}/Γ(m/2 + 1) (e^{−x} ≤ 1 under the integral); t is chosen where that is
+    BOUND_RISK. The solve's own error enters through its residual R = PŜ − G, computed, and bounded with
+    its rounding (γ_n|P||Ŝ|, Higham Thm 3.5): AG = Ŝ − AR, so ‖A‖(√t − ‖R‖₂) ≤ ‖Ŝ‖₂, whatever algorithm
+    solved. ‖Ŝ‖₂ comes from the m × m Gram ŜᵀŜ, with its rounding. One blocked solve and one product cost
+    about eight triangular solves at 2,048 tokens: a tenth of σ_n's Lanczos. Within 10× to 60× of σ_n on
+    a causal P, from its few largest singular values of P⁻¹ and its Frobenius norm: enough to show that a
+    head a thousand times above the capture's floor cannot set a layer's maximum (docs/performance.md)."""
+    batch, n, _ = x.shape
+    m = min(SKETCH_COLUMNS, n)
+    gen = torch.Generator().manual_seed(seed)
+    g = torch.randn(n, m, generator=gen, dtype=x.dtype).to(x.device).expand(batch, n, m)
+    s = solver.solve(g)
+    gamma = n * _U / (1 - n * _U)
+    fro_s = torch.linalg.vector_norm(s, dim=(-2, -1))
+    r = torch.linalg.vector_norm(x @ s - g, dim=(-2, -1)) * (1 + 2 * _U) + gamma * fro2.sqrt() * fro_s
+    gram = s.mT @ s
+    finite = torch.isfinite(gram).all((-2, -1)) & torch.isfinite(r)  # solves that overflow bound nothing
+    gram = torch.where(finite[:, None, None], gram, 0.0)
+    # the Gram's rounding (γ_n per entry of |Ŝ|ᵀ|Ŝ|, at most ‖Ŝ‖_F² in 2-norm) and eigvalsh's backward error
+    top = torch.linalg.eigvalsh(gram)[..., -1] + (gamma + 8 * m * _U) * fro_s.square()
+    half = m / 2
+    root_t = math.sqrt(2 * math.exp((math.log(BOUND_RISK) + math.lgamma(half + 1)) / half))
+    norm_inv = top.clamp_min(0).sqrt() / (root_t - r)  # ≥ ‖P⁻¹‖₂ where √t > ‖R‖₂
+    lower = (1 - 1e-9) / norm_inv
+    ok = finite & torch.isfinite(lower) & (root_t > r) & (lower > 0)
+    return torch.where(ok, lower, torch.zeros_like(lower))
+
+
+def quick_sigma_n(x: torch.Tensor, fro2: torch.Tensor, *, lower: bool | None = None) -> torch.Tensor:
+    """A lower bound on σ_n of matrices (B, n, n) as :func:`brackets` takes them (``lower``: as there), from
+    :data:`QUICK_STEPS` Lanczos steps on (PPᵀ)⁻¹ and no convergence, which holds but for a chance of
+    :data:`BOUND_RISK` over the start vector (0 where none): Kuczyński–Woźniakowski bound the chance that k
+    steps from a random start leave θ_1 below (1 − ε)λ_1 by 1.648·√n·e^{−√ε(2k−1)}; ε is chosen where that
+    is BOUND_RISK, and σ_n ≥ (θ_1/(1 − ε))^{−1/2}, less the solves' backward error. After 24 steps at
+    n = 2,048, 1 − ε = 0.54: within 1.4× of σ_n where θ_1 has converged, where :func:`sketch_sigma_n` may be
+    60× off (a sink head, whose smallest σ cluster). Narrower than the sketch, and a third of the full
+    brackets' σ_n steps."""
+    batch, n, _ = x.shape
+    solver = _Solver.of(x, fro2, lower)
+    gen = torch.Generator().manual_seed(0)
+    start = torch.randn(n, 1, generator=gen, dtype=x.dtype).to(x.device).expand(batch, n, 1).clone()
+    zero = torch.zeros(batch, dtype=x.dtype, device=x.device)
+
+    def inverse_gram(v: torch.Tensor) -> torch.Tensor:  # (PPᵀ)⁻¹v = P⁻ᵀ(P⁻¹v)
+        return solver.solve(solver.solve(v), adjoint=True)
+
+    ritz = top_ritz(inverse_gram, start, QUICK_STEPS, (0.0, 0.0))  # every step, or an invariant subspace
+    # √ε for the steps taken (fewer than QUICK_STEPS where one matrix of the stack reached an invariant
+    # subspace: the chance is then taken for that many, which holds for every matrix)
+    root = math.log(1.648 * math.sqrt(n) / BOUND_RISK) / (2 * ritz.steps - 1)
+    if root >= 1 or not bool(torch.isfinite(ritz.values).all()):  # too few steps at that chance, or overflow
+        return zero
+    theta = ritz.values[:, 0] / (1 - root**2)  # λ_1 ≤ θ_1/(1 − ε) but for a chance of BOUND_RISK
+    bound = (1 - 1e-6) * theta.clamp_min(torch.finfo(x.dtype).tiny).rsqrt() - 2 * solver.margin
+    ok = torch.isfinite(bound) & (bound > 0) & (ritz.values[:, 0] > 0)
+    return torch.where(ok, bound, zero)
 
 
 @dataclass(frozen=True)

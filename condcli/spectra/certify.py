@@ -55,6 +55,7 @@ class KappaBounds:
     """Per matrix, over the leading dims: what its SVD path would report, proven without it."""
 
     kappa_hi: torch.Tensor  # (...,) float64: the reported κ (or floor) ≤ this; inf where nothing is proven
+    kappa_lo: torch.Tensor  # (...,) float64: the reported κ (or floor) ≥ this; 0 where nothing is proven
     resolved: torch.Tensor  # (...,) bool: σ̂_k > tol proven (a measurement, no floor)
     floor: torch.Tensor  # (...,) bool: σ̂_k ≤ tol proven (a floor σ̂_1/tol)
 
@@ -62,14 +63,16 @@ class KappaBounds:
 def bound_terms(
     x: torch.Tensor, capture_dtype: torch.dtype | str, brackets: list[torch.Tensor] | None = None
 ) -> torch.Tensor:
-    """``x`` (..., n, n) float64, captured in ``capture_dtype`` → (..., 4): ‖x‖_F², a lower bound on σ_k (0
-    where none), an upper bound on σ_k (inf where none), an upper bound on σ_1 (the module docstring). A
-    batchable op: one matrix or a stack. For a stack of lower-triangular matrices (causal attention) the
-    floor test comes first, as it costs O(n²) there, and the Gram bound only where it proves no floor;
-    other matrices get the Gram bound alone (a floor test by LU costs more than the SVDs it spares on
-    ViT-B's P, where 5% of the heads are floors). ``brackets``: where given, the Lanczos brackets
-    (:func:`condcli.spectra.causal.brackets`, (..., 5)) are appended to it where they are what the bounds
-    come from."""
+    """``x`` (..., n, n) float64, captured in ``capture_dtype`` → (..., 5): ‖x‖_F², a lower bound on σ_k (0
+    where none), an upper bound on σ_k (inf where none), an upper bound on σ_1 (the module docstring), and
+    a lower bound on σ_1 (0 where none: the Lanczos path alone gives one). A batchable op: one matrix or a
+    stack. For a stack of lower-triangular matrices (causal attention) the floor test comes first, as it
+    costs O(n²) there, and the Gram bound only where it proves no floor; other matrices get the Gram bound
+    alone (a floor test by LU costs more than the SVDs it spares on ViT-B's P, where 5% of the heads are
+    floors). From :data:`condcli.spectra.causal.MIN_TOKENS` on, lower-triangular non-negative matrices
+    take :func:`condcli.spectra.causal.brackets` as bounds (``bound_only``: σ_n⁻ from a sketch, which
+    :func:`sharpened` may narrow). ``brackets``: where given, those brackets ((..., 5), NaN for a matrix
+    whose σ_n⁻ is a bound's rather than a report's) are appended to it."""
     n = x.shape[-1]
     u = machine_eps(capture_dtype) / 2
     fro2 = torch.linalg.vector_norm(x, dim=(-2, -1)).square()  # no squared copy of x
@@ -79,11 +82,11 @@ def bound_terms(
 
     if bool(causal.triangular(x).all()):  # one pass over the entries, passed on
         if n >= causal.MIN_TOKENS and bool(causal.finite_non_negative(x).all()):  # Lanczos, O(n²) a step
-            terms = causal.brackets(x, capture_dtype, lower=True)
-            if brackets is not None:
-                brackets.append(terms)
-            _, _, s1, lo, hi = terms.unbind(-1)
-            return torch.stack([fro2, lo, hi, s1], -1)
+            terms = causal.brackets(x, capture_dtype, lower=True, bound_only=True)
+            if brackets is not None:  # σ_n⁻ of a bound is no bracket to report from (0 for a floor's)
+                brackets.append(torch.where(terms[..., 3:4] > 0, torch.nan, terms))
+            _, s1_lo, s1, lo, hi = terms.unbind(-1)
+            return torch.stack([fro2, lo, hi, s1, s1_lo], -1)
         hi = _sigma_k_above(x, fro2)
         s1 = _sigma_1_above(x, None)
         rest = ~_floored(hi, _tolerance(fro2, s1, n, u))
@@ -92,7 +95,26 @@ def bound_terms(
     else:
         lo, gram = _sigma_k_below(x, fro2)
         s1 = _sigma_1_above(x, gram)
-    return torch.stack([fro2, lo, hi, s1], -1)
+    return torch.stack([fro2, lo, hi, s1, torch.zeros_like(s1)], -1)
+
+
+def sharpened(x: torch.Tensor, capture_dtype: torch.dtype | str, terms: torch.Tensor) -> torch.Tensor:
+    """:func:`bound_terms` ``terms`` (..., 5) of ``x`` (..., n, n, float64) with σ_k's lower bound narrowed
+    by :func:`condcli.spectra.causal.quick_sigma_n` where they came from the Lanczos path and prove no floor
+    (a sink head, whose smallest singular values cluster, is bounded by the sketch 60× below its σ_n: a
+    third of its Lanczos steps bound it within 1.4×); the others as they are."""
+    from condcli.spectra import causal
+
+    n = x.shape[-1]
+    lower = causal.triangular(x) & causal.finite_non_negative(x)
+    bounds = kappa_bounds(terms, n, capture_dtype)
+    open_ = lower & ~bounds.floor & torch.isfinite(terms[..., 3]) if n >= causal.MIN_TOKENS else lower & False
+    if not bool(open_.any()):
+        return terms
+    out = terms.clone()
+    quick = causal.quick_sigma_n(x[open_], terms[open_][..., 0], lower=True)
+    out[..., 1][open_] = torch.maximum(terms[..., 1][open_], quick)
+    return out
 
 
 def _sigma_k_below(x: torch.Tensor, fro2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -142,7 +164,7 @@ def _sigma_1_above(x: torch.Tensor, gram: torch.Tensor | None) -> torch.Tensor:
 
 def kappa_bounds(terms: torch.Tensor, n: int, capture_dtype: torch.dtype | str) -> KappaBounds:
     """:class:`KappaBounds` from :func:`bound_terms` of n×n matrices captured in ``capture_dtype``."""
-    fro2, lo, sk_hi, s1 = terms.unbind(-1)
+    fro2, lo, sk_hi, s1, s1_lo = terms.unbind(-1)
     tolerance = _tolerance(fro2, s1, n, machine_eps(capture_dtype) / 2)
     resolved = _resolved(lo, tolerance)
     floor = _floored(sk_hi, tolerance) & ~resolved
@@ -152,4 +174,11 @@ def kappa_bounds(terms: torch.Tensor, n: int, capture_dtype: torch.dtype | str) 
     measured = top / torch.where(resolved, lo - slack, one)
     floored = top / torch.where(floor, tol_lo, one)
     inf = torch.full_like(top, torch.inf)
-    return KappaBounds(torch.where(resolved, measured, torch.where(floor, floored, inf)), resolved, floor)
+    hi = torch.where(resolved, measured, torch.where(floor, floored, inf))
+    # σ̂_1 (or a Gram path's) at least this; σ̂_k at most σ_k's upper bound plus the slack, and tol at most
+    # tol_hi (the floor's σ̂_1/tol)
+    bottom = (s1_lo - slack).clamp_min(0) * (1 - 4 * n * EPS64) * (1 - 4 * MEASURE_RTOL)
+    _, tol_hi, _ = tolerance
+    low = torch.where(resolved, bottom / (sk_hi + slack), torch.where(floor, bottom / tol_hi, 0.0))
+    low = torch.where(torch.isfinite(low), low, 0.0)
+    return KappaBounds(hi, low, resolved, floor)
