@@ -5,11 +5,12 @@ whether any head is a floor (docs/math.md#layers). Every head gets proven bounds
 (:mod:`condcli.spectra.certify`, cheaper than its SVD); a head whose bound proves it is no floor and cannot
 exceed a maximum already measured needs no SVD. A causal head's σ_n bound comes from a sketch, narrowed
 where it leaves the head above the largest proven lower bound on its layer's heads (:func:`_sharpened`;
-each holds but for a chance of 1e-12 over random vectors, docs/math.md). The heads decomposed are the unproven ones and, round by
-round, the one with the highest bound on κ and the one with the highest bound on μ that could still beat the
-maxima so far. Each is decomposed exactly as :func:`condcli.analysis.persample.summarize_heads` does, so the
-maxima and the floor flags are those of decomposing every head (bitwise, with one decomposition per call: the
-CPU default), and which heads are decomposed depends on the sample alone (docs/math.md#aggregation).
+each holds but for a chance of 1e-12 over random vectors, docs/math.md). The heads decomposed are the
+unproven ones and, round by round, the one with the highest bound on κ and the one with the highest bound
+on μ that could still beat the maxima so far. Each is decomposed exactly as
+:func:`condcli.analysis.persample.summarize_heads` does, so the maxima and the floor flags are those of
+decomposing every head (bitwise, with one decomposition per call: the CPU default), and which heads are
+decomposed depends on the sample alone (docs/math.md#aggregation).
 
 Where it runs (:data:`DEFAULTS`, per device kind of the captured P; :func:`forced` overrides it): on the CPU
 for causal attention (P lower triangular, a floor proven by triangular solves in O(n²)) from
@@ -221,9 +222,9 @@ def _sharpened(
 
 def _float64(m: torch.Tensor, scratch: dict[int, torch.Tensor]) -> torch.Tensor:
     """``m`` as float64 (:func:`~condcli.spectra.core.upcast`), on the CPU into a buffer per thread in
-    ``scratch`` (one :func:`_bounds` or :func:`_sharpened` call's, freed with it), reused while the shape holds: a fresh float64
-    copy of a 2,048-token head is 32 MiB of pages the kernel maps and zeroes, 6× the copy's own time. Only
-    the bounds read it, and they keep no reference to it."""
+    ``scratch`` (one :func:`_bounds` or :func:`_sharpened` call's, freed with it), reused while the shape
+    holds: a fresh float64 copy of a 2,048-token head is 32 MiB of pages the kernel maps and zeroes, 6× the
+    copy's own time. Only the bounds read it, and they keep no reference to it."""
     if m.device.type != "cpu" or m.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         return upcast(m)[0]
     check_finite(m)

@@ -96,6 +96,7 @@ LU_TOKENS = 1024
 SKETCH_COLUMNS = 16
 QUICK_STEPS = 24
 BOUND_RISK = 1e-12
+TRIANGLE_ROWS = 128  # rows a block when testing triangularity (128 to 512 alike at 2,048 tokens)
 POWER_STEPS = 2  # power steps on PᵀP after the Ritz vector, before Collatz–Wielandt
 # σ_1's Krylov space from a float32 capture is built in float32 (a product with P costs a quarter of
 # float64's at 2,048 tokens), to this residual: its Ritz vector is then within about 1e-6 of σ_1's, and the
@@ -140,8 +141,10 @@ def applies(x: torch.Tensor) -> bool:
         return False
     if x.shape[-1] >= LU_TOKENS:
         return True
+    if bool(triangular(x).all()):
+        return True
     upper = x.triu(1)
-    return int(upper.count_nonzero()) == 0 or bool(((upper == 0) | upper.isnan()).all())
+    return bool(((upper == 0) | upper.isnan()).all())
 
 
 def eligible(x: torch.Tensor) -> torch.Tensor:
@@ -155,8 +158,17 @@ def eligible(x: torch.Tensor) -> torch.Tensor:
 
 
 def triangular(x: torch.Tensor) -> torch.Tensor:
-    """(...,) bool: the matrices of ``x`` (..., n, n) that are zero above the diagonal."""
-    return x.triu(1).flatten(-2).count_nonzero(-1) == 0
+    """(...,) bool: the matrices of ``x`` (..., n, n) that are zero above the diagonal. Counted a block of
+    :data:`TRIANGLE_ROWS` rows at a time, on views: no copy of the matrix (``triu`` made one, 32 MiB a
+    head at 2,048 tokens in float64, 5× the count's own time)."""
+    n = x.shape[-1]
+    count = torch.zeros(x.shape[:-2], dtype=torch.int64, device=x.device)
+    for i0 in range(0, n, TRIANGLE_ROWS):
+        i1 = min(i0 + TRIANGLE_ROWS, n)
+        count += torch.count_nonzero(x[..., i0:i1, i0:i1].triu(1), dim=(-2, -1))
+        if i1 < n:
+            count += torch.count_nonzero(x[..., i0:i1, i1:], dim=(-2, -1))
+    return count == 0
 
 
 def brackets(
@@ -166,6 +178,7 @@ def brackets(
     *,
     lower: bool | None = None,
     bound_only: bool = False,
+    fro2: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``x`` (..., n, n) float64 non-negative, lower triangular with a positive diagonal or (from
     :data:`LU_TOKENS` on) any square, captured in ``capture_dtype`` → (..., 5): ‖x‖_F², and proven bounds
@@ -175,11 +188,14 @@ def brackets(
     here: a pass over n² entries that costs a fifth of a head's brackets at 2,048 tokens). ``bound_only``:
     σ_n⁻ from :func:`sketch_sigma_n` in place of Lanczos (and σ_n⁺ from the floor proof alone), a bound to
     spare a head its decomposition where only a layer's maximum is wanted, too wide to report a κ from
-    (:func:`quick_sigma_n` narrows it further)."""
+    (:func:`quick_sigma_n` narrows it further). ``fro2``: ‖x‖_F² where the caller has it."""
     lead = x.shape[:-2]
     n = int(x.shape[-1])
     flat = x.reshape(-1, n, n)
-    fro2 = torch.linalg.vector_norm(flat, dim=(-2, -1)).square()
+    if fro2 is None:
+        fro2 = torch.linalg.vector_norm(flat, dim=(-2, -1)).square()
+    else:  # the caller's ‖x‖_F² (a pass over n² entries fewer)
+        fro2 = fro2.reshape(-1)
     s1_lo, s1_hi = _sigma_1(flat, fro2, single=machine_eps(capture_dtype) >= _EPS32, bound_only=bound_only)
     solver = _Solver.of(flat, fro2, lower)
     sn_hi = _sigma_k_above(flat, fro2) if solver.lu is None else lu_sigma_k_above(flat, fro2, solver.lu)

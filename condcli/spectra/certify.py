@@ -82,7 +82,7 @@ def bound_terms(
 
     if bool(causal.triangular(x).all()):  # one pass over the entries, passed on
         if n >= causal.MIN_TOKENS and bool(causal.finite_non_negative(x).all()):  # Lanczos, O(n²) a step
-            terms = causal.brackets(x, capture_dtype, lower=True, bound_only=True)
+            terms = causal.brackets(x, capture_dtype, lower=True, bound_only=True, fro2=fro2)
             if brackets is not None:  # σ_n⁻ of a bound is no bracket to report from (0 for a floor's)
                 brackets.append(torch.where(terms[..., 3:4] > 0, torch.nan, terms))
             _, s1_lo, s1, lo, hi = terms.unbind(-1)

@@ -26,7 +26,8 @@ def _sigma_k_above(x: torch.Tensor, fro2: torch.Tensor) -> torch.Tensor:
     m = n // 2
     while m >= 8 and not bool(torch.isfinite(bound).all()):
         open_ = ~torch.isfinite(bound)
-        bound[open_] = _inverse_iteration_bound(x[open_][..., n - m :, n - m :], fro2[open_])
+        # the block sliced before the mask picks its matrices: a copy of the block, not of each matrix
+        bound[open_] = _inverse_iteration_bound(x[..., n - m :, n - m :][open_], fro2[open_])
         m //= 2
     return torch.minimum(bound, x.diagonal(dim1=-2, dim2=-1).abs().amin(-1))
 
