@@ -107,3 +107,23 @@ def test_a_sink_is_sharpened_then_spared_and_the_maxima_are_the_svd_paths(
     assert got is not None and got.decomposed == 2
     kappa, floor, mu = full_path(mats, torch.float32, "svd", ka, kv)
     assert torch.equal(got.kappa, kappa) and torch.equal(got.floor, floor) and torch.equal(got.mu, mu)
+
+
+def test_a_bound_on_sigma_1_is_never_kept_as_a_bracket_to_report_from() -> None:
+    """A sharp head's float32 σ_1 bracket is wide; bound-only mode puts Collatz–Wielandt's bound in place
+    of the float64 Krylov space, never narrower than RTOL/2, and keeps no bracket of that head for the
+    decomposition to reuse; a floor whose float32 bracket is tight is kept. Reading the float32 capture in
+    place of the float64 copy gives the same terms, bitwise."""
+    for kind, kept_one in (("identity", False), ("warm", True)):
+        p = softmax_head(300, kind, 300)
+        x = p.double()[None]
+        _, _, s1, _ = reference(p)
+        kept: list[torch.Tensor] = []
+        terms = bound_terms(x, torch.float32, kept)
+        assert torch.equal(terms, bound_terms(x, torch.float32, None, p[None]))
+        assert bool(torch.isfinite(kept[0]).all()) == kept_one
+        _, s1_lo, s1_hi, _, _ = causal.brackets(x, torch.float32, lower=True, bound_only=True)[0].tolist()
+        slack = 4 * 300 * EPS64 * s1
+        assert s1_lo - slack <= s1 <= s1_hi + slack
+        if not kept_one:
+            assert s1_hi >= s1_lo * (1 + causal.RTOL / 2)

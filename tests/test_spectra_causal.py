@@ -112,10 +112,10 @@ def test_sigma_1_krylov_space_in_float32_then_float64_where_too_wide(monkeypatch
     inner = causal._sigma_1_from
 
     def spy(
-        x: torch.Tensor, fro2: torch.Tensor, *, single: bool, collatz: bool = False
+        x: torch.Tensor, fro2: torch.Tensor, *, single: bool, **more: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
         calls.append((single, int(x.shape[0])))
-        return inner(x, fro2, single=single, collatz=collatz)
+        return inner(x, fro2, single=single, **more)
 
     monkeypatch.setattr(causal, "_sigma_1_from", spy)
     stack = torch.stack([softmax_head(300, kind, 300) for kind in ("broad", "identity", "sink")])

@@ -147,7 +147,12 @@ def _bounds(
         # kept only from a capture the upcast never rescales, as the decomposition's own (summarize_causal
         # sends a rescaled stack to the SVD)
         keep = brackets if m.dtype in (torch.float32, torch.float16, torch.bfloat16) else None
-        bound = bound_terms(_float64(m, scratch), capture_dtype, keep)
+        source = (
+            m
+            if m.device.type == "cpu" and m.dtype in (torch.float32, torch.float16, torch.bfloat16)
+            else None
+        )
+        bound = bound_terms(_float64(m, scratch), capture_dtype, keep, source)
         made = brackets[0] if brackets else torch.full((*bound.shape[:-1], 5), torch.nan, dtype=bound.dtype)
         return torch.cat([bound, made.to(bound.device)], -1)
 

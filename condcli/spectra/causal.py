@@ -179,6 +179,7 @@ def brackets(
     lower: bool | None = None,
     bound_only: bool = False,
     fro2: torch.Tensor | None = None,
+    low: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``x`` (..., n, n) float64 non-negative, lower triangular with a positive diagonal or (from
     :data:`LU_TOKENS` on) any square, captured in ``capture_dtype`` → (..., 5): ‖x‖_F², and proven bounds
@@ -188,7 +189,8 @@ def brackets(
     here: a pass over n² entries that costs a fifth of a head's brackets at 2,048 tokens). ``bound_only``:
     σ_n⁻ from :func:`sketch_sigma_n` in place of Lanczos (and σ_n⁺ from the floor proof alone), a bound to
     spare a head its decomposition where only a layer's maximum is wanted, too wide to report a κ from
-    (:func:`quick_sigma_n` narrows it further). ``fro2``: ‖x‖_F² where the caller has it."""
+    (:func:`quick_sigma_n` narrows it further). ``fro2``: ‖x‖_F² where the caller has it; ``low``: x in
+    float32 where the caller has it exactly (a float32 capture itself: no copy for σ_1's Krylov space)."""
     lead = x.shape[:-2]
     n = int(x.shape[-1])
     flat = x.reshape(-1, n, n)
@@ -196,7 +198,9 @@ def brackets(
         fro2 = torch.linalg.vector_norm(flat, dim=(-2, -1)).square()
     else:  # the caller's ‖x‖_F² (a pass over n² entries fewer)
         fro2 = fro2.reshape(-1)
-    s1_lo, s1_hi = _sigma_1(flat, fro2, single=machine_eps(capture_dtype) >= _EPS32, bound_only=bound_only)
+    single = machine_eps(capture_dtype) >= _EPS32
+    low = None if low is None or not single else low.reshape(-1, n, n)
+    s1_lo, s1_hi = _sigma_1(flat, fro2, single=single, bound_only=bound_only, low=low)
     solver = _Solver.of(flat, fro2, lower)
     sn_hi = _sigma_k_above(flat, fro2) if solver.lu is None else lu_sigma_k_above(flat, fro2, solver.lu)
     sn_lo = torch.zeros_like(sn_hi)
@@ -252,17 +256,25 @@ class _Solver:
 
 
 def _sigma_1(
-    x: torch.Tensor, fro2: torch.Tensor, *, single: bool = False, bound_only: bool = False
+    x: torch.Tensor,
+    fro2: torch.Tensor,
+    *,
+    single: bool = False,
+    bound_only: bool = False,
+    low: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(lower, upper) bounds on σ_1 of non-negative matrices (B, n, n) with ‖x‖_F² ``fro2`` (the module
     docstring). ``single``: the matrices were captured in float32 or coarser, so that their float32 copy is
     exact: the Krylov space is built from that copy first (:data:`SINGLE_RTOL`), and again in float64 for
     the matrices whose bracket it leaves wider than :data:`RTOL`; every bound takes float64 products.
     ``bound_only``: not again, Collatz–Wielandt's bound instead where the first bracket is wider (a sharp
-    head's σ_2 lies within 1% of σ_1: its float64 Krylov space costs more than the rest of its bounds)."""
+    head's σ_2 lies within 1% of σ_1: its float64 Krylov space costs more than the rest of its bounds),
+    never narrower than RTOL/2 there, so that it is never taken for the bracket it stands in for
+    (:func:`condcli.spectra.certify.bound_terms` keeps a bracket to report from only within RTOL/4).
+    ``low``: x in float32 (exact), the float32 Krylov space's matrix where given."""
     if not single:
         return _sigma_1_from(x, fro2, single=False)
-    lower, upper = _sigma_1_from(x, fro2, single=True, collatz=bound_only)
+    lower, upper = _sigma_1_from(x, fro2, single=True, collatz=bound_only, low=low)
     if bound_only:
         return lower, upper
     again = ~(upper <= lower * (1 + RTOL / 4))
@@ -273,18 +285,24 @@ def _sigma_1(
 
 
 def _sigma_1_from(
-    x: torch.Tensor, fro2: torch.Tensor, *, single: bool, collatz: bool = False
+    x: torch.Tensor,
+    fro2: torch.Tensor,
+    *,
+    single: bool,
+    collatz: bool = False,
+    low: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`_sigma_1` from one Krylov space: built in float32 where ``single``, else in float64; with
-    Collatz–Wielandt's bound where Kato–Temple's is not within :data:`RTOL` unless ``single`` (the caller
-    then builds the space again in float64) or ``collatz``."""
+    """:func:`_sigma_1` from one Krylov space: built in float32 where ``single`` (from ``low`` where given),
+    else in float64; with Collatz–Wielandt's bound where Kato–Temple's is not within :data:`RTOL` unless
+    ``single`` (the caller then builds the space again in float64) or ``collatz`` (then never narrower than
+    RTOL/2 where ``single``: a bound, not the bracket the float64 space would give)."""
     n = x.shape[-1]
 
     def gram(v: torch.Tensor) -> torch.Tensor:
         return x.mT @ (x @ v)
 
     if single:
-        low = x.to(torch.float32)
+        low = x.to(torch.float32) if low is None else low
         start = torch.ones(x.shape[0], n, 1, dtype=low.dtype, device=x.device)
         ritz = top_ritz(lambda v: low.mT @ (low @ v), start, TOP_STEPS, (SINGLE_RTOL, 1e-2))
         # its products are those of PᵀP + E, ‖E‖₂ ≤ (2γ_n + γ_n²)‖P‖_F² in float32 (Higham Thm 3.5): the
@@ -316,7 +334,12 @@ def _sigma_1_from(
             v = v / v.amax(-2, keepdim=True)
         w = gram(v)
         wielandt = ((w / v).amax((-2, -1)) * (1 + 2 * (2 * n + 2) * _U)).sqrt() * (1 + EPS64)
-        upper = torch.minimum(wielandt, upper)
+        if single:  # a bound in place of the float64 space's bracket, where that is wide: never as narrow
+            wide = ~(upper <= lower * (1 + RTOL / 4))
+            bound = torch.maximum(torch.minimum(wielandt, upper), lower * (1 + RTOL / 2))
+            upper = torch.where(wide, bound, upper)
+        else:
+            upper = torch.minimum(wielandt, upper)
     good = torch.isfinite(upper) & torch.isfinite(lower)
     return torch.where(good, lower, 0.0), torch.where(good, upper, torch.inf)
 

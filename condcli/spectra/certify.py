@@ -61,7 +61,10 @@ class KappaBounds:
 
 
 def bound_terms(
-    x: torch.Tensor, capture_dtype: torch.dtype | str, brackets: list[torch.Tensor] | None = None
+    x: torch.Tensor,
+    capture_dtype: torch.dtype | str,
+    brackets: list[torch.Tensor] | None = None,
+    source: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``x`` (..., n, n) float64, captured in ``capture_dtype`` → (..., 5): ‖x‖_F², a lower bound on σ_k (0
     where none), an upper bound on σ_k (inf where none), an upper bound on σ_1 (the module docstring), and
@@ -72,7 +75,10 @@ def bound_terms(
     floors). From :data:`condcli.spectra.causal.MIN_TOKENS` on, lower-triangular non-negative matrices
     take :func:`condcli.spectra.causal.brackets` as bounds (``bound_only``: σ_n⁻ from a sketch, which
     :func:`sharpened` may narrow). ``brackets``: where given, those brackets ((..., 5), NaN for a matrix
-    whose σ_n⁻ is a bound's rather than a report's) are appended to it."""
+    whose σ_1 or σ_n bracket is a bound's rather than a report's) are appended to it. ``source``: the
+    capture ``x`` was upcast from exactly (float32 or coarser, the same shape), read in its place where
+    float64 is not needed: the zeros above the diagonal, the signs, and σ_1's float32 Krylov space (half
+    the bytes of x, and no float32 copy)."""
     n = x.shape[-1]
     u = machine_eps(capture_dtype) / 2
     fro2 = torch.linalg.vector_norm(x, dim=(-2, -1)).square()  # no squared copy of x
@@ -80,11 +86,14 @@ def bound_terms(
     hi = torch.full_like(fro2, torch.inf)
     from condcli.spectra import causal  # it builds on this module
 
-    if bool(causal.triangular(x).all()):  # one pass over the entries, passed on
-        if n >= causal.MIN_TOKENS and bool(causal.finite_non_negative(x).all()):  # Lanczos, O(n²) a step
-            terms = causal.brackets(x, capture_dtype, lower=True, bound_only=True, fro2=fro2)
-            if brackets is not None:  # σ_n⁻ of a bound is no bracket to report from (0 for a floor's)
-                brackets.append(torch.where(terms[..., 3:4] > 0, torch.nan, terms))
+    read = x if source is None else source  # the same zeros, signs and finiteness
+    if bool(causal.triangular(read).all()):  # one pass over the entries, passed on
+        if n >= causal.MIN_TOKENS and bool(causal.finite_non_negative(read).all()):  # Lanczos, O(n²) a step
+            low = None if source is None or source.dtype != torch.float32 else source
+            terms = causal.brackets(x, capture_dtype, lower=True, bound_only=True, fro2=fro2, low=low)
+            if brackets is not None:  # a bound's σ_n⁻ (0 for a floor's) or σ_1 bracket is none to report from
+                bound = (terms[..., 3] > 0) | ~(terms[..., 2] <= terms[..., 1] * (1 + causal.RTOL / 4))
+                brackets.append(torch.where(bound[..., None], torch.nan, terms))
             _, s1_lo, s1, lo, hi = terms.unbind(-1)
             return torch.stack([fro2, lo, hi, s1, s1_lo], -1)
         hi = _sigma_k_above(x, fro2)
