@@ -113,14 +113,18 @@ def test_a_bound_on_sigma_1_is_never_kept_as_a_bracket_to_report_from() -> None:
     """A sharp head's float32 σ_1 bracket is wide; bound-only mode puts Collatz–Wielandt's bound in place
     of the float64 Krylov space, never narrower than RTOL/2, and keeps no bracket of that head for the
     decomposition to reuse; a floor whose float32 bracket is tight is kept. Reading the float32 capture in
-    place of the float64 copy gives the same terms, bitwise."""
+    place of the float64 copy gives a floor the same terms, bitwise."""
     for kind, kept_one in (("identity", False), ("warm", True)):
         p = softmax_head(300, kind, 300)
         x = p.double()[None]
         _, _, s1, _ = reference(p)
         kept: list[torch.Tensor] = []
         terms = bound_terms(x, torch.float32, kept)
-        assert torch.equal(terms, bound_terms(x, torch.float32, None, p[None]))
+        read = bound_terms(x, torch.float32, None, p[None])
+        if kept_one:  # a floor: σ_1's Krylov space from the capture, bitwise
+            assert torch.equal(terms, read)
+        else:  # σ_1 from products with 1 in float32: other bounds, as sound
+            assert float(read[0, 4]) <= s1 * (1 + 1e-12) <= float(read[0, 3]) * (1 + 1e-12)
         assert bool(torch.isfinite(kept[0]).all()) == kept_one
         _, s1_lo, s1_hi, _, _ = causal.brackets(x, torch.float32, lower=True, bound_only=True)[0].tolist()
         slack = 4 * 300 * EPS64 * s1

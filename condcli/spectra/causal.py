@@ -200,11 +200,27 @@ def brackets(
         fro2 = fro2.reshape(-1)
     single = machine_eps(capture_dtype) >= _EPS32
     low = None if low is None or not single else low.reshape(-1, n, n)
-    s1_lo, s1_hi = _sigma_1(flat, fro2, single=single, bound_only=bound_only, low=low)
+    if bound_only:  # σ_1's Krylov space only for the floors, below
+        s1_lo, s1_hi = _sigma_1_norms(flat if low is None else low)
+    else:
+        s1_lo, s1_hi = _sigma_1(flat, fro2, single=single, low=low)
     solver = _Solver.of(flat, fro2, lower)
     sn_hi = _sigma_k_above(flat, fro2) if solver.lu is None else lu_sigma_k_above(flat, fro2, solver.lu)
     sn_lo = torch.zeros_like(sn_hi)
     rest = ~_floored(sn_hi, _tolerance(fro2, s1_hi, n, machine_eps(capture_dtype) / 2))
+    if bound_only and not bool(rest.all()):  # a floor's κ is σ_1/tol: its σ_1 to the bracket's precision
+        floors = ~rest
+        every = bool(floors.all())
+        some = None if low is None or every else low[floors]
+        got = _sigma_1(
+            flat if every else flat[floors],
+            fro2[floors],
+            single=single,
+            bound_only=True,
+            low=low if every else some,
+        )
+        s1_lo, s1_hi = s1_lo.clone(), s1_hi.clone()
+        s1_lo[floors], s1_hi[floors] = got
     if bool(rest.any()):
         every = bool(rest.all())
         part, sub = (flat, solver) if every else (flat[rest], solver.subset(rest))  # no copy where every
@@ -216,6 +232,26 @@ def brackets(
         sn_hi[rest] = torch.minimum(sn_hi[rest], hi)
     out = torch.stack([fro2, s1_lo, s1_hi, sn_lo, sn_hi], -1)
     return out.reshape(*lead, 5)
+
+
+def _sigma_1_norms(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(lower, upper) bounds on σ_1 of non-negative matrices (B, n, n), from two products with the all-ones
+    vector 1 and no Krylov space: c = Pᵀ1 and r = P1 give σ_1 ≥ max(‖c‖, ‖r‖)/√n and σ_1 ≤ (‖P‖_1·‖P‖_∞)^½ =
+    (max c · max r)^½, each product of non-negative terms within γ_n of x's dtype entry by entry (Higham
+    Thm 3.5), and each norm within γ_n more. For a causal softmax P within 1.6× (a broad head) and tight
+    for a sink: a bound to spare a head, not a bracket to report."""
+    n = x.shape[-1]
+    u = torch.finfo(x.dtype).eps / 2
+    gamma = n * u / (1 - n * u) if n * u < 0.5 else float("inf")
+    ones = torch.ones(*x.shape[:-1], 1, dtype=x.dtype, device=x.device)
+    c = (x.mT @ ones).to(torch.float64)
+    r = (x @ ones).to(torch.float64)
+    upper = (c.amax((-2, -1)) * r.amax((-2, -1))).sqrt() * (1 + gamma) * (1 + 2 * _U)
+    norms = torch.maximum(
+        torch.linalg.vector_norm(c, dim=(-2, -1)), torch.linalg.vector_norm(r, dim=(-2, -1))
+    )
+    lower = (norms / n**0.5 * (1 - 2 * gamma)).clamp_min(0)
+    return lower, upper
 
 
 @dataclass(frozen=True)
