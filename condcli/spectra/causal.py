@@ -43,8 +43,9 @@ bound the chance that k steps from a random start underestimate λ_1 by a factor
 1.648·√n·e^{−√ε(2k−1)}.
 
 **Bounds only** (``bound_only``: :mod:`condcli.analysis.headmax` sparing heads that cannot set a layer's
-maximum): σ_1's float32 bracket stands where it is wide, with Collatz–Wielandt's proven upper bound and no
-float64 Krylov space, and σ_n⁻ comes from a sketch (:func:`sketch_sigma_n`, one solve with 16 random
+maximum): σ_1 of a head that is no floor from two products with the all-ones vector (:func:`_sigma_1_norms`),
+a floor's float32 bracket where it is wide with Collatz–Wielandt's proven upper bound and no float64
+Krylov space, and σ_n⁻ from a sketch (:func:`sketch_sigma_n`, one solve with 16 random
 right-hand sides), narrowed where needed by 24 Lanczos steps without convergence (:func:`quick_sigma_n`).
 Each of the two holds but for a chance of :data:`BOUND_RISK` over its random vectors, and neither needs the
 Krylov assumption above; neither is reported.
