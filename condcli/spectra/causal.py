@@ -72,7 +72,7 @@ import torch
 from condcli.spectra._tensor import EPS64, machine_eps
 from condcli.spectra.core import SpectrumSummary, floor_kappa, summarize, upcast
 from condcli.spectra.floor_proof import _floored, _resolved, _sigma_k_above, _tolerance, lu_sigma_k_above
-from condcli.spectra.lanczos import top_ritz
+from condcli.spectra.lanczos import Ritz, top_ritz
 from condcli.spectra.strategies import run_grouped
 from condcli.spectra.uncertainty import rel_of
 
@@ -416,12 +416,9 @@ def _pair(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, fro2: torch.Tensor 
     return _Pair(rho, ((r1.square() + r2.square()) / 2).sqrt(), norm_a, norm_b, delta)
 
 
-def _sigma_n(
-    x: torch.Tensor, fro2: torch.Tensor, solver: _Solver, steps: int = INVERSE_STEPS
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(lower, upper) bounds on σ_n of matrices (B, n, n) with ‖x‖_F² ``fro2`` that ``solver`` solves with
-    (the module docstring): the lower one Krylov-certified (0 where the bracket does not apply), the upper
-    one proven (inf where none)."""
+def _inverse_ritz(x: torch.Tensor, solver: _Solver, steps: int, rtol: tuple[float, float]) -> Ritz:
+    """Lanczos on (PPᵀ)⁻¹ = P⁻ᵀP⁻¹ of the matrices (B, n, n) ``solver`` solves with (two solves a step), from
+    one fixed Gaussian start vector (seed 0) for every matrix: :func:`~condcli.spectra.lanczos.top_ritz`."""
     batch, n, _ = x.shape
     gen = torch.Generator().manual_seed(0)
     start = torch.randn(n, 1, generator=gen, dtype=x.dtype).to(x.device).expand(batch, n, 1).clone()
@@ -429,9 +426,19 @@ def _sigma_n(
     def inverse_gram(v: torch.Tensor) -> torch.Tensor:  # (PPᵀ)⁻¹v = P⁻ᵀ(P⁻¹v)
         return solver.solve(solver.solve(v), adjoint=True)
 
+    return top_ritz(inverse_gram, start, steps, rtol)
+
+
+def _sigma_n(
+    x: torch.Tensor, fro2: torch.Tensor, solver: _Solver, steps: int = INVERSE_STEPS
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(lower, upper) bounds on σ_n of matrices (B, n, n) with ‖x‖_F² ``fro2`` that ``solver`` solves with
+    (the module docstring): the lower one Krylov-certified (0 where the bracket does not apply), the upper
+    one proven (inf where none)."""
+    batch, n, _ = x.shape
     zero = torch.zeros(batch, dtype=x.dtype, device=x.device)
     inf = torch.full_like(zero, torch.inf)
-    ritz = top_ritz(inverse_gram, start, steps, (1e-10, 1e-2))
+    ritz = _inverse_ritz(x, solver, steps, (1e-10, 1e-2))
     if not bool(torch.isfinite(ritz.values).all()):
         return zero, inf
     u = ritz.vectors[:, :, :1]
@@ -504,14 +511,8 @@ def quick_sigma_n(x: torch.Tensor, fro2: torch.Tensor, *, lower: bool | None = N
     brackets' σ_n steps."""
     batch, n, _ = x.shape
     solver = _Solver.of(x, fro2, lower)
-    gen = torch.Generator().manual_seed(0)
-    start = torch.randn(n, 1, generator=gen, dtype=x.dtype).to(x.device).expand(batch, n, 1).clone()
     zero = torch.zeros(batch, dtype=x.dtype, device=x.device)
-
-    def inverse_gram(v: torch.Tensor) -> torch.Tensor:  # (PPᵀ)⁻¹v = P⁻ᵀ(P⁻¹v)
-        return solver.solve(solver.solve(v), adjoint=True)
-
-    ritz = top_ritz(inverse_gram, start, QUICK_STEPS, (0.0, 0.0))  # every step, or an invariant subspace
+    ritz = _inverse_ritz(x, solver, QUICK_STEPS, (0.0, 0.0))  # every step, or an invariant subspace
     # √ε for the steps taken (fewer than QUICK_STEPS where one matrix of the stack reached an invariant
     # subspace: the chance is then taken for that many, which holds for every matrix)
     root = math.log(1.648 * math.sqrt(n) / BOUND_RISK) / (2 * ritz.steps - 1)

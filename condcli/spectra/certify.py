@@ -115,9 +115,10 @@ def sharpened(x: torch.Tensor, capture_dtype: torch.dtype | str, terms: torch.Te
     from condcli.spectra import causal
 
     n = x.shape[-1]
+    if n < causal.MIN_TOKENS:  # bound_terms took no Lanczos path
+        return terms
     lower = causal.triangular(x) & causal.finite_non_negative(x)
-    bounds = kappa_bounds(terms, n, capture_dtype)
-    open_ = lower & ~bounds.floor & torch.isfinite(terms[..., 3]) if n >= causal.MIN_TOKENS else lower & False
+    open_ = lower & ~kappa_bounds(terms, n, capture_dtype).floor & torch.isfinite(terms[..., 3])
     if not bool(open_.any()):
         return terms
     out = terms.clone()
