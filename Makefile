@@ -30,7 +30,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.bench_spectrum --early-stop
 	$(BIN)/python -m bench.bench_rank_decay
 	$(BIN)/python -m bench.bench_long_sequence
-	$(BIN)/python -m bench.bench_long_sequence --mix
+	$(BIN)/python -m bench.bench_long_sequence --mix --whole-process
 	$(BIN)/python -m bench.bench_monitor
 	$(BIN)/python -m bench.bench_gpu
 	$(BIN)/python -m bench.bench_embedding_table

@@ -19,7 +19,9 @@ layer's P kept after its analysis would add at least one P per layer; what remai
 measured here) is glibc keeping freed heap pages between layers: on a 4-layer Llama (d 256) at 2,048
 tokens it went with MALLOC_MMAP_THRESHOLD_=1048576 (289 → 349 MiB for 1 → 4 layers; 280 → 281 MiB).
 Every head of this random-init Llama is a floor; ``--mix`` runs the issue-43 workload instead, whose heads
-are not (bench/long_mix.py: sdpa, eager returning every attention and spectrum at 512 and 2,048 tokens).
+are not (bench/long_mix.py: sdpa, eager returning every attention and spectrum at 512 and 2,048 tokens);
+``--whole-process`` adds the same three as whole processes, as the issue measured them
+(bench/long_mix_process.py).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from pathlib import Path
 
 import torch
 
-from bench import long_mix
+from bench import long_mix, long_mix_process
 from bench.bench_spectrum import Verdict, forward, machine, print_verdicts, ratio, replay
 from condcli.analysis.common import release_memory
 from condcli.analysis.spectrum import SpectrumOptions, analyse_spectrum
@@ -235,6 +237,12 @@ def main(argv: Sequence[str] | None = None) -> list[Verdict]:
         action="store_true",
         help="--mix: the tempered random-init Llama even where the sample is",
     )
+    parser.add_argument(
+        "--whole-process",
+        action="store_true",
+        help="--mix: also time each contender as a whole process, as issue 43 measured "
+        "(bench/long_mix_process.py)",
+    )
     args = parser.parse_args(argv)
     base = TINY if args.tiny else Llama()
     shape = replace(base, tokens=args.tokens or base.tokens, layers=args.layers or base.layers)
@@ -247,6 +255,9 @@ def main(argv: Sequence[str] | None = None) -> list[Verdict]:
         if args.mix:
             lengths = [args.tokens] if args.tokens else long_mix.parse_lengths(args.lengths)
             verdicts = long_mix.side_by_side(shape, lengths, args.repeats, tempered=args.tempered)
+            if args.whole_process:
+                with tempfile.TemporaryDirectory(prefix="condcli-bench-process-") as work:
+                    verdicts += long_mix_process.side_by_side(shape, lengths, args.repeats, Path(work))
         else:
             verdicts = run(shape, args.repeats)
         print_verdicts(verdicts)

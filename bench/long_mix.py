@@ -97,11 +97,16 @@ def mixed_prompt(loaded: LoadedModel, tokens: int) -> Batch:
         inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
         return Batch(inputs, None, ["heldout.txt"])
     config: Any = loaded.model.config
-    vocab = int(config.vocab_size)
-    ids = torch.randint(FIRST + 1, vocab, (1, tokens), generator=torch.Generator().manual_seed(0))
-    ids[0, 0] = FIRST
+    ids = torch.tensor([random_ids(int(config.vocab_size), tokens)])
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     return Batch(inputs, None, ["random tokens #0"])
+
+
+def random_ids(vocab: int, tokens: int) -> list[int]:
+    """``tokens`` random token ids (seed 0), :data:`FIRST` first and nowhere else."""
+    ids = torch.randint(FIRST + 1, vocab, (tokens,), generator=torch.Generator().manual_seed(0))
+    ids[0] = FIRST
+    return [int(i) for i in ids]
 
 
 def eager_attentions(loaded: LoadedModel, batch: Batch) -> None:

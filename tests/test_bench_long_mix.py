@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from bench import bench_long_sequence as bl
-from bench import long_mix
+from bench import long_mix, long_mix_process
 from condcli.capture import capture
 from condcli.spectra.core import summarize
 
@@ -41,3 +41,18 @@ def test_side_by_side_prints_every_contender_and_the_share(capsys: pytest.Captur
     assert verdicts[0].what == "100 tokens: (e) / (a)"
     for v in verdicts:
         assert v.line() in out
+
+
+def test_whole_process_contenders_time_the_named_prompt(capsys: pytest.CaptureFixture[str]) -> None:
+    """--whole-process saves the tempered Llama as a folder with a tokenizer, and each contender reads the
+    same token ids from the prompt file: condcli reports analysing exactly that many tokens (the bench
+    raises otherwise), and the forward scripts run to the end."""
+    shape = replace(bl.TINY, tokens=40)
+    with tempfile.TemporaryDirectory() as work:
+        verdicts = long_mix_process.side_by_side(shape, [40], 1, Path(work))
+        words = (Path(work) / "prompt40.txt").read_text().split()
+    assert [int(w[1:]) for w in words] == long_mix.random_ids(shape.vocab, 40)
+    out = capsys.readouterr().out
+    for label in long_mix_process.LABELS.values():
+        assert label in out
+    assert [v.what for v in verdicts] == ["40 tokens, whole processes: (e) / (a)"]

@@ -27,7 +27,7 @@ from condcli.adapters.base import (
     one_group,
     separate_qkv,
 )
-from condcli.adapters.hf_common import attention_weights, base_model, hf_class, is_hf, module_path
+from condcli.adapters.hf_common import attention_weights, base_model, is_hf, is_hf_instance, module_path
 
 # base-model class → (transformers module, family key); all share BertSelfAttention's forward verbatim.
 _FAMILIES: dict[str, tuple[str, str]] = {
@@ -42,10 +42,8 @@ _FAMILIES: dict[str, tuple[str, str]] = {
 
 
 def _family_of(model: nn.Module) -> str | None:
-    base = base_model(model)
     for name, (module, family) in _FAMILIES.items():
-        cls = hf_class(module, name)
-        if cls is not None and isinstance(base, cls):
+        if is_hf_instance(model, module, name):
             return family
     return None
 

@@ -28,6 +28,17 @@ def hf_class(module: str, name: str) -> type[nn.Module] | None:
     return cls if isinstance(cls, type) else None
 
 
+def is_hf_instance(model: nn.Module, module: str, name: str) -> bool:
+    """``isinstance(base_model(model), hf_class(module, name))``, without importing that modeling module
+    (a second or more for some) where no class of that name is among the base model's bases, as it then
+    cannot be one."""
+    base = base_model(model)
+    if not any(c.__name__ == name for c in type(base).__mro__):
+        return False
+    cls = hf_class(module, name)
+    return cls is not None and isinstance(base, cls)
+
+
 def base_model(model: nn.Module) -> nn.Module:
     """The bare transformer under a task head (``model.base_model``; the model itself when it is bare)."""
     base = getattr(model, "base_model", model)

@@ -28,8 +28,8 @@ from condcli.adapters.base import (
 from condcli.adapters.hf_common import (
     attention_weights,
     base_model,
-    hf_class,
     is_hf,
+    is_hf_instance,
     module_path,
 )
 
@@ -37,8 +37,7 @@ from condcli.adapters.hf_common import (
 def matches(model: nn.Module) -> bool:
     if not is_hf(model):
         return False
-    cls = hf_class("gpt2.modeling_gpt2", "GPT2Model")
-    if cls is None or not isinstance(base_model(model), cls):
+    if not is_hf_instance(model, "gpt2.modeling_gpt2", "GPT2Model"):
         return False
     base: Any = base_model(model)
     return all(hasattr(block.attn, "c_attn") and not block.attn.is_cross_attention for block in base.h)

@@ -36,14 +36,13 @@ from condcli.adapters.base import (
     one_group,
     separate_qkv,
 )
-from condcli.adapters.hf_common import base_model, hf_class, is_hf, module_path
+from condcli.adapters.hf_common import base_model, is_hf, is_hf_instance, module_path
 
 
 def matches(model: nn.Module) -> bool:
     if not is_hf(model):
         return False
-    cls = hf_class("nystromformer.modeling_nystromformer", "NystromformerModel")
-    if cls is None or not isinstance(base_model(model), cls):
+    if not is_hf_instance(model, "nystromformer.modeling_nystromformer", "NystromformerModel"):
         return False
     base: Any = base_model(model)
     return all(hasattr(layer.attention.self, "iterative_inv") for layer in base.encoder.layer)

@@ -28,8 +28,8 @@ from condcli.adapters.base import (
 from condcli.adapters.hf_common import (
     attention_weights,
     base_model,
-    hf_class,
     is_hf,
+    is_hf_instance,
     module_path,
 )
 
@@ -42,8 +42,7 @@ def _blocks(base: Any) -> list[Any]:
 def matches(model: nn.Module) -> bool:
     if not is_hf(model):
         return False
-    cls = hf_class("vit.modeling_vit", "ViTModel")
-    if cls is None or not isinstance(base_model(model), cls):
+    if not is_hf_instance(model, "vit.modeling_vit", "ViTModel"):
         return False
     blocks = _blocks(base_model(model))
     return bool(blocks) and all(

@@ -9,6 +9,7 @@ the ``qkv`` output with the module's own formula.
 
 from __future__ import annotations
 
+import sys
 from functools import partial
 from typing import Any
 
@@ -32,6 +33,8 @@ from condcli.layout import to_tokens
 
 
 def matches(model: nn.Module) -> bool:
+    if "timm.models.davit" not in sys.modules:  # no model can be one: importing timm takes seconds
+        return False
     from timm.models.davit import ChannelBlock, DaVit, SpatialBlock
 
     if not isinstance(model, DaVit):

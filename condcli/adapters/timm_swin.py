@@ -8,6 +8,7 @@ feature map — and P its softmax(q kᵀ·scale + relative position bias + shift
 
 from __future__ import annotations
 
+import sys
 from functools import partial
 from typing import Any
 
@@ -30,6 +31,8 @@ from condcli.layout import to_tokens
 
 
 def matches(model: nn.Module) -> bool:
+    if "timm.models.swin_transformer" not in sys.modules:  # no model can be one: importing timm takes seconds
+        return False
     from timm.models.swin_transformer import SwinTransformer, SwinTransformerBlock, WindowAttention
 
     if not isinstance(model, SwinTransformer):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from functools import partial
 from typing import Any
 
@@ -21,6 +22,8 @@ from condcli.adapters.base import (
 
 
 def matches(model: nn.Module) -> bool:
+    if "timm.models.vision_transformer" not in sys.modules:  # no model can be one: importing it takes seconds
+        return False
     from timm.layers.attention import Attention
     from timm.models.vision_transformer import VisionTransformer
 

@@ -7,6 +7,7 @@ its channel attention softmax(q̂ k̂ᵀ · temperature), where q̂, k̂ are q, 
 
 from __future__ import annotations
 
+import sys
 from functools import partial
 from typing import Any
 
@@ -26,6 +27,8 @@ from condcli.adapters.base import (
 
 
 def matches(model: nn.Module) -> bool:
+    if "timm.models.xcit" not in sys.modules:  # no model can be one: importing timm takes seconds
+        return False
     from timm.models.xcit import XCA, XCABlock, Xcit
 
     if not isinstance(model, Xcit):

@@ -51,8 +51,6 @@ class ModelSpec:
 
 def parse_spec(text: str) -> ModelSpec:
     """Decide what kind of MODEL ``text`` names (without loading anything); see the module."""
-    import timm
-
     raw = text.strip()
     if not raw:
         raise UsageError("MODEL is empty", "give a timm name, a Hugging Face id, a folder or a sample name")
@@ -71,7 +69,7 @@ def parse_spec(text: str) -> ModelSpec:
         return ModelSpec(raw, "local", str(samples_dir() / raw), note=_sample_note(raw))
     if raw.startswith((".", "/", "~")) or raw.lower().endswith(FILE_SUFFIXES) or "\\" in raw:
         raise InputError(f"{raw}: no such file or folder", "check the path")
-    if timm.is_model(raw):
+    if is_timm_name(raw):
         return ModelSpec(raw, "timm", raw, note=_hub_note(raw, "a timm model name", "the timm model"))
     if "/" in raw:
         if not is_hub_id(raw):
@@ -83,6 +81,18 @@ def parse_spec(text: str) -> ModelSpec:
     if not near and is_hub_id(raw):
         return ModelSpec(raw, "hf", raw, unprefixed_hub=True)
     raise InputError(f"unknown model {raw!r}", suggest(raw, near))
+
+
+def is_timm_name(name: str) -> bool:
+    """``timm.is_model(name)``, without importing timm (seconds: it imports torchvision) where it cannot hold:
+    timm registers each architecture under its Python function's name and ignores what follows the first
+    ``.`` (a pretrained tag), so a name whose part before the first ``.`` is no identifier (a path, a
+    sample's name with ``-``) is none."""
+    if not name.split(".", 1)[0].isidentifier():
+        return False
+    import timm
+
+    return bool(timm.is_model(name))
 
 
 def _exists(path: Path) -> bool:
@@ -161,13 +171,11 @@ def _hub_note(raw: str, what: str, taken: str) -> str | None:
 
 def _local_note(raw: str, path: Path) -> str | None:
     """The other meaning of a name that is an existing path: a sample's name, a timm name, a cached hub id."""
-    import timm
-
     here = f"{raw!r} is the local {'folder' if path.is_dir() else 'file'} {path}"
     if raw in sample_names():
         sample = f"give {samples_dir() / raw} for the sample"
         return _note(here, "a shipped sample's name", "the local one", sample)
-    if timm.is_model(raw):
+    if is_timm_name(raw):
         return _note(here, "a timm model name", "the local one", f"timm:{raw} for timm's")
     if in_hub_cache(raw):
         return _note(here, HUB_CACHED, "the local one", f"hf:{raw} for the hub's")
@@ -175,9 +183,7 @@ def _local_note(raw: str, path: Path) -> str | None:
 
 
 def _sample_note(raw: str) -> str | None:
-    import timm
-
-    if timm.is_model(raw):
+    if is_timm_name(raw):
         first = f"{raw!r} is a shipped sample"
         return _note(first, "a timm model name", "the sample", f"timm:{raw} for timm's")
     return _hub_note(raw, "a shipped sample", "the sample")
