@@ -106,7 +106,8 @@ def random_ids(vocab: int, tokens: int) -> list[int]:
     """``tokens`` random token ids (seed 0), :data:`FIRST` first and nowhere else."""
     ids = torch.randint(FIRST + 1, vocab, (tokens,), generator=torch.Generator().manual_seed(0))
     ids[0] = FIRST
-    return [int(i) for i in ids]
+    out: list[int] = ids.tolist()
+    return out
 
 
 def eager_attentions(loaded: LoadedModel, batch: Batch) -> None:

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import long_mix
 from bench.bench_spectrum import Verdict, ratio
 
 FORWARD = """
@@ -51,8 +52,6 @@ def save_checkpoint(shape: Any, folder: Path) -> Path:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from bench import long_mix
-
     built = folder / "built"
     built.mkdir()
     loaded, _ = long_mix.mixed_model(shape, built, tempered=True)
@@ -70,8 +69,6 @@ def save_checkpoint(shape: Any, folder: Path) -> Path:
 
 def write_prompt(shape: Any, tokens: int, into: Path) -> Path:
     """The ids of :func:`bench.long_mix.mixed_prompt` at ``tokens`` as one line of words."""
-    from bench import long_mix
-
     ids = long_mix.random_ids(shape.vocab, tokens)
     path = into / f"prompt{tokens}.txt"
     path.write_text(" ".join(f"t{i}" for i in ids) + "\n", encoding="utf-8")

@@ -32,7 +32,7 @@ from condcli.analysis.persample import head_chunks, summarize_samples
 from condcli.spectra import causal, certify, mu_softmax_attention, strategies
 from condcli.spectra._tensor import check_finite
 from condcli.spectra.certify import bound_terms, kappa_bounds
-from condcli.spectra.core import Method, upcast
+from condcli.spectra.core import IN_BAND, Method, upcast
 from condcli.spectra.uncertainty import product_rel
 
 # Where a layer's maxima over heads are pruned, per device kind of the captured P: "always", "causal" (only
@@ -146,12 +146,8 @@ def _bounds(
         brackets: list[torch.Tensor] = []
         # kept only from a capture the upcast never rescales, as the decomposition's own (summarize_causal
         # sends a rescaled stack to the SVD)
-        keep = brackets if m.dtype in (torch.float32, torch.float16, torch.bfloat16) else None
-        source = (
-            m
-            if m.device.type == "cpu" and m.dtype in (torch.float32, torch.float16, torch.bfloat16)
-            else None
-        )
+        keep = brackets if m.dtype in IN_BAND else None
+        source = m if _on_host_in_band(m) else None
         bound = bound_terms(_float64(m, scratch), capture_dtype, keep, source)
         made = brackets[0] if brackets else torch.full((*bound.shape[:-1], 5), torch.nan, dtype=bound.dtype)
         return torch.cat([bound, made.to(bound.device)], -1)
@@ -225,12 +221,18 @@ def _sharpened(
     return out
 
 
+def _on_host_in_band(m: torch.Tensor) -> bool:
+    """A CPU capture that :func:`_float64` copies into its buffer as it is (no rescale), and that the bounds
+    may read in its place."""
+    return m.device.type == "cpu" and m.dtype in IN_BAND
+
+
 def _float64(m: torch.Tensor, scratch: dict[int, torch.Tensor]) -> torch.Tensor:
     """``m`` as float64 (:func:`~condcli.spectra.core.upcast`), on the CPU into a buffer per thread in
     ``scratch`` (one :func:`_bounds` or :func:`_sharpened` call's, freed with it), reused while the shape
     holds: a fresh float64 copy of a 2,048-token head is 32 MiB of pages the kernel maps and zeroes, 6× the
     copy's own time. Only the bounds read it, and they keep no reference to it."""
-    if m.device.type != "cpu" or m.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+    if not _on_host_in_band(m):
         return upcast(m)[0]
     check_finite(m)
     key = threading.get_ident()

@@ -212,13 +212,12 @@ def brackets(
     if bound_only and not bool(rest.all()):  # a floor's κ is σ_1/tol: its σ_1 to the bracket's precision
         floors = ~rest
         every = bool(floors.all())
-        some = None if low is None or every else low[floors]
+
+        def pick(t: torch.Tensor) -> torch.Tensor:  # no copy where every matrix is a floor
+            return t if every else t[floors]
+
         got = _sigma_1(
-            flat if every else flat[floors],
-            fro2[floors],
-            single=single,
-            bound_only=True,
-            low=low if every else some,
+            pick(flat), fro2[floors], single=single, bound_only=True, low=None if low is None else pick(low)
         )
         s1_lo, s1_hi = s1_lo.clone(), s1_hi.clone()
         s1_lo[floors], s1_hi[floors] = got

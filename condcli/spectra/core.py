@@ -48,6 +48,10 @@ MEASURE_RTOL = 1e-6
 GRAM_ERROR = 4.0
 
 
+# the capture dtypes whose every value lies in float64's safe band (:func:`upcast` never rescales them)
+IN_BAND = (torch.float32, torch.float16, torch.bfloat16)
+
+
 def upcast(X: Tensorish) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``X`` as float64 (exact), scaled into the safe band where needed: ``rescaled(as_float64(X))``.
 
@@ -55,7 +59,7 @@ def upcast(X: Tensorish) -> tuple[torch.Tensor, torch.Tensor | None]:
     :data:`~condcli.spectra._tensor.SAFE_EXPONENT`), so its scan for the largest entry is skipped: the same
     result, without a pass over a float64 copy of every matrix.
     """
-    if isinstance(X, torch.Tensor) and X.dtype in (torch.float32, torch.float16, torch.bfloat16):
+    if isinstance(X, torch.Tensor) and X.dtype in IN_BAND:
         return as_float64(X), None
     return rescaled(as_float64(X))
 
