@@ -239,7 +239,7 @@ def _stages(loaded: LoadedModel, first: Batch, scale: int) -> list[Part]:
     w_time = _clock(lambda: weight_kappas_of(weights), device)
     kappas = weight_kappas_of(weights)
     accs = {
-        s.index: ForwardAccumulator(s, weights[s.index], kappas[s.index], per_head=False)
+        s.index: ForwardAccumulator(s, weights[s.index], kappas[s.index].heads, per_head=False)
         for s in adapter.layers
     }
     emb = EmbeddingAccumulator(LAM)

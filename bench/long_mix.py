@@ -13,6 +13,8 @@ ids. At each prompt length, side by side and interleaved:
   (a) the model's own forward (sdpa);
   (f) its eager forward returning every attention (``output_attentions=True``);
   (e) ``spectrum --no-conditioned``, every layer;
+  (g) (e) with the model's constants (κ of the whole projections, κ(E)) computed after the forward rather
+      than beside it (condcli/analysis/meanwhile.py);
 
 and the share of heads whose κ(P) the Lanczos brackets decided (O(n²) a step) against those that went to
 an SVD (:func:`condcli.spectra.causal.counts`). Targets: (e) ≤ 3× (f) at 2,048 tokens, (e) ≤ 1.5× (a) at
@@ -31,6 +33,7 @@ from typing import Any
 import torch
 
 from bench.bench_spectrum import Verdict, forward, ratio
+from condcli.analysis.meanwhile import after_the_forward
 from condcli.inputs.batches import Batch
 from condcli.loading.samples import samples_dir
 from condcli.loading.sources import LoadedModel, LoadOptions, load
@@ -120,7 +123,9 @@ LABELS = {
     "a": "(a) forward (sdpa)",
     "f": "(f) eager forward returning every attention",
     "e": "(e) spectrum --no-conditioned (all layers)",
+    "g": "(g) (e), the model constants after the forward",
 }
+SPECTRA = ("e", "g")  # the contenders that run condcli's spectrum (each counts its heads' κ(P))
 
 
 def contenders(loaded: LoadedModel, batch: Batch) -> dict[str, Callable[[], object]]:
@@ -130,7 +135,15 @@ def contenders(loaded: LoadedModel, batch: Batch) -> dict[str, Callable[[], obje
         "a": lambda: forward(loaded, [batch], eager=False),
         "f": lambda: eager_attentions(loaded, batch),
         "e": lambda: spectrum(loaded, batch, None),
+        "g": lambda: after(lambda: spectrum(loaded, batch, None)),
     }
+
+
+def after(run: Callable[[], object]) -> object:
+    """``run`` with the model constants (κ of the whole projections, κ(E)) computed after the forward
+    rather than beside it (condcli/analysis/meanwhile.py): what the thread beside saves."""
+    with after_the_forward():
+        return run()
 
 
 def side_by_side(shape: Any, lengths: list[int], repeats: int, *, tempered: bool = False) -> list[Verdict]:
@@ -165,7 +178,7 @@ def side_by_side(shape: Any, lengths: list[int], repeats: int, *, tempered: bool
                 print(f"{tokens:>6}  {label:<44} {t[k]:>9.2f} {vs} {mem}")
             # every head is settled in O(n²) (by the bounds alone, or by the brackets) but those that went to
             # an SVD; of the heads the maxima needed a value of, the brackets decided ``decided``
-            total = int(cfg.num_hidden_layers) * int(cfg.num_attention_heads) * repeats
+            total = int(cfg.num_hidden_layers) * int(cfg.num_attention_heads) * repeats * len(SPECTRA)
             share = 1 - got["svd"] / total if total else math.nan
             print(
                 f"{tokens:>6}  heads' κ(P) decided in O(n²): {total - got['svd']} of {total} ({share:.0%}; "

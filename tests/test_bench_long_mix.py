@@ -37,7 +37,7 @@ def test_side_by_side_prints_every_contender_and_the_share(capsys: pytest.Captur
     out = capsys.readouterr().out
     for label in long_mix.LABELS.values():
         assert label in out
-    assert "heads' κ(P) decided in O(n²):" in out and "of 8" in out  # 2 layers × 4 heads
+    assert "heads' κ(P) decided in O(n²):" in out and "of 16" in out  # 2 layers × 4 heads, (e) and (g)
     assert verdicts[0].what == "100 tokens: (e) / (a)"
     for v in verdicts:
         assert v.line() in out

@@ -56,18 +56,27 @@ def weight_kappas(w: HeadWeights) -> WeightKappas:
 
 
 def weight_kappas_of(weights: Mapping[int, HeadWeights]) -> dict[int, WeightKappas]:
-    """:func:`weight_kappas` of every layer, the full projections of all layers over one thread pool rather
-    than three at a time. Each matrix is still its own decomposition, so every κ is the one
-    :func:`weight_kappas` gives; each is assembled from its heads inside the task that decomposes it, so no
-    stack of them all is built first (docs/performance.md#weight-condition-numbers)."""
+    """:func:`weight_kappas` of every layer: :func:`whole_kappas_of` and :func:`head_kappas`."""
+    whole = whole_kappas_of(weights)
+    return {i: WeightKappas(whole[i], head_kappas(w), kv_heads=w.kv_heads) for i, w in weights.items()}
+
+
+def whole_kappas_of(weights: Mapping[int, HeadWeights]) -> dict[int, dict[str, float]]:
+    """κ of the full projections W_Q, W_K, W_V of every layer (the registry's weight keys), by SVD: all layers
+    over one thread pool rather than three at a time. Each matrix is its own decomposition, so every κ is
+    the one a layer alone gives; each is assembled from its heads inside the task that decomposes it, so no
+    stack of them all is built first (docs/performance.md#weight-condition-numbers). Only reports read
+    them: ``condcli spectrum`` computes them beside its forward (:mod:`condcli.analysis.meanwhile`)."""
     jobs = [(i, j, getattr(w, f"w{name}")) for i, w in weights.items() for j, name in enumerate(PROJECTIONS)]
     mats = [m for _, _, m in jobs]
     if all(m.device.type == "cpu" for m in mats):
         got = thread_map(_full_kappa, mats)
     else:
         got = [_full_kappa(m) for m in mats]
-    full = {(i, j): float(k) for (i, j, _), k in zip(jobs, got, strict=True)}
-    return {i: _with_heads(w, (full[i, 0], full[i, 1], full[i, 2])) for i, w in weights.items()}
+    whole: dict[int, dict[str, float]] = {i: {} for i in weights}
+    for (i, j, _), k in zip(jobs, got, strict=True):
+        whole[i][WEIGHTS[j].key] = float(k)  # kappa_wq, kappa_wk, kappa_wv: the order of PROJECTIONS
+    return whole
 
 
 def _full_kappa(heads: torch.Tensor) -> torch.Tensor:
@@ -76,8 +85,10 @@ def _full_kappa(heads: torch.Tensor) -> torch.Tensor:
     return condition_number(join_heads(heads), method="svd")
 
 
-def _with_heads(w: HeadWeights, full: tuple[float, float, float]) -> WeightKappas:
-    """WeightKappas from the full projections' κ and every head's slice (Gram path where it agrees)."""
+def head_kappas(w: HeadWeights) -> dict[str, tuple[float, ...]]:
+    """κ of every query head's slice of W_Q, W_K and W_V by the registry's weight keys (Gram path where it
+    agrees with SVD); under grouped-query attention W_K's and W_V's are the KV slice each query head reads.
+    What the per-layer analysis reads (μ per head), so computed before the forward."""
     if w.kv_heads == w.heads and w.wq.shape == w.wv.shape:
         heads = condition_number(torch.stack([w.wq, w.wk, w.wv])).tolist()  # (3, H)
     else:
@@ -85,11 +96,7 @@ def _with_heads(w: HeadWeights, full: tuple[float, float, float]) -> WeightKappa
         heads = [condition_number(m).tolist() for m in (w.wq, w.wk, w.wv)]
         heads = [heads[0], [heads[1][g] for g in kv], [heads[2][g] for g in kv]]
     keys = [m.key for m in WEIGHTS]  # kappa_wq, kappa_wk, kappa_wv: the order of PROJECTIONS
-    return WeightKappas(
-        dict(zip(keys, full, strict=True)),
-        {key: tuple(h) for key, h in zip(keys, heads, strict=True)},
-        kv_heads=w.kv_heads,
-    )
+    return {key: tuple(h) for key, h in zip(keys, heads, strict=True)}
 
 
 Projections = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # W_Q, W_K, W_V per query head (H, d, d_h)
@@ -126,18 +133,24 @@ class ForwardAccumulator:
     """
 
     def __init__(
-        self, spec: LayerSpec, weights: HeadWeights, kappas: WeightKappas, *, per_head: bool
+        self,
+        spec: LayerSpec,
+        weights: HeadWeights,
+        heads: Mapping[str, Sequence[float]],
+        *,
+        per_head: bool,
     ) -> None:
         self.spec = spec
         self.weights = weights
         self.per_head = per_head
-        self.kq = torch.tensor(kappas.wq_heads, dtype=torch.float64)  # (H,)
-        self.kk = torch.tensor(kappas.wk_heads, dtype=torch.float64)
-        self.kv = torch.tensor(kappas.wv_heads, dtype=torch.float64)
+        # κ(W_Q^h), κ(W_K^h), κ(W_V^h) per query head (:func:`head_kappas`)
+        self.kq = torch.tensor(heads["kappa_wq"], dtype=torch.float64)  # (H,)
+        self.kk = torch.tensor(heads["kappa_wk"], dtype=torch.float64)
+        self.kv = torch.tensor(heads["kappa_wv"], dtype=torch.float64)
         # flagged metrics carry per-sample floor marks (docs/math.md#spectra): a κ below resolution is
         # reported as σ_1/tol
         self.streams = {m.key: ScalarStream(floors=m.flag is not None) for m in FORWARD}
-        H = len(kappas.wq_heads)
+        H = len(self.kq)
         # per head metric of :data:`condcli.reports.metrics.HEAD`, one stream per head (H(P) is always kept:
         # the
         # report lists each head's entropy even without ``--heads``)

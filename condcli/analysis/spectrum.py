@@ -11,12 +11,13 @@ from condcli.analysis.common import Progress, embedding_notes, inputs_info, mode
 from condcli.analysis.driver import Conditioned, Take, drive
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.embedding_table import embedding_table_of, table_modules
-from condcli.analysis.layers import ForwardAccumulator, weight_kappas_of
+from condcli.analysis.layers import ForwardAccumulator, head_kappas, whole_kappas_of
+from condcli.analysis.meanwhile import meanwhile
 from condcli.capture import LayerCapture, layer_set
 from condcli.conditioning import Conditioning
 from condcli.inputs.batches import InputStream
 from condcli.loading.sources import LoadedModel
-from condcli.reports.spectrum import ConditionedForward, LayerReport, SpectrumReport
+from condcli.reports.spectrum import ConditionedForward, LayerReport, SpectrumReport, WeightKappas
 from condcli.reports.table import EmbeddingTableReport
 
 
@@ -69,11 +70,16 @@ def analyse_spectrum(
     chosen = layer_set(adapter, options.layers)
     specs = {s.index: s for s in adapter.layers}
     weights = {i: specs[i].weights() for i in chosen}
-    kappas = weight_kappas_of(weights)  # every layer's full projections in one SVD call
+    heads = {i: head_kappas(weights[i]) for i in chosen}  # what the per-layer analysis reads
+    # the model's constants only the report reads: beside the forward (every layer's full projections in
+    # one SVD call, and κ(E))
+    constants = meanwhile(
+        lambda: (whole_kappas_of(weights), _embedding_table(loaded)), loaded.top or loaded.model
+    )
     cond = _conditioned_forward(loaded, options, chosen)
-    plain = {i: ForwardAccumulator(specs[i], weights[i], kappas[i], per_head=options.heads) for i in chosen}
+    plain = {i: ForwardAccumulator(specs[i], weights[i], heads[i], per_head=options.heads) for i in chosen}
     conditioned = (
-        {i: ForwardAccumulator(specs[i], weights[i], kappas[i], per_head=False) for i in chosen}
+        {i: ForwardAccumulator(specs[i], weights[i], heads[i], per_head=False) for i in chosen}
         if cond.applied
         else {}
     )
@@ -89,6 +95,8 @@ def analyse_spectrum(
         shared=[plain, conditioned],
     )
     emb = embedding.result(adapter)
+    whole, table = constants.result()
+    kappas = {i: WeightKappas(whole[i], heads[i], kv_heads=weights[i].kv_heads) for i in chosen}
     layers = tuple(
         LayerReport(
             index=i,
@@ -121,7 +129,7 @@ def analyse_spectrum(
         conditioned_forward=cond,
         notes=tuple(notes),
         refused=_refused(loaded, options.layers),
-        embedding_table=_embedding_table(loaded),
+        embedding_table=table,
     )
 
 

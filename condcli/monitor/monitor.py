@@ -125,7 +125,7 @@ class Monitor:
         specs = {s.index: s for s in adapter.layers}
         weights = {i: specs[i].weights() for i in chosen}
         kappas = {i: weight_kappas(w) for i, w in weights.items()}
-        accs = {i: ForwardAccumulator(specs[i], weights[i], kappas[i], per_head=False) for i in chosen}
+        accs = {i: ForwardAccumulator(specs[i], weights[i], kappas[i].heads, per_head=False) for i in chosen}
 
         def sink(layer: LayerCapture) -> None:
             accs[layer.index].add(layer, probe.lengths)

@@ -93,6 +93,20 @@ def one_blas_thread() -> Iterator[None]:
         _MKL_THREADS(previous)
 
 
+@contextmanager
+def in_order() -> Iterator[None]:
+    """Every :func:`concurrently` (and :func:`thread_map`) of the calling thread runs its tasks in order in
+    that thread, each on one MKL thread, as inside a pool worker: for a thread of its own that works beside
+    the pool (:mod:`condcli.analysis.meanwhile`), so it takes one core and never queues behind the pool's
+    tasks or they behind its. Its results are bitwise those of the pool."""
+    was = getattr(_worker, "active", False)
+    _worker.active = True
+    try:
+        yield
+    finally:
+        _worker.active = was
+
+
 def thread_map(fn: Op, mats: list[torch.Tensor]) -> list[torch.Tensor]:
     """``fn`` on every (CPU) matrix, spread over torch's thread count; each matrix is its own call on one
     MKL thread (:func:`one_blas_thread`), so the results are bitwise those of a sequential loop. Runs
