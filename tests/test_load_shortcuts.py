@@ -14,7 +14,7 @@ from torch import nn
 
 from condcli.adapters import hf_bert
 from condcli.adapters.hf_common import base_model, hf_class, is_hf_instance
-from condcli.loading.names import is_timm_name
+from condcli.loading.names import in_timm_source, is_timm_name, timm_source_names
 from condcli.loading.samples import sample_names
 from condcli.loading.weights_files import CHUNK, _non_finite
 
@@ -49,12 +49,27 @@ def test_timm_name_agrees_with_timm_without_importing_it_for_a_path(tmp_path: Pa
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "config.json").write_text('{"model_type": "llama"}')
-    code = (
-        "import sys\nfrom condcli.loading.names import parse_spec\n"
-        f"spec = parse_spec({str(folder)!r})\nassert spec.kind == 'local', spec\n"
-        "assert 'timm' not in sys.modules, 'a local folder imported timm'\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    # by its path, and by its bare name as a user types it in its parent (a name timm could register:
+    # whether it does is read from timm's source, not asked of an imported timm)
+    for typed, cwd in ((str(folder), None), ("model", tmp_path)):
+        code = (
+            "import sys\nfrom condcli.loading.names import parse_spec\n"
+            f"spec = parse_spec({typed!r})\nassert spec.kind == 'local' and spec.note is None, spec\n"
+            "assert 'timm' not in sys.modules, 'a local folder imported timm'\n"
+        )
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=cwd)
+
+
+def test_timm_source_names_hold_every_name_timm_registers() -> None:
+    from timm.models._registry import _model_entrypoints
+
+    registered = set(_model_entrypoints)  # functions and deprecated names alike
+    assert registered <= timm_source_names()
+    assert len(registered) > 1000
+    for name in [*list(registered)[::97], "vit_base_patch16_224.augreg_in21k", "model", "checkpoint", "out"]:
+        assert in_timm_source(name) or not timm.is_model(name), name  # never a false no
+    for word in ("model", "checkpoint", "out", "smollm", "my_model"):  # folder names: no timm import for them
+        assert not in_timm_source(word) and not timm.is_model(word)
 
 
 def _models() -> list[nn.Module]:

@@ -20,6 +20,9 @@ cache, so a local path, sample or timm name is noted as a hub id too only when t
 from __future__ import annotations
 
 import difflib
+import functools
+import importlib.util
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -93,6 +96,46 @@ def is_timm_name(name: str) -> bool:
     import timm
 
     return bool(timm.is_model(name))
+
+
+def in_timm_source(name: str) -> bool:
+    """Whether timm's installed source could register ``name`` (its part before the first ``.``): one of
+    :func:`timm_source_names`. A necessary condition of :func:`is_timm_name` that imports no timm, used only
+    for a note: a name no file holds is no timm model, and a name one holds is asked of timm itself."""
+    return name.split(".", 1)[0] in timm_source_names()
+
+
+@functools.cache
+def timm_source_names() -> frozenset[str]:
+    """Every name timm's installed source registers, read as text without importing timm (seconds: it
+    imports torchvision): each function decorated ``@register_model`` (registered under its own name) and
+    each key of a ``register_model_deprecations(…)`` map (a deprecated name). tests/test_load_shortcuts.py
+    checks that it holds every name timm registers. timm not installed: none."""
+    found = importlib.util.find_spec("timm")
+    if found is None or not found.submodule_search_locations:
+        return frozenset()
+    names: set[str] = set()
+    for folder in found.submodule_search_locations:
+        for path in Path(folder).rglob("*.py"):
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if "register_model" not in text:
+                continue
+            names.update(REGISTERED.findall(text))
+            start = text.find(DEPRECATIONS)
+            while start >= 0:
+                end = text.find("})", start)
+                names.update(DEPRECATED.findall(text, start, len(text) if end < 0 else end))
+                start = text.find(DEPRECATIONS, start + 1)
+    return frozenset(names)
+
+
+# ``@register_model`` (other decorators may follow it), then the function it registers under its name
+REGISTERED = re.compile(r"^[ \t]*@register_model[ \t]*\n(?:[ \t]*@[^\n]*\n)*[ \t]*def[ \t]+(\w+)", re.M)
+DEPRECATIONS = "register_model_deprecations("
+DEPRECATED = re.compile(r"['\"](\w+)['\"]\s*:")  # a key of the deprecation map: the deprecated name
 
 
 def _exists(path: Path) -> bool:
@@ -175,7 +218,7 @@ def _local_note(raw: str, path: Path) -> str | None:
     if raw in sample_names():
         sample = f"give {samples_dir() / raw} for the sample"
         return _note(here, "a shipped sample's name", "the local one", sample)
-    if is_timm_name(raw):
+    if in_timm_source(raw) and is_timm_name(raw):  # timm's import costs seconds: only where it can say yes
         return _note(here, "a timm model name", "the local one", f"timm:{raw} for timm's")
     if in_hub_cache(raw):
         return _note(here, HUB_CACHED, "the local one", f"hf:{raw} for the hub's")
