@@ -97,19 +97,38 @@ def test_meanwhile_beside_runs_on_its_own_thread_and_hands_back_value_and_error(
         names.append(threading.current_thread().name)
         return 7
 
-    assert Meanwhile(work, beside=True).result() == 7
+    beside = Meanwhile(work, beside=True)
+    beside.start()
+    beside.start()  # once
+    assert beside.result() == 7 and beside.result() == 7
     assert names == ["condcli-meanwhile"]
     lazy = Meanwhile(work, beside=False)
-    assert names == ["condcli-meanwhile"]  # after: nothing runs until the result is asked for
+    lazy.start()  # not beside: nothing runs until the result is asked for
+    assert names == ["condcli-meanwhile"]
     assert lazy.result() == 7 and lazy.result() == 7  # once
     assert names == ["condcli-meanwhile", threading.current_thread().name]
 
     def fails() -> int:
         raise InputError("broken", "fix it")
 
-    for beside in (True, False):
+    for on in (True, False):
+        failing = Meanwhile(fails, beside=on)
+        failing.start()
         with pytest.raises(InputError, match="broken"):
-            Meanwhile(fails, beside=beside).result()
+            failing.result()
+
+
+def test_the_work_starts_once_the_first_batch_is_in_hand() -> None:
+    events: list[str] = []
+    work = Meanwhile(lambda: events.append("work"), beside=True)
+
+    def batches() -> Any:
+        events.append("iterated")  # where a DataLoader forks its workers
+        yield from (1, 2)
+
+    assert list(work.started(batches())) == [1, 2]
+    work.result()
+    assert events == ["iterated", "work"]
 
 
 def test_in_order_runs_every_task_in_the_calling_thread(monkeypatch: Any) -> None:

@@ -1,8 +1,9 @@
 """Work that needs no forward pass, done beside it: ``condcli spectrum``'s model constants (κ of every layer's
 whole projections and κ(E), a few seconds of float64 SVDs and Gram sums) run on a thread of their own while
 the forward and the per-layer analysis run, filling the cores those leave idle (Python between kernels,
-hooks, the waits of a layer's last decomposition). docs/performance.md#the-model-constants-beside-the-forward
-measures it.
+hooks, the waits of a layer's last decomposition). The thread starts once the first batch is in hand
+(:meth:`Meanwhile.started`), so none of ours runs through a DataLoader's fork. Measured in
+docs/performance.md#the-model-constants-beside-the-forward.
 
 Only where the whole model sits on the CPU and torch has at least 2 threads: a model on a GPU, or dispatched
 over devices (offloaded modules are loaded back for the while, :func:`condcli.analysis.spectrum`'s
@@ -15,7 +16,7 @@ the forward, as it was when the work ran then.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Generic, TypeVar
 
@@ -25,21 +26,35 @@ from torch import nn
 from condcli.spectra.strategies import in_order
 
 T = TypeVar("T")
+B = TypeVar("B")
 _after: list[bool] = []  # :func:`after_the_forward` in force
 
 
 class Meanwhile(Generic[T]):
-    """``work()`` on a thread of its own from now (``beside``), else when :meth:`result` is first asked."""
+    """``work()`` on a thread of its own from :meth:`start` (``beside``), else when :meth:`result` is first
+    asked."""
 
     def __init__(self, work: Callable[[], T], *, beside: bool) -> None:
         self._work: Callable[[], T] | None = work
         self._value: T | None = None
         self._error: BaseException | None = None
+        self._beside_ok = beside
         self._thread: threading.Thread | None = None
-        if beside:
+
+    def start(self) -> None:
+        """Start the work on its thread where it runs beside (once; after :meth:`result`, nothing)."""
+        if self._beside_ok and self._thread is None and self._work is not None:
             # a daemon: an interrupted run (Ctrl-C during the forward) exits without waiting for it
             self._thread = threading.Thread(target=self._beside, name="condcli-meanwhile", daemon=True)
             self._thread.start()
+
+    def started(self, batches: Iterable[B]) -> Iterator[B]:
+        """``batches``, with the work started once the first is in hand: a user's DataLoader has forked its
+        workers by then, so no thread of ours runs through a fork (a lock it held would stay held in the
+        child)."""
+        for batch in batches:
+            self.start()
+            yield batch
 
     def _beside(self) -> None:
         # grad mode is per thread (a new one records graphs); one core: beside the pool, not in it
@@ -66,7 +81,8 @@ class Meanwhile(Generic[T]):
 
 
 def meanwhile(work: Callable[[], T], model: nn.Module) -> Meanwhile[T]:
-    """``work`` beside the forward of ``model`` where that pays (see the module), else after it."""
+    """``work`` beside the forward of ``model`` where that pays (see the module), from :meth:`Meanwhile.start`
+    on, else after it."""
     return Meanwhile(work, beside=beside_pays(model))
 
 

@@ -86,7 +86,7 @@ def analyse_spectrum(
     embedding = EmbeddingAccumulator(options.lam)
     drive(
         loaded,
-        inputs,
+        constants.started(inputs),
         embedding,
         layers=chosen,
         plain=_into(plain),
