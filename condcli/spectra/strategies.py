@@ -129,12 +129,8 @@ def concurrently(tasks: Sequence[Callable[[], T]]) -> list[T]:
         pool = _POOL[threads] = ThreadPoolExecutor(threads, thread_name_prefix="condcli-linalg")
 
     def run(task: Callable[[], T]) -> T:
-        _worker.active = True
-        try:
-            with one_blas_thread():
-                return task()
-        finally:
-            _worker.active = False
+        with in_order(), one_blas_thread():  # a task's own concurrently runs in order on this worker
+            return task()
 
     return list(pool.map(run, tasks))
 
