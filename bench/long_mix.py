@@ -123,7 +123,7 @@ LABELS = {
     "a": "(a) forward (sdpa)",
     "f": "(f) eager forward returning every attention",
     "e": "(e) spectrum --no-conditioned (all layers)",
-    "g": "(g) (e), the model constants after the forward",
+    "g": "(g) (e), model constants after the forward",
 }
 SPECTRA = ("e", "g")  # the contenders that run condcli's spectrum (each counts its heads' κ(P))
 
