@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Collection, Iterable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -62,6 +62,16 @@ class Capture:
 
 
 LayerSink = Callable[[LayerCapture], None]
+
+
+class Proving(Protocol):
+    """A proof that watches a capture's forward (:class:`condcli.analysis.proof.InForward`)."""
+
+    def watching(self, batch: int, judged: Callable[[], None]) -> AbstractContextManager[object]:
+        """Its hooks on the forward; ``judged()`` is called after each layer it judges."""
+
+    def done(self) -> bool:
+        """Whether every layer it watches for has been judged."""
 
 
 class _Seen(BaseException):
@@ -318,6 +328,7 @@ def capture(
     conditioning: Conditioning | None = None,
     sink: LayerSink | None = None,
     to_end: bool = False,
+    proving: Proving | None = None,
     _again: bool = False,
 ) -> Capture:
     """One forward pass of ``adapter.model`` on ``batch`` with hooks; returns what they saw.
@@ -332,6 +343,10 @@ def capture(
     after (later blocks, the head) cannot change them. ViT-B on all layers skips its last MLP and head;
     ``--layers 0`` of a 32-layer decoder runs one block. ``to_end``: run the whole model anyway, and keep its
     output in :attr:`Capture.output` (None otherwise where the forward stopped).
+
+    ``proving``: the generic reading's proof, watching this very forward where it runs eager attention
+    (:func:`runs_eager`; :mod:`condcli.analysis.proof`,
+    docs/performance.md#the-proof-in-the-captures-forward); the forward then stops only once it is done too.
     """
     unknown = set(probes) - set(PROBES)
     if unknown:
@@ -361,9 +376,10 @@ def capture(
 
     seen: dict[str, torch.Tensor] = {}
     point = adapter.embedding
+    watched: Proving | None = None  # the proof watching this forward
 
     def stop_if_seen() -> None:
-        if not to_end and "x" in seen and not recorder.pending:
+        if not to_end and "x" in seen and not recorder.pending and (watched is None or watched.done()):
             raise _Seen
 
     recorder.on_complete = stop_if_seen
@@ -414,15 +430,18 @@ def capture(
                     handles.extend(_hook(name, group, wanted, size, recorder, taps, module))
         # eager attention only where P is captured: X_l and A_l alone need no materialised P, and the model
         # runs its own (fused) attention, as a user's forward does
-        needs_p = "probs" in recorder.wanted and any(adapter.layers[i].probs is not None for i in chosen)
+        needs_p = runs_eager(adapter, chosen, probes)
         eager = adapter.eager_attention() if needs_p else nullcontext()
+        if proving is not None and needs_p:
+            watched = proving
+        watch = watched.watching(size, stop_if_seen) if watched is not None else nullcontext()
         if adapter.family in ("generic", "declared"):  # a block run by .forward() (SqueezeBERT), issue 42
             hooked = [resolve(point.module)]
             hooked += [
                 resolve(getattr(adapter.layers[i], n).module) for i in chosen for n in ("x_in", "attn_in")
             ]
             handles.extend(_route_forward(hooked))
-        with eager, torch.no_grad():
+        with eager, torch.no_grad(), watch:
             output = adapter.run(inputs)
     except _Seen:  # everything asked for was seen: the rest of the forward was not run
         stopped = True
@@ -457,6 +476,7 @@ def capture(
             conditioning=conditioning,
             sink=None if sink is None else rest,
             to_end=to_end,
+            proving=proving,
             _again=True,
         )
     if replaced:
@@ -492,6 +512,11 @@ def capture(
         output=output,
     )
     return result
+
+
+def runs_eager(adapter: Adapter, chosen: Iterable[int], probes: Collection[str] = PROBES) -> bool:
+    """Whether :func:`capture` of ``chosen`` layers switches fused attention off: where it captures P."""
+    return "probs" in probes and any(adapter.layers[i].probs is not None for i in chosen)
 
 
 class _Routed:

@@ -118,6 +118,30 @@ def test_meanwhile_beside_runs_on_its_own_thread_and_hands_back_value_and_error(
             failing.result()
 
 
+def test_discarded_work_is_waited_for_where_it_runs_and_never_started_otherwise() -> None:
+    """A run started again (the proof changed a reading) discards the constants of the first reading: the
+    thread computing them is over before the run starts again; work not yet started never runs."""
+    release, ran = threading.Event(), []
+
+    def slow() -> int:
+        release.wait(5)
+        ran.append("slow")
+        return 1
+
+    running = Meanwhile(slow, beside=True)
+    running.start()
+    threading.Timer(0.05, release.set).start()
+    running.discard()
+    assert ran == ["slow"]
+    assert not any(t.name == "condcli-meanwhile" and t.is_alive() for t in threading.enumerate())
+    for on in (True, False):
+        idle = Meanwhile(lambda: ran.append("idle"), beside=on)
+        idle.discard()
+        idle.start()
+        assert idle.result() is None
+    assert ran == ["slow"]
+
+
 def test_the_work_starts_once_the_first_batch_is_in_hand() -> None:
     events: list[str] = []
     work = Meanwhile(lambda: events.append("work"), beside=True)

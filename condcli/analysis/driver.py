@@ -9,6 +9,10 @@ Under torchrun (:mod:`condcli.distributed`) each rank analyses every N-th batch 
 one process forms: the model sees the same batches, so the report is bitwise one process's), then the
 accumulators a runner names in ``shared`` are exchanged and put back in sample order on every rank
 (:mod:`condcli.analysis.gather`).
+
+A run whose generic readings are still to be proven (:func:`condcli.analysis.proof.pending`) has them proven
+here, on the stream's first batch: in the plain forward that captures it, where that forward runs eager
+attention in one process; else in a forward of its own first. :func:`drive` returns the model proven.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from condcli.analysis.common import Progress, conditioned_overflow, release_memo
 from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.gather import Order, absorb, export
 from condcli.analysis.persample import trim
-from condcli.capture import PROBES, LayerCapture, LayerSink, capture, exact_lookup
+from condcli.analysis.proof import InForward, pending_for
+from condcli.capture import PROBES, LayerCapture, LayerSink, capture, exact_lookup, runs_eager
 from condcli.conditioning import Conditioning
 from condcli.distributed import results, world
 from condcli.errors import NonFiniteInputError
@@ -55,25 +60,35 @@ def drive(
     on_x: OnX | None = None,
     progress: Progress | None = None,
     shared: Sequence[object] = (),
-) -> None:
+) -> LoadedModel:
     """Stream every batch through the model: the plain forward (its X into ``embedding``, then ``on_x``;
     each of ``layers`` to ``plain``), then each of ``conditioned`` in order, capturing ``probes``.
 
     Memory stays flat in the number of samples: nothing of a batch outlives it but what the sinks keep.
     ``shared``: what ``plain``, ``conditioned`` and ``on_x`` accumulate into (accumulators, dicts of them,
     lists of per-sample values), gathered with ``embedding`` across torchrun's ranks.
+
+    Returns ``loaded`` with its generic readings proven where they were pending (raising
+    :class:`~condcli.analysis.proof.Reread` where the proof changed one of ``layers``).
     """
     w = world()
+    proof = pending_for(loaded)
     mine: list[int] = []  # the stream indices of the samples this rank analysed
     start = 0
     for number, batch in enumerate(inputs):
         first, start = start, start + batch.size
+        watched = None
+        if proof is not None and number == 0:  # every rank proves on the stream's first batch
+            if w is None and proof.chosen <= set(layers) and runs_eager(loaded.adapter, layers, probes):
+                watched = proof
+            else:
+                loaded = proof.settle(batch)
         if w is not None and number % w.size != w.rank:
             if progress is not None:
                 progress(batch.size)
             continue
         mine.extend(range(first, start))
-        _one(loaded, batch, embedding, layers, plain, conditioned, probes, on_x)
+        loaded = _one(loaded, batch, embedding, layers, plain, conditioned, probes, on_x, watched)
         if progress is not None:
             progress(batch.size)
     if w is not None:
@@ -82,6 +97,7 @@ def drive(
         order = Order([p[0] for p in parts])
         for j, s in enumerate(state):
             absorb(s, [p[1][j] for p in parts], order)
+    return loaded
 
 
 def _one(
@@ -93,11 +109,16 @@ def _one(
     conditioned: Sequence[Conditioned],
     probes: Collection[str],
     on_x: OnX | None,
-) -> None:
-    """One batch: the plain forward, then each conditioned one; its memory handed back."""
+    proof: InForward | None = None,
+) -> LoadedModel:
+    """One batch: the plain forward (watched by ``proof``, then settled), then each conditioned one; its
+    memory handed back. Returns ``loaded``, proven where ``proof`` was given."""
     adapter = loaded.adapter
     lengths = batch.lengths
-    got = capture(adapter, batch, layers=layers, probes=probes, sink=_bound(plain, lengths))
+    got = capture(adapter, batch, layers=layers, probes=probes, sink=_bound(plain, lengths), proving=proof)
+    if proof is not None:
+        loaded = proof.settle(batch)
+        adapter = loaded.adapter
     # checked once per batch, on the plain forward: X is the same before any conditioning
     exact = exact_lookup(adapter.model, got.x, batch.inputs)
     xs = trim(got.x, lengths, (0,))
@@ -119,6 +140,7 @@ def _one(
         except NonFiniteInputError as e:  # the plain forward of this batch was finite: λ overflowed
             raise conditioned_overflow(forward.conditioning, loaded.dtype) from e
     release_memory()
+    return loaded
 
 
 def _bound(take: Take, lengths: torch.Tensor | None) -> LayerSink:

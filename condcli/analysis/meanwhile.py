@@ -79,6 +79,14 @@ class Meanwhile(Generic[T]):
             raise self._error
         return self._value  # type: ignore[return-value]
 
+    def discard(self) -> None:
+        """The work dropped: waited for where it already runs (no thread of a run outlives it, nor competes
+        with the run started again in its place), never started otherwise."""
+        self._work = None
+        if self._thread is not None:
+            self._thread.join()
+        self._value, self._error = None, None
+
 
 def meanwhile(work: Callable[[], T], model: nn.Module) -> Meanwhile[T]:
     """``work`` beside the forward of ``model`` where that pays (see the module), from :meth:`Meanwhile.start`

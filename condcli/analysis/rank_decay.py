@@ -175,7 +175,7 @@ def analyse_rank_decay(
         if batches == 1 and batch.lengths is None:  # every sample has the same n: say so before more work
             check_index_fits(options.index, plain)
 
-    drive(
+    loaded = drive(
         loaded,
         inputs,
         embedding,
@@ -187,6 +187,8 @@ def analyse_rank_decay(
         progress=progress,
         shared=[plain, conditioned],
     )
+    adapter = loaded.adapter  # as proven
+    specs = adapter.layers
     emb = embedding.result(adapter)
     result = rank_result(plain, options.index)
     result_conditioned = rank_result(conditioned, options.index) if cond.applied else None

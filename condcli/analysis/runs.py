@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from condcli.errors import ParameterTypeError, UsageError, a_type
+from condcli.errors import InternalError, ParameterTypeError, UsageError, a_type
 from condcli.inputs.batches import InputSpec
 from condcli.loading.sources import LoadOptions
 
@@ -249,15 +249,27 @@ class RunSetup:
         return stream(self.loaded.preprocessing, self.spec)
 
     def analyse(self, label: str, runner: Runner[Opts, R], options: Opts) -> R:
-        """Run one analysis runner over the inputs (``label``: what a progress bar says)."""
-        from condcli.analysis.proof import prove_first_batch
+        """Run one analysis runner over the inputs (``label``: what a progress bar says).
+
+        The generic reading of the chosen layers is proven on the first batch before any number stands: by
+        the runner's own first forward (:mod:`condcli.analysis.proof`); where the proof changed a reading,
+        the runner runs again on the model proven."""
+        from condcli.analysis.proof import Reread, in_forward, pending
 
         inputs = self.inputs()
         chosen = getattr(options, "layers", None)  # the layers whose numbers the runner reports
-        loaded = prove_first_batch(self.loaded, inputs, chosen)  # the generic reading, proven first
+        proof = in_forward(self.loaded, chosen)
         bar = self.watch.progress(label, inputs.expected) if self.watch.progress else nullcontext(None)
         with bar as advance:
-            result = runner(loaded, inputs, options, self.model_from, advance)
+            try:
+                with pending(proof):
+                    result = runner(self.loaded, inputs, options, self.model_from, advance)
+            except Reread as again:
+                result = runner(again.loaded, inputs, options, self.model_from, advance)
+        if proof is not None and not proof.settled and inputs.count:
+            raise InternalError(
+                f"{label}: the generic reading was never proven", "report it with the command"
+            )
         if self.watch.notes is not None:
             self.watch.notes(inputs.notes())
         return result

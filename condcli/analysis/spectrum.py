@@ -13,6 +13,7 @@ from condcli.analysis.embedding import EmbeddingAccumulator
 from condcli.analysis.embedding_table import embedding_table_of, table_modules
 from condcli.analysis.layers import ForwardAccumulator, head_kappas, whole_kappas_of
 from condcli.analysis.meanwhile import meanwhile
+from condcli.analysis.proof import Reread
 from condcli.capture import LayerCapture, layer_set
 from condcli.conditioning import Conditioning
 from condcli.inputs.batches import InputStream
@@ -84,16 +85,22 @@ def analyse_spectrum(
         else {}
     )
     embedding = EmbeddingAccumulator(options.lam)
-    drive(
-        loaded,
-        constants.started(inputs),
-        embedding,
-        layers=chosen,
-        plain=_into(plain),
-        conditioned=[Conditioned(Conditioning(options.lam), _into(conditioned))] if cond.applied else [],
-        progress=progress,
-        shared=[plain, conditioned],
-    )
+    try:
+        loaded = drive(
+            loaded,
+            constants.started(inputs),
+            embedding,
+            layers=chosen,
+            plain=_into(plain),
+            conditioned=[Conditioned(Conditioning(options.lam), _into(conditioned))] if cond.applied else [],
+            progress=progress,
+            shared=[plain, conditioned],
+        )
+    except Reread:  # the run starts again on the model proven: these constants may be of another reading
+        constants.discard()
+        raise
+    adapter = loaded.adapter
+    specs = {s.index: s for s in adapter.layers}  # as proven: the reading each layer's numbers stand on
     emb = embedding.result(adapter)
     whole, table = constants.result()
     kappas = {i: WeightKappas(whole[i], heads[i], kv_heads=weights[i].kv_heads) for i in chosen}

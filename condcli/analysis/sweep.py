@@ -309,7 +309,7 @@ def analyse_sweep(
     embedding = EmbeddingAccumulator(lam, spectra=False)
     per_layer = {i: _LayerKappas(len(lambdas) + 1) for i in chosen}
     kappa_rows: list[Floats] = []  # per sample (L,): per-sample scalars only
-    drive(
+    loaded = drive(
         loaded,
         inputs,
         embedding,
@@ -324,6 +324,7 @@ def analyse_sweep(
         progress=progress,
         shared=[per_layer, kappa_rows],
     )
+    adapter = loaded.adapter  # as proven
     emb = embedding.result(adapter)
     kappa = np.stack(kappa_rows)  # (S, L)
     sigma_max = torch.tensor(emb.sigma_max.per_sample, dtype=torch.float64)

@@ -244,7 +244,13 @@ def sites(adapter: Adapter, chosen: Collection[int] | None = None) -> list[Site]
     ]
 
 
-def _hooks(group: list[Site], batch: int, proofs: dict[int, Proof], open_watches: list[Watch]) -> list[Any]:
+def _hooks(
+    group: list[Site],
+    batch: int,
+    proofs: dict[int, Proof],
+    open_watches: list[Watch],
+    judged: Callable[[], None] | None,
+) -> list[Any]:
     """The pre- and post-hook on the attention module that ``group``'s layers share: call k is layer k's."""
     calls = [0]
     pending: list[tuple[Site, Tensor, Watch] | None] = []
@@ -273,23 +279,30 @@ def _hooks(group: list[Site], batch: int, proofs: dict[int, Proof], open_watches
         open_watches.remove(watch)
         watch.__exit__(None, None, None)  # type: ignore[no-untyped-call]
         proofs[site.spec.index] = judge_all(site, a, watch)
+        if judged is not None:
+            judged()
 
     first = group[0].attn
+    # the post-hook goes first: inside a capture's forward (:func:`condcli.capture.capture`, ``proving``)
+    # the layer is judged before the capture's own hooks hand it on or stop the forward, and its watch,
+    # entered after the capture's taps, is left before them (a mode stack is left in the reverse order)
     return [
         first.register_forward_pre_hook(enter, with_kwargs=True),
-        first.register_forward_hook(leave, with_kwargs=True),
+        first.register_forward_hook(leave, with_kwargs=True, prepend=True),
     ]
 
 
 @contextmanager
-def watching(todo: list[Site], batch: int, proofs: dict[int, Proof]) -> Iterator[None]:
+def watching(
+    todo: list[Site], batch: int, proofs: dict[int, Proof], judged: Callable[[], None] | None = None
+) -> Iterator[None]:
     """Hooks that watch each site's attention call (the k-th call of a shared module is its k-th layer) and
-    judge it into ``proofs``; removed on leaving, also where the forward raised."""
+    judge it into ``proofs``, then call ``judged()``; removed on leaving, also where the forward raised."""
     groups: dict[int, list[Site]] = {}
     for s in todo:
         groups.setdefault(id(s.attn), []).append(s)
     open_watches: list[Watch] = []
-    handles = [h for group in groups.values() for h in _hooks(group, batch, proofs, open_watches)]
+    handles = [h for group in groups.values() for h in _hooks(group, batch, proofs, open_watches, judged)]
     try:
         yield
     finally:
@@ -320,6 +333,14 @@ def prove(
     proofs: dict[int, Proof] = {}
     with watching(todo, batch, proofs), adapter.eager_attention(), torch.no_grad():
         adapter.run(inputs)
+    return judged(adapter, todo, proofs, chosen)
+
+
+def judged(
+    adapter: Adapter, todo: list[Site], proofs: dict[int, Proof], chosen: Collection[int] | None = None
+) -> tuple[Adapter, list[str]]:
+    """The adapter as ``proofs`` (each layer of ``todo`` judged in one forward under :func:`watching`) left
+    it, and notes: see :func:`prove`."""
     layers, notes = [], []
     refused, unproven, other_reading = [], [], []
     for spec in adapter.layers:
