@@ -55,4 +55,5 @@ def test_whole_process_contenders_time_the_named_prompt(capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     for label in long_mix_process.LABELS.values():
         assert label in out
+    assert "(e) ÷ (o), both ending without the teardown:" in out  # how the process ends, said apart
     assert [v.what for v in verdicts] == ["40 tokens, whole processes: (e) / (a)"]

@@ -13,15 +13,14 @@ import pytest
 from condcli.cli import app
 
 HEAVY = ("torch", "transformers", "timm", "matplotlib", "numpy")
+# said by an exit handler: the process ends without the interpreter's teardown, after its exit handlers
 PROBE = """
-import json, sys
+import atexit, json, sys
+heavy = lambda: sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)
+atexit.register(lambda: sys.__stderr__.write("MODULES " + json.dumps(heavy())))
 sys.argv = ["condcli", *json.loads(sys.argv[1])]
 from condcli.__main__ import run
-try:
-    run()
-except SystemExit:
-    pass
-sys.__stderr__.write("MODULES " + json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)))
+run()
 """
 
 

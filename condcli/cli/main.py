@@ -14,6 +14,7 @@ import functools
 import os
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeVar
@@ -342,22 +343,28 @@ def _run(application: typer.Typer, args: list[str], debug: bool) -> int:
 def finish(code: int) -> NoReturn:
     """Exit with ``code`` after flushing stdout (a reader that has gone: 141, silently).
 
-    A torchrun rank other than 0 that has left its process group ends at once after the Python exit handlers
-    (temporary folders' finalizers among them), without the interpreter's shutdown
-    (:func:`condcli.distributed.left_as_peer`)."""
+    The run ends as the interpreter's shutdown would end it, less its teardown: non-daemon threads joined,
+    the Python exit handlers run (temporary folders' finalizers among them), the streams flushed; then
+    ``os._exit``. What it skips is freeing every module torch and transformers imported, one by one: about a
+    second after the report was written, for nothing a finished run needs
+    (docs/performance.md#the-end-of-the-process). A torchrun rank other than 0 that has left its process
+    group joins no thread (:func:`condcli.distributed.left_as_peer`)."""
     try:
         sys.stdout.flush()
     except OSError as e:
         code = _silence_stdout() if stdout_closed(e) else code
     distributed = sys.modules.get("condcli.distributed")
-    if distributed is not None and distributed.left_as_peer():
+    peer = distributed is not None and distributed.left_as_peer()
+    shutdown = getattr(threading, "_shutdown", None)  # private: what the interpreter calls first
+    if not peer and shutdown is not None:
+        shutdown()
+    getattr(atexit, "_run_exitfuncs")()  # noqa: B009 (private: the handlers os._exit would skip)
+    for stream in (sys.stdout, sys.stderr):
         try:
-            sys.stderr.flush()
-        except (OSError, ValueError):
+            stream.flush()
+        except (OSError, ValueError):  # closed, or a reader gone: the exit code says it
             pass
-        getattr(atexit, "_run_exitfuncs")()  # noqa: B009 (private: the handlers os._exit would skip)
-        os._exit(code)
-    sys.exit(code)
+    os._exit(code)
 
 
 def run() -> NoReturn:
