@@ -79,7 +79,7 @@ def inputs_info(loaded: LoadedModel, inputs: InputStream, tokens: int, dim: int)
         count=inputs.count,
         tokens=tokens,
         dim=dim,
-        skipped=inputs.skipped,
+        skipped=inputs.skipped + inputs.tokenless.count,
     )
 
 

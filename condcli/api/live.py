@@ -207,7 +207,7 @@ def _text_stream(pre: Preprocessing, texts: list[str], run: RunOptions) -> Input
     def make(s: InputStream) -> Iterator[Batch]:
         s.truncation = Truncation("`inputs`", limit, byte_bound(limit))
         named = ((f"`inputs` #{i}", t) for i, t in enumerate(chosen))
-        return _tokenized(pre, spec, named, s.truncation)
+        return _tokenized(pre, spec, named, s.tokenless, s.truncation)
 
     return InputStream("text", f"{len(chosen)} texts given as `inputs`", make, expected=len(chosen))
 

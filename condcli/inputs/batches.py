@@ -138,6 +138,7 @@ class InputStream:
     count: int = 0
     files: Skipped = field(default_factory=Skipped)  # files skipped (not images, unreadable)
     truncation: Truncation | None = None  # text: lines longer than the model reads
+    tokenless: Skipped = field(default_factory=Skipped)  # text: samples the tokenizer maps to no token
 
     @property
     def skipped(self) -> int:
@@ -152,6 +153,7 @@ class InputStream:
     def __iter__(self) -> Iterator[Batch]:
         self.count = 0
         self.files = Skipped()
+        self.tokenless = Skipped()
         produced = False
         for batch in self.make(self):
             produced = True
@@ -165,12 +167,22 @@ class InputStream:
         notes = []
         if self.files.count:
             notes.append(f"{self.files.count} file(s) in {self.where} skipped: {self.files.examples()}")
+        if self.tokenless.count:
+            notes.append(
+                f"{self.tokenless.count} sample(s) of {self.description} skipped: the model's tokenizer gives"
+                f" them no token ({self.tokenless.examples()})"
+            )
         note = self.truncation.note() if self.truncation is not None else None
         return notes + ([note] if note else [])
 
     def _no_input_hint(self) -> str:
         if self.skipped:
             return f"{self.skipped} file(s) skipped: {self.files.examples()}"
+        if self.tokenless.count:
+            return (
+                f"the model's tokenizer gives no token for any of them ({self.tokenless.examples()}); give"
+                " text it encodes"
+            )
         if self.kind == "text":
             return "the text holds no non-blank line; give a UTF-8 file with one sample per line (`text`)"
         return "give a folder with images (`images`) or a file with one text per line (`text`)"
@@ -239,15 +251,21 @@ def _default_texts(spec: InputSpec) -> Iterator[tuple[str, str]]:
 
 
 def _tokenized(
-    pre: Preprocessing, spec: InputSpec, texts: Iterator[tuple[str, str]], cut: Truncation | None = None
+    pre: Preprocessing,
+    spec: InputSpec,
+    texts: Iterator[tuple[str, str]],
+    tokenless: Skipped,
+    cut: Truncation | None = None,
 ) -> Iterator[Batch]:
     """Batches of ``texts`` through the model's tokenizer, truncated to its maximum length (``cut`` counts
-    the samples that were longer)."""
+    the samples that were longer). A sample the tokenizer gives no token (a line of characters its
+    normaliser removes) is left out of its batch and named in ``tokenless``: a model given no token has
+    nothing to compute, and X would have no row."""
     tok = pre.tokenizer
     limit = pre.pad_to or pre.max_length
     chunk: list[tuple[str, str]] = []
 
-    def encode(items: list[tuple[str, str]]) -> Batch:
+    def encode(items: list[tuple[str, str]]) -> Batch | None:
         padding: Any = "max_length" if pre.pad_to else True
         enc = tok(
             [t for _, t in items],
@@ -265,10 +283,22 @@ def _tokenized(
                 "put the model's own tokenizer files beside its weights",
             )
         lengths = mask.sum(dim=1)
+        encodings = getattr(enc, "encodings", None)  # a fast tokenizer's, each with what truncation dropped
+        if bool((lengths == 0).any()):  # rows only: the padded width is the longest kept sample's
+            keep = (lengths > 0).tolist()
+            for (name, _), k in zip(items, keep, strict=True):
+                if not k:
+                    tokenless.add(name, "no token")
+            if not any(keep):
+                return None
+            items = [item for item, k in zip(items, keep, strict=True) if k]
+            rows = torch.tensor(keep)
+            ids, mask, lengths = ids[rows], mask[rows], lengths[rows]
+            if encodings is not None:
+                encodings = [e for e, k in zip(encodings, keep, strict=True) if k]
         if cut is not None:
-            encodings = getattr(enc, "encodings", None)
             cut.exact = encodings is not None
-            if encodings is not None:  # a fast tokenizer keeps what truncation dropped
+            if encodings is not None:
                 cut.truncated += sum(1 for e in encodings if e.overflowing)
             else:
                 cut.truncated += int((lengths >= limit).sum())
@@ -277,10 +307,12 @@ def _tokenized(
     for item in texts:
         chunk.append(item)
         if len(chunk) == spec.batch_size:
-            yield encode(chunk)
+            batch = encode(chunk)
+            if batch is not None:
+                yield batch
             chunk = []
-    if chunk:
-        yield encode(chunk)
+    if chunk and (batch := encode(chunk)) is not None:
+        yield batch
 
 
 def _random_tokens(pre: Preprocessing, spec: InputSpec) -> Iterator[Batch]:
@@ -345,7 +377,7 @@ def _text_stream(pre: Preprocessing, spec: InputSpec, source: TextSource) -> Inp
     def make(s: InputStream) -> Iterator[Batch]:
         s.truncation = Truncation(source.label, limit, keep)
         lines = text_lines(source, keep, spec.max_samples, s.truncation.lines)
-        return _tokenized(pre, spec, lines, s.truncation)
+        return _tokenized(pre, spec, lines, s.tokenless, s.truncation)
 
     return InputStream("text", f"lines of {source.label}", make)
 
@@ -411,6 +443,6 @@ def _stream(pre: Preprocessing, spec: InputSpec) -> InputStream:
     return InputStream(
         "text",
         f"{n} built-in English sentences (pass `text` FILE for your own)",
-        lambda s: _tokenized(pre, spec, _default_texts(spec)),
+        lambda s: _tokenized(pre, spec, _default_texts(spec), s.tokenless),
         expected=n,
     )

@@ -69,7 +69,7 @@ class InputsInfo:
     count: int  # samples analysed
     tokens: int  # N: the longest sample's token count
     dim: int  # d
-    skipped: int  # unreadable files skipped
+    skipped: int  # samples skipped: unreadable files, texts the tokenizer gives no token
 
     def to_json(self) -> dict[str, Any]:
         return {
