@@ -4,7 +4,9 @@ fresh one is compared with them: a refactor must leave every report the same.
 Keys, strings, integers and booleans must be equal; a float must agree within what the capture supports: the
 relative uncertainty its aggregate states (``rel_uncertainty``, docs/math.md#digits-a-capture-supports), and
 never looser than :data:`RTOL` (every value condcli reports as a measurement agrees with float64 SVD to
-1e-6). ``tool`` (versions) is not compared.
+1e-6). A stated relative uncertainty is itself a relative quantity computed in float64: it agrees within
+:data:`RTOL` or within :data:`REL_RESOLUTION` absolute (an uncertainty of 3.7e-13 moves by 1e-16 where
+another CPU's BLAS rounds its inputs one ulp apart). ``tool`` (versions) is not compared.
 
 Rewrite the files after an intended change: ``.venv/bin/python -m tests.golden_reports``.
 """
@@ -21,6 +23,7 @@ SAMPLES = ("vit-plain", "vit-conditioned", "bert-docstrings", "gpt2-docstrings",
 ARGS = ("--max-samples", "2", "--json")
 INPUTS = {"llama-docstrings": ("--text", "llama-docstrings/prompts.txt")}  # the LLM on its own prompts
 RTOL = 1e-6
+REL_RESOLUTION = 16 * 2.0**-52  # a stated relative uncertainty, absolute: float64's resolution, a few ulps
 SKIPPED = {"tool"}  # the versions that wrote it
 
 
@@ -59,7 +62,8 @@ def differences(want: Any, got: Any, path: str = "", rtol: float = RTOL) -> list
             for d in differences(a, b, f"{path}[{i}]", rtol)
         ]
     if isinstance(want, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
-        if math.isclose(want, got, rel_tol=rtol, abs_tol=0.0) or (want == got):
+        floor = REL_RESOLUTION if ".rel_uncertainty" in path else 0.0
+        if math.isclose(want, got, rel_tol=rtol, abs_tol=floor) or (want == got):
             return []
         return [f"{path}: {want!r} became {got!r} (beyond {rtol:.2g})"]
     return [] if want == got and type(want) is type(got) else [f"{path}: {want!r:.80} became {got!r:.80}"]

@@ -32,3 +32,9 @@ def test_the_comparison_sees_a_change() -> None:
     assert differences(want, {"tool": {}, "a": {"median": 2.0, "rel_uncertainty": {"median": 0.01}}, "n": 4})
     assert differences(want, {"tool": {}, "a": {"median": 2.0}, "n": 3})  # a key dropped
     assert differences({"x": 1.0}, {"x": 1.0 + 1e-5}) and not differences({"x": 1.0}, {"x": 1.0 + 1e-7})
+    # a stated uncertainty one ulp of its inputs apart (another CPU's BLAS) is the same; twice it is not
+    tiny = {"k": {"median": 12.9, "rel_uncertainty": {"median": 3.6615155352137663e-13}}}
+    near = {"k": {"median": 12.9, "rel_uncertainty": {"median": 3.660405312189141e-13}}}
+    far = {"k": {"median": 12.9, "rel_uncertainty": {"median": 7.3e-13}}}
+    assert not differences(tiny, near) and differences(tiny, far)
+    assert differences({"x": 3.66e-13}, {"x": 3.67e-13})  # a value, not an uncertainty: 1e-6 relative
