@@ -21,7 +21,7 @@ import signal
 import sys
 from typing import NoReturn
 
-from condcli.errors import Stopped
+from condcli.errors import Stopped, signal_received
 
 HANDLED = (signal.SIGINT, signal.SIGTERM)
 _stopping: list[int] = []  # the signal being handled
@@ -31,6 +31,7 @@ def _on_signal(signum: int, frame: object) -> None:
     if _stopping:  # a second signal while the first one's cleanup runs: stop now
         os._exit(128 + _stopping[0])
     _stopping.append(signum)
+    signal_received(signum)  # raised again at the next batch if a finaliser swallows what is raised here
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Stopped(signum)

@@ -146,6 +146,23 @@ class InternalError(CondcliError):
     exit_code = 3
 
 
+_signals: list[int] = []  # the signals this process's entry point received (:mod:`condcli.__main__`)
+
+
+def signal_received(signum: int) -> None:
+    """Record a signal the entry point is raising (:func:`stop_if_signalled` raises it again if lost)."""
+    _signals.append(signum)
+
+
+def stop_if_signalled() -> None:
+    """Raise again a signal whose exception was lost: raised while a finaliser (``__del__``, a weakref
+    callback) ran, Python prints and drops it, and the run would go on to its end. The batch loop calls
+    this before each batch (:func:`condcli.analysis.driver.drive`)."""
+    if _signals:
+        signum = _signals[0]
+        raise KeyboardInterrupt if signum == signal.SIGINT else Stopped(signum)
+
+
 class Stopped(BaseException):
     """A signal asked the process to stop (SIGTERM; Ctrl-C is Python's own KeyboardInterrupt).
 

@@ -156,3 +156,39 @@ def test_the_console_script_handles_signals_before_the_heavy_imports(tmp_path: P
         check=True,
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_a_ctrl_c_a_finaliser_swallowed_is_raised_again_at_the_next_batch(tmp_path: Path) -> None:
+    """Python prints and drops an exception raised inside a ``__del__``: a Ctrl-C landing there would let
+    the run go on to its end. The child here swallows the first KeyboardInterrupt that way; the batch loop
+    raises it again, and the run ends with one line and 130."""
+    code = """
+import os, signal, sys
+sys.argv = ["condcli", "spectrum", "--max-samples", "100000", "--layers", "none", "--no-conditioned"]
+from condcli.__main__ import run
+import condcli.analysis.driver as driver
+
+class Swallows:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)  # the handler runs here, inside a finaliser
+        sum(range(1000))  # bytecode for the pending signal to be handled at: its exception is dropped
+
+drive = driver.drive
+
+def drive_after_a_lost_ctrl_c(*args, **kwargs):
+    Swallows()
+    print("swallowed", file=sys.stderr, flush=True)
+    return drive(*args, **kwargs)
+
+driver.drive = drive_after_a_lost_ctrl_c
+import condcli.analysis.spectrum as spectrum
+spectrum.drive = drive_after_a_lost_ctrl_c
+run()
+"""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    code_, err = finish(child)
+    assert code_ == 130
+    assert "swallowed" in err and "Exception ignored" in err and err.endswith("error: interrupted\n")

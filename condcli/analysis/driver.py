@@ -30,7 +30,7 @@ from condcli.analysis.proof import InForward, pending_for
 from condcli.capture import PROBES, LayerCapture, LayerSink, capture, exact_lookup, runs_eager
 from condcli.conditioning import Conditioning
 from condcli.distributed import results, world
-from condcli.errors import NonFiniteInputError
+from condcli.errors import NonFiniteInputError, stop_if_signalled
 from condcli.inputs.batches import Batch
 from condcli.loading.sources import LoadedModel
 
@@ -76,6 +76,7 @@ def drive(
     mine: list[int] = []  # the stream indices of the samples this rank analysed
     start = 0
     for number, batch in enumerate(inputs):
+        stop_if_signalled()  # a Ctrl-C that a finaliser swallowed still stops the run
         first, start = start, start + batch.size
         watched = None
         if proof is not None and number == 0:  # every rank proves on the stream's first batch
