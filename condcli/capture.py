@@ -67,8 +67,8 @@ LayerSink = Callable[[LayerCapture], None]
 class Proving(Protocol):
     """A proof that watches a capture's forward (:class:`condcli.analysis.proof.InForward`)."""
 
-    def watching(self, batch: int, judged: Callable[[], None]) -> AbstractContextManager[object]:
-        """Its hooks on the forward; ``judged()`` is called after each layer it judges."""
+    def watching(self, batch: int, on_judged: Callable[[], None]) -> AbstractContextManager[object]:
+        """Its hooks on the forward; ``on_judged()`` is called after each layer it judges."""
 
     def done(self) -> bool:
         """Whether every layer it watches for has been judged."""

@@ -99,10 +99,10 @@ class InForward:
     watched: bool = False  # a capture's forward was watched
     settled: bool = False
 
-    def watching(self, batch: int, judged: Callable[[], None]) -> AbstractContextManager[None]:
+    def watching(self, batch: int, on_judged: Callable[[], None]) -> AbstractContextManager[None]:
         """For :func:`condcli.capture.capture` (``proving``): the proof's hooks on that forward."""
         self.watched = True
-        return watching(self.todo, batch, self.proofs, judged)
+        return watching(self.todo, batch, self.proofs, on_judged)
 
     def done(self) -> bool:
         """Every layer to prove judged: the capture's forward may stop."""

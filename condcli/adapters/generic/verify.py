@@ -249,7 +249,7 @@ def _hooks(
     batch: int,
     proofs: dict[int, Proof],
     open_watches: list[Watch],
-    judged: Callable[[], None] | None,
+    on_judged: Callable[[], None] | None,
 ) -> list[Any]:
     """The pre- and post-hook on the attention module that ``group``'s layers share: call k is layer k's."""
     calls = [0]
@@ -279,8 +279,8 @@ def _hooks(
         open_watches.remove(watch)
         watch.__exit__(None, None, None)  # type: ignore[no-untyped-call]
         proofs[site.spec.index] = judge_all(site, a, watch)
-        if judged is not None:
-            judged()
+        if on_judged is not None:
+            on_judged()
 
     first = group[0].attn
     # the post-hook goes first: inside a capture's forward (:func:`condcli.capture.capture`, ``proving``)
@@ -294,15 +294,15 @@ def _hooks(
 
 @contextmanager
 def watching(
-    todo: list[Site], batch: int, proofs: dict[int, Proof], judged: Callable[[], None] | None = None
+    todo: list[Site], batch: int, proofs: dict[int, Proof], on_judged: Callable[[], None] | None = None
 ) -> Iterator[None]:
     """Hooks that watch each site's attention call (the k-th call of a shared module is its k-th layer) and
-    judge it into ``proofs``, then call ``judged()``; removed on leaving, also where the forward raised."""
+    judge it into ``proofs``, then call ``on_judged()``; removed on leaving, also where the forward raised."""
     groups: dict[int, list[Site]] = {}
     for s in todo:
         groups.setdefault(id(s.attn), []).append(s)
     open_watches: list[Watch] = []
-    handles = [h for group in groups.values() for h in _hooks(group, batch, proofs, open_watches, judged)]
+    handles = [h for group in groups.values() for h in _hooks(group, batch, proofs, open_watches, on_judged)]
     try:
         yield
     finally:
