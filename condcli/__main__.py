@@ -21,17 +21,16 @@ import signal
 import sys
 from typing import NoReturn
 
-from condcli.errors import Stopped, signal_received
+from condcli.errors import Stopped, signal_received, signalled
 
 HANDLED = (signal.SIGINT, signal.SIGTERM)
-_stopping: list[int] = []  # the signal being handled
 
 
 def _on_signal(signum: int, frame: object) -> None:
-    if _stopping:  # a second signal while the first one's cleanup runs: stop now
-        os._exit(128 + _stopping[0])
-    _stopping.append(signum)
-    signal_received(signum)  # raised again at the next batch if a finaliser swallows what is raised here
+    first = signalled()
+    if first is not None:  # a second signal while the first one's cleanup runs: stop now
+        os._exit(128 + first)
+    signal_received(signum)  # and raised again at the next batch if a finaliser swallows what is raised here
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Stopped(signum)
@@ -54,12 +53,18 @@ def _exit(line: str, code: int) -> NoReturn:
 
 def _end(code: int) -> NoReturn:
     """Exit with ``code``: after a signal at once, the streams flushed (see the module docstring)."""
-    if not _stopping:
+    if signalled() is None:
         sys.exit(code)
+    exit_now(code)
+
+
+def exit_now(code: int) -> NoReturn:
+    """Flush stdout and stderr and end the process with ``code`` at once (``os._exit``: no interpreter
+    shutdown; :func:`condcli.cli.main.finish` runs what of it a finished run needs first)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # closed: nothing left to say
+        except (OSError, ValueError):  # closed, or its reader gone: the exit code says it
             pass
     os._exit(code)
 
@@ -87,7 +92,7 @@ def run() -> NoReturn:
             out = isinstance(e, MemoryError)
             _exit(f"{'out of memory' if out else 'cannot start'} ({type(e).__name__}: {e})", 2 if out else 3)
         code = main()
-        if _stopping:  # the run was stopped by a signal and has said so: end now
+        if signalled() is not None:  # the run was stopped by a signal and has said so: end now
             _end(code)
         finish(code)
     except KeyboardInterrupt:  # before main() took over (imports), or after it returned

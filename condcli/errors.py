@@ -146,7 +146,7 @@ class InternalError(CondcliError):
     exit_code = 3
 
 
-_signals: list[int] = []  # the signals this process's entry point received (:mod:`condcli.__main__`)
+_signals: list[int] = []  # the signal this process's entry point handles (:mod:`condcli.__main__`), if any
 
 
 def signal_received(signum: int) -> None:
@@ -154,12 +154,17 @@ def signal_received(signum: int) -> None:
     _signals.append(signum)
 
 
+def signalled() -> int | None:
+    """The signal the entry point is handling (the first it received), else None."""
+    return _signals[0] if _signals else None
+
+
 def stop_if_signalled() -> None:
     """Raise again a signal whose exception was lost: raised while a finaliser (``__del__``, a weakref
     callback) ran, Python prints and drops it, and the run would go on to its end. The batch loop calls
     this before each batch (:func:`condcli.analysis.driver.drive`)."""
-    if _signals:
-        signum = _signals[0]
+    signum = signalled()
+    if signum is not None:
         raise KeyboardInterrupt if signum == signal.SIGINT else Stopped(signum)
 
 

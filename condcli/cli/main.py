@@ -25,6 +25,7 @@ from rich.markup import escape
 from typer.exceptions import TyperException
 
 from condcli import __version__
+from condcli.__main__ import exit_now
 from condcli.cli.examples import EXAMPLES
 from condcli.cli.flags import PARAM_FLAGS
 from condcli.cli.help_format import HelpCommand, HelpGroup, examples, prose
@@ -359,12 +360,7 @@ def finish(code: int) -> NoReturn:
     if not peer and shutdown is not None:
         shutdown()
     getattr(atexit, "_run_exitfuncs")()  # noqa: B009 (private: the handlers os._exit would skip)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # closed, or a reader gone: the exit code says it
-            pass
-    os._exit(code)
+    exit_now(code)
 
 
 def run() -> NoReturn:
