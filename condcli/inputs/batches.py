@@ -265,7 +265,7 @@ def _tokenized(
     limit = pre.pad_to or pre.max_length
     chunk: list[tuple[str, str]] = []
 
-    def encode(items: list[tuple[str, str]]) -> Batch | None:
+    def encode(items: list[tuple[str, str]]) -> Iterator[Batch]:  # none where no sample has a token
         padding: Any = "max_length" if pre.pad_to else True
         enc = tok(
             [t for _, t in items],
@@ -290,7 +290,7 @@ def _tokenized(
                 if not k:
                     tokenless.add(name, "no token")
             if not any(keep):
-                return None
+                return
             items = [item for item, k in zip(items, keep, strict=True) if k]
             rows = torch.tensor(keep)
             ids, mask, lengths = ids[rows], mask[rows], lengths[rows]
@@ -302,17 +302,15 @@ def _tokenized(
                 cut.truncated += sum(1 for e in encodings if e.overflowing)
             else:
                 cut.truncated += int((lengths >= limit).sum())
-        return Batch({"input_ids": ids, "attention_mask": mask}, lengths, [n for n, _ in items])
+        yield Batch({"input_ids": ids, "attention_mask": mask}, lengths, [n for n, _ in items])
 
     for item in texts:
         chunk.append(item)
         if len(chunk) == spec.batch_size:
-            batch = encode(chunk)
-            if batch is not None:
-                yield batch
+            yield from encode(chunk)
             chunk = []
-    if chunk and (batch := encode(chunk)) is not None:
-        yield batch
+    if chunk:
+        yield from encode(chunk)
 
 
 def _random_tokens(pre: Preprocessing, spec: InputSpec) -> Iterator[Batch]:
