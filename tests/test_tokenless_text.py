@@ -14,6 +14,7 @@ from click.testing import Result
 
 from condcli.inputs.batches import InputSpec, stream
 from condcli.loading.sources import LoadOptions, load
+from tests.repeated_prompt import word_level_llama
 
 ZW = "\u200b"  # a zero-width space: the tokenizer's normaliser removes it
 GOOD = ["w1 w2 w3", "w4 w5 w6 w7 w8", "w9"]
@@ -22,28 +23,11 @@ GOOD = ["w1 w2 w3", "w4 w5 w6 w7 w8", "w9"]
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny Llama whose word-level tokenizer removes zero-width spaces and adds no special token."""
-    import transformers as tf
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    from tokenizers import normalizers
 
     folder = tmp_path_factory.mktemp("tokenless") / "model"
     words = ["<pad>", "<unk>", *[f"w{i}" for i in range(1, 10)]]
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-    tok.normalizer = normalizers.Replace(ZW, "")
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = tf.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>")
-    torch.manual_seed(0)
-    config = tf.LlamaConfig(
-        vocab_size=len(words),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=32,
-        pad_token_id=0,
-    )
-    tf.AutoModelForCausalLM.from_config(config).save_pretrained(folder)
-    fast.save_pretrained(folder)
+    word_level_llama(folder, words, normalizer=normalizers.Replace(ZW, ""))
     return folder
 
 
