@@ -21,7 +21,7 @@ import signal
 import sys
 from typing import NoReturn
 
-from condcli.errors import Stopped, signal_received, signalled
+from condcli.errors import Stopped, exit_now, signal_received, signalled
 
 HANDLED = (signal.SIGINT, signal.SIGTERM)
 
@@ -56,17 +56,6 @@ def _end(code: int) -> NoReturn:
     if signalled() is None:
         sys.exit(code)
     exit_now(code)
-
-
-def exit_now(code: int) -> NoReturn:
-    """Flush stdout and stderr and end the process with ``code`` at once (``os._exit``: no interpreter
-    shutdown; :func:`condcli.cli.main.finish` runs what of it a finished run needs first)."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # closed, or its reader gone: the exit code says it
-            pass
-    os._exit(code)
 
 
 def version_line() -> str:

@@ -10,9 +10,12 @@ Messages name the Python parameter a caller passed, marked with single backticks
 
 from __future__ import annotations
 
+import os
 import re
 import signal
+import sys
 from collections.abc import Mapping
+from typing import NoReturn
 
 # `name` or `name=value`, not inside ``double backticks``
 PARAM = re.compile(r"(?<!`)`([A-Za-z_][A-Za-z0-9_]*)(?:=([^`]*))?`(?!`)")
@@ -166,6 +169,18 @@ def stop_if_signalled() -> None:
     signum = signalled()
     if signum is not None:
         raise KeyboardInterrupt if signum == signal.SIGINT else Stopped(signum)
+
+
+def exit_now(code: int) -> NoReturn:
+    """Flush stdout and stderr and end the process with ``code`` at once (``os._exit``: no interpreter
+    shutdown): the entry point after a signal (:mod:`condcli.__main__`), and the CLI after a run, once it
+    has run what of that shutdown a finished run needs (:func:`condcli.cli.main.finish`)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed, or its reader gone: the exit code says it
+            pass
+    os._exit(code)
 
 
 class Stopped(BaseException):

@@ -25,11 +25,18 @@ from rich.markup import escape
 from typer.exceptions import TyperException
 
 from condcli import __version__
-from condcli.__main__ import exit_now
 from condcli.cli.examples import EXAMPLES
 from condcli.cli.flags import PARAM_FLAGS
 from condcli.cli.help_format import HelpCommand, HelpGroup, examples, prose
-from condcli.errors import CondcliError, InternalError, OutOfMemory, Stopped, is_out_of_memory, one_line
+from condcli.errors import (
+    CondcliError,
+    InternalError,
+    OutOfMemory,
+    Stopped,
+    exit_now,
+    is_out_of_memory,
+    one_line,
+)
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_STDOUT_CLOSED = 128 + 13  # as a process killed by SIGPIPE
